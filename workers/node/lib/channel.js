@@ -1,0 +1,190 @@
+'use strict';
+// The worker's side of WorkerChannel.EventStream: dial the host, handshake, dispatch
+// requests, and make sure the process never outlives its host.
+const util = require('util');
+const grpc = require('@grpc/grpc-js');
+const { loadProto } = require('./proto');
+const { loadFunction, LoadError } = require('./loader');
+const { runInvocation, failureResponse } = require('./invocation');
+
+const WORKER_VERSION = '1.0.0';
+const WORKER_CATEGORY = 'Worker.Node';
+const DEFAULT_MAX_MESSAGE_LENGTH = 256 * 1024 * 1024;
+const SUCCESS = Object.freeze({ status: 'SUCCESS' });
+
+class WorkerChannel {
+  constructor({ host, port, workerId, maxMessageLength, connectTimeoutMs, exit }) {
+    this.address = `${host}:${port}`;
+    this.workerId = workerId;
+    this.maxMessageLength = maxMessageLength || DEFAULT_MAX_MESSAGE_LENGTH;
+    this.connectTimeoutMs = connectTimeoutMs || 10000;
+    this.exit = exit || ((code) => process.exit(code));
+    this.functions = new Map();
+    this.inFlight = 0;
+    this.onIdle = null;
+    this.call = null;
+    this.open = false;
+    this.terminating = false;
+    this.exiting = false;
+  }
+
+  start() {
+    const proto = loadProto();
+    const options = {
+      'grpc.max_send_message_length': this.maxMessageLength,
+      'grpc.max_receive_message_length': this.maxMessageLength,
+    };
+    this.client = new proto.WorkerChannel(this.address, grpc.credentials.createInsecure(), options);
+    // The host starts listening before it launches us, but allow for a slow start.
+    this.client.waitForReady(Date.now() + this.connectTimeoutMs, (err) => {
+      if (err) return this.fatal(`cannot connect to host at ${this.address}: ${err.message}`);
+      this.openStream();
+    });
+  }
+
+  openStream() {
+    const call = this.client.EventStream();
+    this.call = call;
+    this.open = true;
+    call.on('data', (msg) => this.dispatch(msg));
+    call.on('error', (err) => this.streamClosed(`stream error: ${err.message}`));
+    call.on('end', () => this.streamClosed('host ended the stream'));
+    call.on('status', (s) => this.streamClosed(`stream closed (${s.code} ${s.details})`));
+    this.send({ start_stream: { worker_id: this.workerId } });
+  }
+
+  // Without a host there is nothing to do: exit (0 only if we were told to terminate).
+  streamClosed(why) {
+    this.open = false;
+    if (this.exiting) return;
+    if (this.terminating) return this.shutdown(0);
+    this.fatal(`lost the host: ${why}`);
+  }
+
+  fatal(message) {
+    if (this.exiting) return;
+    process.stderr.write(`[faast node worker ${this.workerId}] ${message}; exiting\n`);
+    this.shutdown(1);
+  }
+
+  shutdown(code) {
+    if (this.exiting) return;
+    this.exiting = true;
+    this.open = false;
+    try { if (this.call) this.call.cancel(); } catch { /* already closed */ }
+    try { if (this.client) this.client.close(); } catch { /* already closed */ }
+    this.exit(code);
+  }
+
+  send(msg) {
+    if (this.open) this.call.write(msg);
+  }
+
+  // RpcLog; invocationId '' for worker-level messages.
+  log(invocationId, category, level, message, exception) {
+    if (!this.open) {
+      process.stderr.write(`[${level}] ${category}: ${message}\n`);
+      return;
+    }
+    const rpcLog = { invocation_id: invocationId, category, level, message };
+    if (exception) rpcLog.exception = exception;
+    this.call.write({ rpc_log: rpcLog });
+  }
+
+  userLog(invocationId, category, level, args) {
+    this.log(invocationId, category, level, util.format(...args));
+  }
+
+  workerLog(level, message, exception) {
+    this.log('', WORKER_CATEGORY, level, message, exception);
+  }
+
+  dispatch(msg) {
+    try {
+      switch (msg.content) {
+        case 'invocation_request': return this.onInvocation(msg.invocation_request);
+        case 'worker_init_request': return this.onInit(msg);
+        case 'function_load_request': return this.onLoad(msg);
+        case 'invocation_cancel': return undefined; // best effort: nothing to cancel in v3's model
+        case 'worker_terminate': return this.onTerminate(msg.worker_terminate);
+        default:
+          return this.workerLog('WARNING', `ignoring unexpected message '${msg.content}'`);
+      }
+    } catch (err) {
+      // A bug handling one message must not take down the other in-flight invocations.
+      this.workerLog('ERROR', `failed to handle '${msg.content}': ${err && err.stack}`);
+      return undefined;
+    }
+  }
+
+  onInit(msg) {
+    this.send({
+      request_id: msg.request_id,
+      worker_init_response: {
+        worker_version: WORKER_VERSION,
+        capabilities: { concurrent: '1' },
+        result: SUCCESS,
+      },
+    });
+  }
+
+  onLoad(msg) {
+    const { function_id: functionId, metadata } = msg.function_load_request;
+    const md = metadata || {};
+    loadFunction(functionId, md).then(
+      (fn) => {
+        this.functions.set(functionId, fn);
+        this.send({ request_id: msg.request_id, function_load_response: { function_id: functionId, result: SUCCESS } });
+      },
+      (err) => {
+        const message = err instanceof LoadError ? err.message
+          : `Function '${md.name || functionId}': failed to load '${md.script_file}': ${err && err.message}`;
+        const exception = { source: md.name || functionId, message, stack_trace: (err && err.stack) || '' };
+        this.workerLog('ERROR', message, exception);
+        this.send({
+          request_id: msg.request_id,
+          function_load_response: { function_id: functionId, result: { status: 'FAILURE', result: message, exception } },
+        });
+      },
+    );
+  }
+
+  onInvocation(request) {
+    const fn = this.functions.get(request.function_id);
+    this.inFlight++;
+    if (fn === undefined) {
+      const pseudo = { name: request.function_id, systemCategory: WORKER_CATEGORY };
+      return this.completeInvocation(failureResponse(this, pseudo, request.invocation_id,
+        new Error(`function '${request.function_id}' is not loaded in this worker`)));
+    }
+    return runInvocation(this, fn, request);
+  }
+
+  completeInvocation(response) {
+    this.send({ invocation_response: response });
+    this.inFlight--;
+    if (this.inFlight === 0 && this.onIdle !== null) this.onIdle();
+  }
+
+  // Let in-flight invocations finish (up to the grace period), then close our side and exit 0.
+  onTerminate(terminate) {
+    if (this.terminating) return;
+    this.terminating = true;
+    const grace = Math.max(0, terminate.grace_period_ms || 0);
+    const finish = () => {
+      this.onIdle = null;
+      clearTimeout(graceTimer);
+      if (this.open) {
+        this.open = false;
+        this.call.end();
+      }
+      // The host normally closes the stream in reply (-> streamClosed -> exit 0); don't wait forever.
+      setTimeout(() => this.shutdown(0), 1000).unref();
+    };
+    const graceTimer = setTimeout(finish, grace);
+    if (this.inFlight === 0) finish();
+    else this.onIdle = finish;
+  }
+}
+
+module.exports = { WorkerChannel, WORKER_VERSION, DEFAULT_MAX_MESSAGE_LENGTH };

@@ -1,0 +1,152 @@
+'use strict';
+// TypedData (the wire's value type) <-> JavaScript values, with Azure Functions v3 semantics.
+const { HttpRequest } = require('./http');
+
+const SHARED_MEMORY_UNSUPPORTED = 'shared memory not supported by this worker version';
+
+// Shared immutable TypedData for null (an unset oneof).
+const NULL_TYPED = Object.freeze({});
+
+// `dataType` is the binding's BindingInfo.DataType ('STRING', 'BINARY', 'UNDEFINED', 'STREAM').
+function fromTypedData(typed, dataType) {
+  if (!typed) return null;
+  switch (typed.data) {
+    case 'string':
+      return dataType === 'BINARY' ? Buffer.from(typed.string, 'utf8') : typed.string;
+    case 'json':
+      try { return JSON.parse(typed.json); } catch { return typed.json; }
+    case 'bytes':
+      return dataType === 'STRING' ? typed.bytes.toString('utf8') : typed.bytes;
+    case 'http':
+      return new HttpRequest(typed.http);
+    case 'blob':
+      return fromBlob(typed.blob, dataType);
+    default:
+      return null; // unset: null (e.g. a missing input blob)
+  }
+}
+
+function fromBlob(blob, dataType) {
+  if (blob.content === 'shared_memory') {
+    throw new Error(`${SHARED_MEMORY_UNSUPPORTED} (blob '${blob.name}')`);
+  }
+  // A BlobData without content is an empty blob (the blob exists: a missing one is an unset TypedData).
+  const bytes = blob.content === 'bytes' ? blob.bytes : Buffer.alloc(0);
+  return dataType === 'STRING' ? bytes.toString('utf8') : bytes;
+}
+
+// Wraps binary views as a Buffer over the same memory (no copy).
+function asBuffer(value) {
+  if (Buffer.isBuffer(value)) return value;
+  if (value instanceof ArrayBuffer || value instanceof SharedArrayBuffer) return Buffer.from(value);
+  if (ArrayBuffer.isView(value)) return Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  return undefined;
+}
+
+// JS -> TypedData for a non-HTTP binding. Callers skip undefined themselves.
+function toTypedData(value) {
+  if (value === null || value === undefined) return NULL_TYPED;
+  if (typeof value === 'string') return { string: value };
+  if (typeof value === 'object' || typeof value === 'function') {
+    const buffer = asBuffer(value);
+    if (buffer !== undefined) return { bytes: buffer };
+  }
+  const json = JSON.stringify(value);
+  return json === undefined ? NULL_TYPED : { json };
+}
+
+function hasHeader(headers, lowerName) {
+  for (const key in headers) {
+    if (key.toLowerCase() === lowerName) return true;
+  }
+  return false;
+}
+
+// JS -> TypedData for an http output ({status|statusCode, headers, body}, or context.res).
+function toHttpTypedData(value) {
+  if (value === null || value === undefined) return NULL_TYPED;
+  // A bare value (string, Buffer, number) returned for an http binding is the body.
+  if (typeof value !== 'object' || asBuffer(value) !== undefined || Array.isArray(value)) {
+    value = { body: value };
+  }
+  const http = { status_code: 0, headers: {} };
+
+  let status = value.statusCode;
+  if (status === undefined || status === null) {
+    status = value.status;
+    if (typeof status === 'function') status = undefined; // HttpResponse.status() method
+  }
+  if (status !== undefined && status !== null && status !== '') {
+    const code = Number(status);
+    if (!Number.isInteger(code) || code < 100 || code > 999) {
+      throw new Error(`invalid HTTP status code: ${JSON.stringify(status)}`);
+    }
+    http.status_code = code;
+  }
+
+  const headers = value.headers;
+  if (headers && typeof headers === 'object') {
+    for (const key in headers) {
+      const v = headers[key];
+      if (v === undefined || v === null) continue;
+      http.headers[key] = Array.isArray(v) ? v.join(', ') : String(v);
+    }
+  }
+
+  const body = value.body;
+  if (body !== undefined && body !== null) {
+    if (typeof body === 'string') {
+      http.body = { string: body };
+    } else {
+      const buffer = typeof body === 'object' ? asBuffer(body) : undefined;
+      if (buffer !== undefined) {
+        http.body = { bytes: buffer };
+      } else {
+        http.body = { json: JSON.stringify(body) };
+        if (!hasHeader(http.headers, 'content-type')) http.headers['content-type'] = 'application/json';
+      }
+    }
+  }
+  return { http };
+}
+
+function isPlainObject(value) {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false;
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+// v3 camel-cases binding data keys ("Query" -> "query", "Properties.ContentLength" ->
+// "properties.contentLength"). Header and query names are user data and stay as sent.
+function camelCaseKeys(obj) {
+  const out = {};
+  for (const key in obj) {
+    const value = obj[key];
+    const camel = key.length > 0 ? key[0].toLowerCase() + key.slice(1) : key;
+    out[camel] = isPlainObject(value) && camel !== 'headers' && camel !== 'query'
+      ? camelCaseKeys(value)
+      : value;
+  }
+  return out;
+}
+
+function fromTriggerMetadata(metadata) {
+  const out = {};
+  for (const key in metadata) {
+    const value = fromTypedData(metadata[key], 'UNDEFINED');
+    const camel = key.length > 0 ? key[0].toLowerCase() + key.slice(1) : key;
+    out[camel] = isPlainObject(value) && camel !== 'headers' && camel !== 'query'
+      ? camelCaseKeys(value)
+      : value;
+  }
+  return out;
+}
+
+module.exports = {
+  fromTypedData,
+  toTypedData,
+  toHttpTypedData,
+  fromTriggerMetadata,
+  asBuffer,
+  SHARED_MEMORY_UNSUPPORTED,
+};
