@@ -1,0 +1,23 @@
+"""The subset of the `azure.functions` programming model that the FaaST Python worker
+supports. Function apps import it unchanged (`import azure.functions as func`).
+
+Mirrors the public API of the azure-functions library for these classes.
+"""
+from ._blob import InputStream
+from ._context import Context, RetryContext, TraceContext
+from ._http import HttpRequest, HttpRequestHeaders, HttpResponse, HttpResponseHeaders
+from ._out import Out
+
+__all__ = (
+    "Context",
+    "HttpRequest",
+    "HttpRequestHeaders",
+    "HttpResponse",
+    "HttpResponseHeaders",
+    "InputStream",
+    "Out",
+    "RetryContext",
+    "TraceContext",
+)
+
+__version__ = "1.0.0+faast"

@@ -1,0 +1,206 @@
+"""Conversions between TypedData and Python values, chosen once per parameter at
+function load time so that an invocation only calls the chosen converter."""
+from __future__ import annotations
+
+import collections.abc
+import json
+import typing
+from typing import Any, Callable, Optional
+
+import azure.functions as func
+
+from .protos import pb
+
+Decoder = Callable[["pb.TypedData"], Any]
+
+
+class BindingError(Exception):
+    """An input could not be converted for the function's parameter."""
+
+
+SHARED_MEMORY_UNSUPPORTED = (
+    "blob content arrived in shared memory, but shared memory not supported by "
+    "this worker version")
+
+
+def blob_bytes(blob: "pb.BlobData") -> bytes:
+    kind = blob.WhichOneof("content")
+    if kind == "bytes" or kind is None:
+        return blob.bytes
+    raise BindingError(SHARED_MEMORY_UNSUPPORTED)
+
+
+def http_body_bytes(body: "pb.TypedData") -> bytes:
+    kind = body.WhichOneof("data")
+    if kind == "bytes":
+        return body.bytes
+    if kind == "string":
+        return body.string.encode("utf-8")
+    if kind == "json":
+        return body.json.encode("utf-8")
+    if kind is None:
+        return b""
+    raise BindingError(f"unsupported HTTP body data: {kind}")
+
+
+def to_http_request(td: "pb.TypedData") -> func.HttpRequest:
+    h = td.http
+    return func.HttpRequest(h.method, h.url, headers=h.headers, params=h.query,
+                            route_params=h.params, body=http_body_bytes(h.body))
+
+
+def to_input_stream(td: "pb.TypedData") -> func.InputStream:
+    kind = td.WhichOneof("data")
+    if kind == "blob":
+        b = td.blob
+        data = blob_bytes(b)
+        return func.InputStream(data=data, name=b.name or None, uri=b.uri or None,
+                                length=b.length if b.length or not data else len(data))
+    data = to_bytes(td)
+    return func.InputStream(data=data, length=len(data))
+
+
+def to_bytes(td: "pb.TypedData") -> bytes:
+    kind = td.WhichOneof("data")
+    if kind == "bytes":
+        return td.bytes
+    if kind == "blob":
+        return blob_bytes(td.blob)
+    if kind == "string":
+        return td.string.encode("utf-8")
+    if kind == "json":
+        return td.json.encode("utf-8")
+    if kind == "http":
+        return http_body_bytes(td.http.body)
+    raise BindingError(f"cannot convert {kind} data to bytes")
+
+
+def to_str(td: "pb.TypedData") -> str:
+    kind = td.WhichOneof("data")
+    if kind == "string":
+        return td.string
+    if kind == "json":
+        return td.json
+    return to_bytes(td).decode("utf-8")
+
+
+def to_json(td: "pb.TypedData") -> Any:
+    kind = td.WhichOneof("data")
+    if kind == "json":
+        return json.loads(td.json)
+    if kind == "string":
+        return json.loads(td.string)
+    return json.loads(to_bytes(td))
+
+
+def to_auto(td: "pb.TypedData") -> Any:
+    """Unannotated parameter: the natural Python type of the data."""
+    kind = td.WhichOneof("data")
+    if kind == "http":
+        return to_http_request(td)
+    if kind == "blob":
+        return to_input_stream(td)
+    if kind == "bytes":
+        return td.bytes
+    if kind == "string":
+        return td.string
+    if kind == "json":
+        return json.loads(td.json)
+    return None
+
+
+def _none_if_unset(decode: Decoder) -> Decoder:
+    # Unset TypedData is null (e.g. a missing input blob) whatever the annotation.
+    def decoder(td: "pb.TypedData") -> Any:
+        if td.WhichOneof("data") is None:
+            return None
+        return decode(td)
+    decoder.__name__ = decode.__name__
+    return decoder
+
+
+_JSON_TYPES = (dict, list, int, float, bool)
+
+
+def unwrap_optional(annotation: Any) -> Any:
+    """Optional[X] -> X; other annotations unchanged."""
+    if typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def decoder_for(annotation: Any) -> Decoder:
+    """Pick the converter for a parameter's (unwrapped) annotation."""
+    ann = unwrap_optional(annotation)
+    origin = typing.get_origin(ann) or ann
+    if isinstance(origin, type):
+        if issubclass(origin, func.HttpRequest):
+            decode: Decoder = _http_only
+        elif issubclass(origin, func.InputStream):
+            decode = to_input_stream
+        elif issubclass(origin, (bytes, bytearray)):
+            decode = to_bytes
+        elif issubclass(origin, str):
+            decode = to_str
+        elif issubclass(origin, _JSON_TYPES) or origin in (
+                collections.abc.Mapping, collections.abc.Sequence):
+            decode = to_json
+        else:
+            decode = to_auto
+    else:
+        decode = to_auto
+    return _none_if_unset(decode)
+
+
+def _http_only(td: "pb.TypedData") -> func.HttpRequest:
+    kind = td.WhichOneof("data")
+    if kind != "http":
+        raise BindingError(f"expected http data for func.HttpRequest, got {kind}")
+    return to_http_request(td)
+
+
+def is_out_annotation(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation) or annotation
+    return isinstance(origin, type) and issubclass(origin, func.Out)
+
+
+def is_context_annotation(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, func.Context)
+
+
+# ---- Python values -> TypedData -------------------------------------------------
+
+def http_response_into(td: "pb.TypedData", resp: func.HttpResponse) -> None:
+    h = td.http
+    h.status_code = resp.status_code
+    headers = h.headers
+    for k, v in resp.headers.items():
+        headers[k] = str(v)
+    if "content-type" not in resp.headers:
+        mimetype = resp.mimetype
+        headers["Content-Type"] = (f"{mimetype}; charset={resp.charset}"
+                                   if mimetype.startswith("text/") else mimetype)
+    h.body.bytes = resp.get_body()
+
+
+def encode_into(td: "pb.TypedData", value: Any) -> None:
+    """Write value into td; None leaves td unset (null)."""
+    if value is None:
+        return
+    if isinstance(value, str):
+        td.string = value
+    elif isinstance(value, bytes):
+        td.bytes = value
+    elif isinstance(value, func.HttpResponse):
+        http_response_into(td, value)
+    elif isinstance(value, (bytearray, memoryview)):
+        td.bytes = bytes(value)
+    elif isinstance(value, _JSON_TYPES) or isinstance(value, tuple):
+        td.json = json.dumps(value)
+    elif callable(getattr(value, "read", None)):  # file-like, e.g. an InputStream
+        encode_into(td, value.read())
+    else:
+        raise TypeError(f"cannot convert a value of type {type(value).__name__} "
+                        f"to an output binding")
