@@ -2,7 +2,8 @@
 'use strict';
 // FaaST Node.js language worker (Azure Functions v3 programming model).
 // Launched by the host as:
-//   node worker.js --host 127.0.0.1 --port <P> --worker-id <ID> [--max-message-length <bytes>]
+//   node worker.js --host 127.0.0.1 --port <P> --worker-id <ID>
+//                  [--max-message-length <bytes>] [--connect-timeout-ms <ms>]
 // with cwd = the function app's directory and the app settings in the environment.
 const { WorkerChannel } = require('./lib/channel');
 
@@ -25,7 +26,7 @@ function parseArgs(argv) {
 
 function usage(message) {
   process.stderr.write(`faast node worker: ${message}\n` +
-    'usage: node worker.js --host <host> --port <port> --worker-id <id> [--max-message-length <bytes>]\n');
+    'usage: node worker.js --host <host> --port <port> --worker-id <id> [--max-message-length <bytes>] [--connect-timeout-ms <ms>]\n');
   process.exit(2);
 }
 
@@ -36,11 +37,15 @@ function main() {
   const maxMessageLength = args['max-message-length'] !== undefined ? Number(args['max-message-length']) : undefined;
   if (maxMessageLength !== undefined && !(maxMessageLength > 0)) usage(`invalid --max-message-length '${args['max-message-length']}'`);
 
+  const connectTimeoutMs = args['connect-timeout-ms'] !== undefined ? Number(args['connect-timeout-ms']) : undefined;
+  if (connectTimeoutMs !== undefined && !(connectTimeoutMs > 0)) usage(`invalid --connect-timeout-ms '${args['connect-timeout-ms']}'`);
+
   const channel = new WorkerChannel({
     host: args.host || '127.0.0.1',
     port,
     workerId: args['worker-id'] || `node-${process.pid}`,
     maxMessageLength,
+    connectTimeoutMs,
   });
 
   // Never linger as an orphan: if the host process goes away we are re-parented.

@@ -33,6 +33,10 @@ class WorkerChannel {
     const options = {
       'grpc.max_send_message_length': this.maxMessageLength,
       'grpc.max_receive_message_length': this.maxMessageLength,
+      // One long-lived stream: a retry can't resume it, so skip retry buffering; and
+      // channelz bookkeeping is per-message overhead nobody reads here.
+      'grpc.enable_retries': 0,
+      'grpc.enable_channelz': 0,
     };
     this.client = new proto.WorkerChannel(this.address, grpc.credentials.createInsecure(), options);
     // The host starts listening before it launches us, but allow for a slow start.

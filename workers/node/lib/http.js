@@ -67,7 +67,7 @@ class HttpResponse {
     this.headers = {};
     this.cookies = [];
     this.body = undefined;
-    Object.defineProperty(this, DONE, { value: done, writable: true });
+    this[DONE] = done; // symbol key: not serialized with the response
   }
 
   status(statusCode) { this.statusCode = statusCode; return this; }

@@ -45,7 +45,7 @@ class FakeHost {
     this.streamEndedPromise = new Promise((resolve) => { this.onStreamEnded = resolve; });
   }
 
-  async start({ files, env, extraArgs, spawnWorker = true } = {}) {
+  async start({ files, env, extraArgs, nodeArgs, spawnWorker = true } = {}) {
     this.appDir = fs.mkdtempSync(path.join(os.tmpdir(), 'faast-node-test-'));
     writeApp(this.appDir, files);
     const proto = loadProto();
@@ -59,12 +59,12 @@ class FakeHost {
         if (err) reject(err); else resolve(port);
       });
     });
-    if (spawnWorker) this.spawnWorker({ env, extraArgs });
+    if (spawnWorker) this.spawnWorker({ env, extraArgs, nodeArgs });
     return this;
   }
 
-  spawnWorker({ env, extraArgs, argv } = {}) {
-    const args = argv || [WORKER_JS, '--host', '127.0.0.1', '--port', String(this.port), '--worker-id', this.workerId, ...(extraArgs || [])];
+  spawnWorker({ env, extraArgs, nodeArgs, argv } = {}) {
+    const args = argv || [...(nodeArgs || []), WORKER_JS, '--host', '127.0.0.1', '--port', String(this.port), '--worker-id', this.workerId, ...(extraArgs || [])];
     this.child = spawn(process.execPath, args, {
       cwd: this.appDir,
       env: { ...process.env, ...(env || {}) },
@@ -181,6 +181,18 @@ class FakeHost {
   }
 }
 
+// CPU time (ms) of every thread of a process (main, JIT compiler, GC helpers, libuv pool),
+// from /proc/<pid>/task/*/schedstat: nanoseconds, unlike the 10 ms ticks of /proc/<pid>/stat.
+function processCpuMs(pid) {
+  let ns = 0;
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    } catch { /* the thread just exited */ }
+  }
+  return ns / 1e6;
+}
+
 async function startHost(options) {
   const host = new FakeHost();
   try {
@@ -219,4 +231,4 @@ function decode(td) {
   }
 }
 
-module.exports = { startHost, FakeHost, typed, decode, WORKER_JS, withTimeout };
+module.exports = { startHost, FakeHost, typed, decode, processCpuMs, WORKER_JS, withTimeout };

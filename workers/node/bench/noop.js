@@ -1,0 +1,74 @@
+'use strict';
+// Measures the worker's CPU cost per no-op HTTP invocation: runs the real worker.js against
+// the in-test host (test-support/fake-host.js), keeps a window of invocations in flight,
+// and reads the worker process's CPU time from /proc before and after.
+//   node workers/node/bench/noop.js [invocations=20000] [window=64]
+const { startHost, typed, processCpuMs: cpuMs } = require('../test-support/fake-host');
+
+const TOTAL = Number(process.argv[2] || 20000);
+const WINDOW = Number(process.argv[3] || 64);
+const headers = {
+  host: 'localhost:7071', 'user-agent': 'bench/1.0', accept: '*/*', 'accept-encoding': 'gzip',
+  connection: 'keep-alive', 'x-request-id': 'abc123', 'x-forwarded-for': '10.0.0.1', 'content-length': '0',
+};
+const request = {
+  input_data: [{ name: 'req', data: typed.http({ method: 'GET', url: 'http://localhost:7071/api/noop?name=x', headers, query: { name: 'x' } }) }],
+  trigger_metadata: { Query: typed.json({ name: 'x' }), Headers: typed.json(headers) },
+};
+
+async function run(host, count) {
+  let sent = 0;
+  let done = 0;
+  await new Promise((resolve, reject) => {
+    const pump = () => {
+      while (sent < count && sent - done < WINDOW) {
+        sent++;
+        host.invoke('noop', request, 30000).then((r) => {
+          if (r.result.status !== 'SUCCESS') return reject(new Error(JSON.stringify(r.result)));
+          done++;
+          if (done === count) resolve(); else pump();
+          return undefined;
+        }, reject);
+      }
+    };
+    pump();
+  });
+}
+
+(async () => {
+  const host = await startHost({
+    files: { 'noop/index.js': 'module.exports = async function (context, req) {};\n' },
+    // e.g. FAAST_BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to profile the worker
+    nodeArgs: (process.env.FAAST_BENCH_NODE_ARGS || '').split(' ').filter(Boolean),
+  });
+  try {
+    await host.init();
+    const load = await host.load('noop', {
+      name: 'noop',
+      script_file: 'noop/index.js',
+      bindings: { req: { type: 'httpTrigger', direction: 'IN' }, res: { type: 'http', direction: 'OUT' } },
+    });
+    if (load.result.status !== 'SUCCESS') throw new Error(load.result.exception.message);
+    await run(host, Math.min(5000, TOTAL)); // warm up (JIT)
+    const pid = host.child.pid;
+    const cpu0 = cpuMs(pid);
+    const t0 = process.hrtime.bigint();
+    await run(host, TOTAL);
+    const wallMs = Number(process.hrtime.bigint() - t0) / 1e6;
+    const cpu = cpuMs(pid) - cpu0;
+    const perInvUs = (cpu * 1000) / TOTAL;
+    console.log(JSON.stringify({
+      invocations: TOTAL,
+      window: WINDOW,
+      worker_cpu_ms: Math.round(cpu),
+      worker_cpu_us_per_invocation: Number(perInvUs.toFixed(1)),
+      worker_cpu_bound_invocations_per_sec: Math.round(1e6 / perInvUs),
+      wall_ms: Math.round(wallMs),
+      observed_invocations_per_sec: Math.round((TOTAL * 1000) / wallMs),
+    }));
+    host.terminate(1000);
+    await host.waitExit(5000);
+  } finally {
+    await host.stop();
+  }
+})().catch((err) => { console.error(err); process.exit(1); });
