@@ -3,7 +3,6 @@ invocations concurrently (async functions as tasks, sync ones on a thread pool).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import logging
 import os
@@ -15,6 +14,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 import grpc
 
 from . import __version__, invoker, loader, logs
+from .pool import Job, SyncPool
 from .protos import FAILURE, METHOD, SUCCESS, StreamingMessage, pb
 
 log = logging.getLogger("faast_worker.channel")
@@ -25,7 +25,7 @@ CONNECT_TIMEOUT_S = float(os.environ.get("FAAST_WORKER_CONNECT_TIMEOUT", "30"))
 CLOSE_WAIT_S = 2.0
 
 # invocation id -> (function, its task or pool future)
-Inflight = Tuple[loader.FunctionInfo, Union[asyncio.Task, concurrent.futures.Future]]
+Inflight = Tuple[loader.FunctionInfo, Union[asyncio.Task, Job]]
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,7 @@ class Worker:
         self.inflight: Dict[str, Inflight] = {}
         self.accepting = True
         self.terminating = False
-        self.executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=options.threads, thread_name_prefix="faast-fn")
+        self.pool: SyncPool
         self.log_handler = logs.RpcLogHandler(self._category_of)
         # Set in run(), on the loop.
         self.loop: asyncio.AbstractEventLoop
@@ -68,6 +67,7 @@ class Worker:
         self.outbox = asyncio.Queue()
         self.exit_code = self.loop.create_future()
         self.stream_closed = asyncio.Event()
+        self.pool = SyncPool(self.options.threads, self.loop, self._deliver_sync)
         logs.configure(self.log_handler, self.options.debug_logging)
         tasks = [asyncio.create_task(self._watch_parent())]
 
@@ -234,15 +234,11 @@ class Worker:
             task.add_done_callback(functools.partial(self._async_done, inv_id, fi.name))
             self.inflight[inv_id] = (fi, task)
         else:
-            self.inflight[inv_id] = (fi, self.executor.submit(self._run_sync, fi, req))
+            self.inflight[inv_id] = (fi, self.pool.submit(invoker.run_sync, fi, req))
 
-    def _run_sync(self, fi: loader.FunctionInfo, req: "pb.InvocationRequest") -> None:
-        # Pool thread: run, then hand the messages to the loop in one wake-up.
-        msgs = invoker.run_sync(fi, req)
-        try:
-            self.loop.call_soon_threadsafe(self._complete, req.invocation_id, msgs)
-        except RuntimeError:  # loop closed: the worker is exiting
-            pass
+    def _deliver_sync(self, msgs: Tuple[Any, ...]) -> None:
+        # The response is always last and carries the invocation id.
+        self._complete(msgs[-1].invocation_response.invocation_id, msgs)
 
     def _async_done(self, inv_id: str, source: str, task: asyncio.Task) -> None:
         if task.cancelled():  # cancelled before the coroutine started
@@ -277,7 +273,7 @@ class Worker:
         running = entry[1]
         if isinstance(running, asyncio.Task):
             running.cancel()  # _async_done / run_async reply CANCELLED
-        elif running.cancel():  # sync and not started yet; a running one can't be stopped
+        elif self.pool.cancel(running):  # sync and not started yet; a running one can't be stopped
             self._complete(inv_id, (invoker.cancelled(inv_id, "faast-python-worker"),))
 
     def _on_terminate(self, msg: "pb.StreamingMessage") -> None:
