@@ -19,7 +19,9 @@ class WorkerChannel {
     this.maxMessageLength = maxMessageLength || DEFAULT_MAX_MESSAGE_LENGTH;
     this.connectTimeoutMs = connectTimeoutMs || 10000;
     this.exit = exit || ((code) => process.exit(code));
-    this.functions = new Map();
+    this.functions = new Map();   // function_id -> loaded function (see loader.js)
+    this.loading = new Map();     // function_id -> load in progress (ES modules load async)
+    this.loadErrors = new Map();  // function_id -> why it failed to load
     this.inFlight = 0;
     this.onIdle = null;
     this.call = null;
@@ -135,33 +137,47 @@ class WorkerChannel {
   onLoad(msg) {
     const { function_id: functionId, metadata } = msg.function_load_request;
     const md = metadata || {};
-    loadFunction(functionId, md).then(
+    const loading = loadFunction(functionId, md).then(
       (fn) => {
         this.functions.set(functionId, fn);
+        this.loadErrors.delete(functionId);
         this.send({ request_id: msg.request_id, function_load_response: { function_id: functionId, result: SUCCESS } });
       },
       (err) => {
         const message = err instanceof LoadError ? err.message
           : `Function '${md.name || functionId}': failed to load '${md.script_file}': ${err && err.message}`;
         const exception = { source: md.name || functionId, message, stack_trace: (err && err.stack) || '' };
+        this.functions.delete(functionId);
+        this.loadErrors.set(functionId, message);
         this.workerLog('ERROR', message, exception);
         this.send({
           request_id: msg.request_id,
           function_load_response: { function_id: functionId, result: { status: 'FAILURE', result: message, exception } },
         });
       },
-    );
+    ).finally(() => {
+      if (this.loading.get(functionId) === loading) this.loading.delete(functionId);
+    });
+    this.loading.set(functionId, loading);
   }
 
   onInvocation(request) {
-    const fn = this.functions.get(request.function_id);
     this.inFlight++;
-    if (fn === undefined) {
-      const pseudo = { name: request.function_id, systemCategory: WORKER_CATEGORY };
-      return this.completeInvocation(failureResponse(this, pseudo, request.invocation_id,
-        new Error(`function '${request.function_id}' is not loaded in this worker`)));
-    }
-    return runInvocation(this, fn, request);
+    this.startInvocation(request);
+  }
+
+  startInvocation(request) {
+    const functionId = request.function_id;
+    const fn = this.functions.get(functionId);
+    if (fn !== undefined) return runInvocation(this, fn, request);
+    // A host that doesn't wait for FunctionLoadResponse before invoking.
+    const loading = this.loading.get(functionId);
+    if (loading !== undefined) return loading.then(() => this.startInvocation(request));
+    const loadError = this.loadErrors.get(functionId);
+    const pseudo = { name: functionId, systemCategory: WORKER_CATEGORY };
+    return this.completeInvocation(failureResponse(this, pseudo, request.invocation_id, new Error(loadError
+      ? `function '${functionId}' is not loaded in this worker: ${loadError}`
+      : `function '${functionId}' is not loaded in this worker`)));
   }
 
   completeInvocation(response) {

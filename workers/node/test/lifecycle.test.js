@@ -120,6 +120,19 @@ test('worker exits when its parent process disappears', async (t) => {
   assert.equal(alive(), false, 'worker still running 4 s after its parent died');
 });
 
+test('an uncaught exception from user code is reported (CRITICAL) and the worker exits non-zero', async (t) => {
+  const host = await startHost({ files: { 'bad/index.js': `module.exports = function (context) {
+    setTimeout(() => { throw new Error('thrown from a timer'); }, 5);
+  };` } });
+  t.after(() => host.stop());
+  await host.init();
+  await host.load('bad', { name: 'bad', script_file: 'bad/index.js', bindings: SLOW_BINDINGS });
+  host.invoke('bad', { input_data: [{ name: 't', data: typed.string('x') }] }).catch(() => {});
+  const exit = await host.waitExit(3000);
+  assert.notEqual(exit.code, 0);
+  assert.ok(host.logs.some((l) => l.level === 'CRITICAL' && /thrown from a timer/.test(l.message)), 'CRITICAL RpcLog sent');
+});
+
 test('worker exits non-zero when it cannot reach the host', async (t) => {
   // A port with nothing listening on it.
   const port = await new Promise((resolve) => {

@@ -24,6 +24,7 @@ const APP = {
   'syntax/index.js': `module.exports = async function (context) {\n  return 'oops';\n};\n}}} this is not javascript\n`,
   'throws/index.js': `throw new Error('module init failed on purpose');`,
   'esm/index.mjs': `export default async function (context, t) { return 'esm:' + t; }`,
+  'esm2/index.mjs': `export async function handler(context, t) { return 'esm2:' + t; }`,
   'env/index.js': `module.exports = async function () { return JSON.stringify({ cwd: process.cwd(), setting: process.env.MY_APP_SETTING }); };`,
 };
 
@@ -85,6 +86,15 @@ describe('function loading', () => {
     assert.equal(await call('f-esm'), 'esm:v');
   });
 
+  test('an invocation sent right behind its (async, ESM) load waits for the load', async () => {
+    const loaded = host.load('f-esm2', { name: 'esm2', script_file: 'esm2/index.mjs', entry_point: 'handler', bindings: BINDINGS });
+    const invoked = host.invoke('f-esm2', { input_data: [{ name: 't', data: typed.string('w') }] });
+    assert.equal((await loaded).result.status, 'SUCCESS');
+    const r = await invoked;
+    assert.equal(r.result.status, 'SUCCESS', r.result.exception && r.result.exception.message);
+    assert.equal(r.return_value.string, 'esm2:w');
+  });
+
   test('functions run with cwd = app dir and app settings in the environment', async () => {
     await loadOk('f-env', 'env', 'env/index.js');
     const { cwd, setting } = JSON.parse(await call('f-env'));
@@ -128,5 +138,6 @@ describe('function loading', () => {
     const r = await host.invoke('f-missing', { input_data: [{ name: 't', data: typed.string('v') }] });
     assert.equal(r.result.status, 'FAILURE');
     assert.match(r.result.exception.message, /not loaded/);
+    assert.match(r.result.exception.message, /does not exist/, 'says why it is not loaded');
   });
 });
