@@ -14,7 +14,7 @@ const SUCCESS = Object.freeze({ status: 'SUCCESS' });
 
 class WorkerChannel {
   constructor({ host, port, workerId, maxMessageLength, connectTimeoutMs, exit }) {
-    this.address = `${host}:${port}`;
+    this.address = host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
     this.workerId = workerId;
     this.maxMessageLength = maxMessageLength || DEFAULT_MAX_MESSAGE_LENGTH;
     this.connectTimeoutMs = connectTimeoutMs || 10000;

@@ -2,6 +2,7 @@
 // Handshake, termination and "never outlive the host" behaviour of the real worker.js.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('fs');
 const net = require('net');
 const { spawn } = require('child_process');
 const { startHost, typed, withTimeout, WORKER_JS } = require('../test-support/fake-host');
@@ -115,9 +116,13 @@ test('worker exits when its parent process disappears', async (t) => {
   await host.init();
   parent.kill('SIGKILL');
   const killedAt = Date.now();
-  const alive = () => { try { process.kill(workerPid, 0); return true; } catch { return false; } };
+  // Gone, or a zombie waiting for its new parent to reap it.
+  const alive = () => {
+    try { return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${workerPid}/stat`, 'utf8')); } catch { return false; }
+  };
   while (alive() && Date.now() - killedAt < 4000) await new Promise((r) => setTimeout(r, 50));
   assert.equal(alive(), false, 'worker still running 4 s after its parent died');
+  assert.ok(Date.now() - killedAt < 2500, `worker exited ${Date.now() - killedAt} ms after its parent died`);
 });
 
 test('an uncaught exception from user code is reported (CRITICAL) and the worker exits non-zero', async (t) => {
