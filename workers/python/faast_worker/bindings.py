@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections.abc
 import json
 import typing
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import azure.functions as func
 
@@ -175,14 +175,20 @@ def is_context_annotation(annotation: Any) -> bool:
 def http_response_into(td: "pb.TypedData", resp: func.HttpResponse) -> None:
     h = td.http
     h.status_code = resp.status_code
-    headers = h.headers
-    for k, v in resp.headers.items():
-        headers[k] = str(v)
-    if "content-type" not in resp.headers:
+    source = resp.headers
+    if source:
+        headers = h.headers
+        for k, v in source.items():
+            headers[k] = v if isinstance(v, str) else str(v)
+    if "content-type" not in source:
         mimetype = resp.mimetype
-        headers["Content-Type"] = (f"{mimetype}; charset={resp.charset}"
-                                   if mimetype.startswith("text/") else mimetype)
-    h.body.bytes = resp.get_body()
+        h.headers["Content-Type"] = (f"{mimetype}; charset={resp.charset}"
+                                     if mimetype.startswith("text/") else mimetype)
+    body = resp.get_body()
+    if body:
+        h.body.bytes = body
+    else:  # mark the body as present but empty
+        h.body.bytes = b""
 
 
 def encode_into(td: "pb.TypedData", value: Any) -> None:

@@ -6,7 +6,6 @@ import asyncio
 import functools
 import logging
 import os
-import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple, Union
@@ -57,6 +56,7 @@ class Worker:
         self.idle: Optional[asyncio.Event] = None
         self.stream_closed: asyncio.Event
         self.call: Any = None
+        self._background: set = set()  # strong refs: the loop only keeps weak ones
 
     # ---- lifecycle ---------------------------------------------------------------
 
@@ -69,7 +69,7 @@ class Worker:
         self.stream_closed = asyncio.Event()
         self.pool = SyncPool(self.options.threads, self.loop, self._deliver_sync)
         logs.configure(self.log_handler, self.options.debug_logging)
-        tasks = [asyncio.create_task(self._watch_parent())]
+        self._spawn(self._watch_parent())
 
         opts = self.options
         channel = grpc.aio.insecure_channel(f"{opts.host}:{opts.port}", options=[
@@ -78,9 +78,13 @@ class Worker:
             ("grpc.enable_http_proxy", 0),  # never route loopback traffic via a proxy
             ("grpc.primary_user_agent", f"faast-python-worker/{__version__}"),
         ])
-        tasks.append(asyncio.create_task(self._connect(channel)))
-        code = await self.exit_code
-        return code
+        self._spawn(self._connect(channel))
+        return await self.exit_code
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def finish(self, code: int) -> None:
         if not self.exit_code.done():
@@ -104,7 +108,7 @@ class Worker:
         start = StreamingMessage()
         start.start_stream.worker_id = opts.worker_id
         self.outbox.put_nowait(start)
-        asyncio.create_task(self._writer())
+        self._spawn(self._writer())
         await self._reader()
 
     async def _watch_parent(self) -> None:
@@ -280,7 +284,7 @@ class Worker:
         if not self.terminating:
             self.terminating = True
             self.accepting = False
-            asyncio.create_task(self._terminate(msg.worker_terminate.grace_period_ms / 1000))
+            self._spawn(self._terminate(msg.worker_terminate.grace_period_ms / 1000))
 
     async def _terminate(self, grace_s: float) -> None:
         if self.inflight:

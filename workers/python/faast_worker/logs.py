@@ -20,8 +20,6 @@ from .protos import pb
 CURRENT: contextvars.ContextVar[Optional[Tuple[str, str]]] = contextvars.ContextVar(
     "faast_invocation", default=None)
 
-WORKER_CATEGORY = "Worker.Python"
-
 _LEVELS = (
     (logging.CRITICAL, pb.RpcLog.CRITICAL),
     (logging.ERROR, pb.RpcLog.ERROR),
@@ -42,6 +40,13 @@ def user_category(function_name: str) -> str:
     return f"Function.{function_name}.User"
 
 
+def safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a user exception whose __str__ itself fails
+        return f"<{type(exc).__name__}.__str__ failed>"
+
+
 def exception_proto(exc: BaseException, source: str, skip_frames: int = 0) -> "pb.RpcException":
     """RpcException for exc: message "<Type>: <msg>", stack trace without the first
     skip_frames frames (the worker's own call site)."""
@@ -51,7 +56,7 @@ def exception_proto(exc: BaseException, source: str, skip_frames: int = 0) -> "p
             tb = tb.tb_next
     return pb.RpcException(
         source=source,
-        message=f"{type(exc).__name__}: {exc}",
+        message=f"{type(exc).__name__}: {safe_str(exc)}",
         stack_trace="".join(traceback.format_exception(type(exc), exc, tb)),
     )
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import queue
+import logging
 import threading
-from typing import Any, Callable, Deque, List, Optional
+from typing import Any, Callable, Deque, List
+
+log = logging.getLogger("faast_worker.pool")
 
 
 class Job:
@@ -28,7 +31,7 @@ class SyncPool:
     def __init__(self, size: int, loop: asyncio.AbstractEventLoop,
                  deliver: Callable[[Any], None], name: str = "faast-fn") -> None:
         """deliver(result) is called on the loop thread for every finished job."""
-        self._jobs: "queue.SimpleQueue[Optional[Job]]" = queue.SimpleQueue()
+        self._jobs: "queue.SimpleQueue[Job]" = queue.SimpleQueue()
         self._loop = loop
         self._deliver = deliver
         self._results: Deque[Any] = collections.deque()
@@ -75,7 +78,10 @@ class SyncPool:
                 run = not job.cancelled
                 job.started = True
             if run:
-                results.append(job.fn(*job.args))
+                try:
+                    results.append(job.fn(*job.args))
+                except BaseException:  # job functions report their own errors
+                    log.exception("sync job failed")
             with count_lock:
                 self._outstanding -= 1
             if run and not self._wakeup_pending:

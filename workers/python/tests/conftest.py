@@ -57,7 +57,9 @@ class FakeHost:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     async def _start(self) -> int:
-        self.server = grpc.aio.server()
+        self.server = grpc.aio.server(options=[
+            ("grpc.max_send_message_length", 64 << 20),
+            ("grpc.max_receive_message_length", 64 << 20)])
         handler = grpc.method_handlers_generic_handler("faast.worker.v1.WorkerChannel", {
             "EventStream": grpc.stream_stream_rpc_method_handler(
                 self._event_stream,
@@ -290,14 +292,18 @@ def spawn(host: FakeHost, tmp_path: Path) -> Iterable[Callable[..., WorkerProces
         w.kill()
 
 
-@pytest.fixture
-def session(host: FakeHost, spawn: Callable[..., WorkerProcess], tmp_path: Path) -> Session:
-    app = App(tmp_path / "app")
-    worker = spawn(app.root)
+def start_session(host: FakeHost, spawn: Callable[..., WorkerProcess], app: App,
+                  env: Optional[Dict[str, str]] = None) -> Session:
+    worker = spawn(app.root, env)
     connect(host, worker)
     init = host.init(app.root)
     assert init.result.status == SUCCESS
     return Session(host, worker, app)
+
+
+@pytest.fixture
+def session(host: FakeHost, spawn: Callable[..., WorkerProcess], tmp_path: Path) -> Session:
+    return start_session(host, spawn, App(tmp_path / "app"))
 
 
 def connect(host: FakeHost, worker: WorkerProcess) -> pb.StartStream:

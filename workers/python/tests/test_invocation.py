@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 import time
 
-from conftest import CANCELLED, FAILURE, IN, OUT, SUCCESS, blob, http, pb, typed
+from conftest import (CANCELLED, FAILURE, IN, OUT, SUCCESS, App, blob, http, pb,
+                      start_session, typed)
 
 HTTP = {"req": ("httpTrigger", IN), "$return": ("http", OUT)}
 
@@ -313,12 +314,8 @@ def test_sync_invocations_run_concurrently_in_thread_pool(session) -> None:
 
 
 def test_thread_pool_size_from_environment(host, spawn, tmp_path) -> None:
-    from conftest import App, Session, connect
-    app = App(tmp_path / "app")
-    worker = spawn(app.root, env={"PYTHON_THREADPOOL_THREAD_COUNT": "1"})
-    connect(host, worker)
-    host.init(app.root)
-    s = Session(host, worker, app)
+    s = start_session(host, spawn, App(tmp_path / "app"),
+                      env={"PYTHON_THREADPOOL_THREAD_COUNT": "1"})
     s.add_function("SleepOne", """
         import time
         def main(req) -> str:
@@ -517,3 +514,46 @@ def test_many_concurrent_invocations(session) -> None:
     for inv, n in ids.items():
         out = session.host.response(inv)
         assert out.result.status == SUCCESS and out.return_value.string == n
+
+
+def test_large_messages_above_grpc_default_limit(session) -> None:
+    # 5 MiB each way: beyond gRPC's 4 MiB default, within the worker's 256 MiB.
+    session.add_function("Big", """
+        def main(req, data: bytes) -> bytes:
+            return data[::-1]
+    """, bindings={"req": ("httpTrigger", IN), "data": ("blob", IN), "$return": ("blob", OUT)})
+    payload = bytes(range(256)) * (5 * 4096)
+    out = session.call("Big", timeout=10, req=http(), data=blob(payload))
+    assert out.result.status == SUCCESS, out.result.exception.message
+    assert out.return_value.bytes == payload[::-1]
+
+
+def test_app_vendored_azure_packages_coexist_with_azure_functions(host, spawn, tmp_path) -> None:
+    # Packages the app brings (as `pip install --target .python_packages/...` would).
+    app = App(tmp_path / "app")
+    app.write(".python_packages/lib/site-packages/azure/vendored/__init__.py",
+              "VALUE = 'vendored'\n")
+    session = start_session(host, spawn, app)
+    session.add_function("Vendored", """
+        import azure.functions as func
+        from azure.vendored import VALUE
+        def main(req: func.HttpRequest) -> str:
+            return VALUE + " " + func.__name__
+    """)
+    out = session.call("Vendored", req=http())
+    assert out.result.status == SUCCESS, out.result.exception.message
+    assert out.return_value.string == "vendored azure.functions"
+
+
+def test_exception_with_broken_str_still_fails_cleanly(session) -> None:
+    session.add_function("WeirdError", """
+        class Weird(Exception):
+            def __str__(self):
+                raise RuntimeError("no str for you")
+
+        def main(req):
+            raise Weird()
+    """)
+    out = session.call("WeirdError", req=http())
+    assert out.result.status == FAILURE
+    assert out.result.exception.message.startswith("Weird: ")

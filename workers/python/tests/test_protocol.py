@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 
-from conftest import (CANCELLED, FAILURE, IN, OUT, PYTHON, SUCCESS, WORKER_PY, App,
-                      FakeHost, connect, http, typed)
+from conftest import FAILURE, IN, PYTHON, SUCCESS, WORKER_PY, FakeHost, connect, http
 
 
 def test_init_handshake(host: FakeHost, spawn, tmp_path: Path) -> None:
@@ -236,3 +234,55 @@ def test_terminate_exits_zero_even_if_host_keeps_stream_open(session) -> None:
     session.host.terminate(grace_period_ms=100)
     assert session.worker.wait(timeout=5) == 0
     assert session.host.stream_ended.wait(1)  # the worker half-closed its side
+
+
+def test_worker_gives_up_when_no_host_listens(tmp_path: Path) -> None:
+    import socket
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, FAAST_WORKER_CONNECT_TIMEOUT="0.5")
+    proc = subprocess.Popen([PYTHON, str(WORKER_PY), "--host", "127.0.0.1", "--port", str(port),
+                             "--worker-id", "lonely"], cwd=tmp_path, env=env,
+                            stderr=subprocess.PIPE)
+    try:
+        _, err = proc.communicate(timeout=5)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0
+    assert b"cannot connect" in err
+
+
+def test_fresh_clone_generates_protobuf_module(host: FakeHost, tmp_path: Path) -> None:
+    # Copy the sources without worker_pb2.py: the worker must generate it at startup.
+    import shutil
+    src = WORKER_PY.parent
+    repo = tmp_path / "repo"
+    shutil.copytree(src.parent.parent / "protos", repo / "protos")
+    shutil.copytree(src, repo / "workers" / "python", ignore=shutil.ignore_patterns(
+        "worker_pb2.py", "__pycache__", "tests", "bench"))
+    generated = repo / "workers" / "python" / "faast_worker" / "worker_pb2.py"
+    assert not generated.exists()
+    app = tmp_path / "app"
+    app.mkdir()
+    proc = subprocess.Popen([PYTHON, str(repo / "workers" / "python" / "worker.py"),
+                             "--host", "127.0.0.1", "--port", str(host.port),
+                             "--worker-id", "fresh"], cwd=app)
+    try:
+        assert connect(host, None).worker_id == "fresh"
+        assert host.init(app).result.status == SUCCESS
+        assert generated.exists()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_gen_proto_detects_stale_output(tmp_path: Path) -> None:
+    import gen_proto
+    target = gen_proto.generate(tmp_path)
+    assert target == tmp_path / "worker_pb2.py" and "StreamingMessage" in target.read_text()
+    assert not gen_proto.is_stale(target)
+    old = gen_proto.PROTO.stat().st_mtime - 10
+    os.utime(target, (old, old))
+    assert gen_proto.is_stale(target)
+    assert gen_proto.is_stale(tmp_path / "missing_pb2.py")
