@@ -152,8 +152,9 @@ test('worker exits non-zero when it cannot reach the host', async (t) => {
   assert.match(stderr, /cannot connect to host/);
 });
 
-test('a missing --port is a usage error', async () => {
+test('a missing --port is a usage error', async (t) => {
   const child = spawn(process.execPath, [WORKER_JS, '--worker-id', 'x'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  t.after(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
   let stderr = '';
   child.stderr.on('data', (d) => { stderr += d; });
   const code = await withTimeout(new Promise((resolve) => child.on('exit', resolve)), 4000, 'worker exit');
