@@ -13,7 +13,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 import grpc
 
 from . import __version__, invoker, loader, logs
-from .pool import Job, SyncPool
+from .pool import ContextCopyingExecutor, Job, SyncPool
 from .protos import FAILURE, METHOD, SUCCESS, StreamingMessage, pb
 
 log = logging.getLogger("faast_worker.channel")
@@ -68,6 +68,7 @@ class Worker:
         self.exit_code = self.loop.create_future()
         self.stream_closed = asyncio.Event()
         self.pool = SyncPool(self.options.threads, self.loop, self._deliver_sync)
+        self.loop.set_default_executor(ContextCopyingExecutor(thread_name_prefix="faast-default"))
         logs.configure(self.log_handler, self.options.debug_logging)
         self._spawn(self._watch_parent())
 

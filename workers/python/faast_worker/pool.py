@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import queue
+import concurrent.futures
+import contextvars
 import logging
+import queue
 import threading
 from typing import Any, Callable, Deque, List
 
@@ -98,3 +100,12 @@ class SyncPool:
         results, deliver = self._results, self._deliver
         while results:
             deliver(results.popleft())
+
+
+class ContextCopyingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The loop's default executor: runs each call in a copy of the caller's context,
+    so `loop.run_in_executor(None, ...)` inside an async function keeps the
+    invocation's logging attribution (as asyncio.to_thread does)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)

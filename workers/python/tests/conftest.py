@@ -306,9 +306,18 @@ def session(host: FakeHost, spawn: Callable[..., WorkerProcess], tmp_path: Path)
     return start_session(host, spawn, App(tmp_path / "app"))
 
 
-def connect(host: FakeHost, worker: WorkerProcess) -> pb.StartStream:
-    start = host.recv_kind("start_stream", timeout=10)
-    return start.start_stream
+def connect(host: FakeHost, worker: Optional[WorkerProcess]) -> pb.StartStream:
+    """Wait for the worker's StartStream; fail fast (with its stderr) if it dies."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return host.recv_kind("start_stream", timeout=0.2).start_stream
+        except AssertionError:
+            if worker is not None and worker.proc.poll() is not None:
+                raise AssertionError(f"worker exited with {worker.proc.returncode}:\n"
+                                     f"{worker.stderr()}") from None
+            if time.monotonic() > deadline:
+                raise
 
 
 # ---- TypedData builders ----------------------------------------------------------------

@@ -380,6 +380,7 @@ def test_logging_inside_functions_becomes_rpc_log(session) -> None:
         async def main(req, context: func.Context) -> str:
             logging.info("info from %s", "async")
             await asyncio.to_thread(logging.error, "from to_thread")
+            await asyncio.get_running_loop().run_in_executor(None, logging.info, "from executor")
             t = threading.Thread(target=in_thread, args=(context,))
             t.start(); t.join()
             logging.debug("debug is filtered by default")
@@ -394,7 +395,8 @@ def test_logging_inside_functions_becomes_rpc_log(session) -> None:
     inv = session.host.invoke("Logs", {"req": http()})
     assert session.host.response(inv).result.status == SUCCESS
     logs = {log.message: log for log in session.host.logs(inv)}
-    assert set(logs) == {"info from async", "from to_thread", "from my own thread"}
+    assert set(logs) == {"info from async", "from to_thread", "from executor",
+                         "from my own thread"}
     assert logs["info from async"].level == pb.RpcLog.INFORMATION
     assert logs["from to_thread"].level == pb.RpcLog.ERROR
     assert logs["from my own thread"].level == pb.RpcLog.WARNING
