@@ -1,0 +1,201 @@
+using System.Buffers;
+using System.IO.Pipelines;
+using System.Net;
+using System.Net.Http.Headers;
+using Google.Protobuf;
+
+namespace FaaST.Rpc;
+
+/// <summary>
+/// A gRPC client over HTTP/2 cleartext (prior knowledge) on one shared SocketsHttpHandler.
+/// Thread-safe; calls multiplex over pooled connections.
+/// </summary>
+public sealed class GrpcClient : IDisposable
+{
+    private static readonly MediaTypeHeaderValue GrpcContentType = new("application/grpc");
+    private readonly HttpMessageInvoker _invoker;
+    private readonly Uri _baseAddress;
+    private readonly int _maxMessageSize;
+
+    public GrpcClient(Uri baseAddress, int maxMessageSize = GrpcServer.DefaultMaxMessageSize, SocketsHttpHandler? handler = null)
+    {
+        _baseAddress = baseAddress;
+        _maxMessageSize = maxMessageSize;
+        _invoker = new HttpMessageInvoker(handler ?? new SocketsHttpHandler
+        {
+            EnableMultipleHttp2Connections = true,
+            UseCookies = false,
+            AutomaticDecompression = DecompressionMethods.None,
+            InitialHttp2StreamWindowSize = 16 * 1024 * 1024,
+            PooledConnectionIdleTimeout = TimeSpan.FromMinutes(5),
+        });
+    }
+
+    /// <summary>Headers added to every call (e.g. a per-app peer secret).</summary>
+    public Dictionary<string, string> Headers { get; } = new(StringComparer.OrdinalIgnoreCase);
+
+    public async Task<TResponse> UnaryAsync<TRequest, TResponse>(string path, TRequest request,
+        MessageParser<TResponse> parser, CancellationToken ct = default)
+        where TRequest : IMessage<TRequest>
+        where TResponse : class, IMessage<TResponse>
+    {
+        var buffer = new ArrayBufferWriter<byte>(GrpcFraming.HeaderSize + request.CalculateSize());
+        GrpcFraming.Write(buffer, request);
+        using var message = NewRequest(path, new ReadOnlyMemoryContent(buffer.WrittenMemory));
+        using var response = await _invoker.SendAsync(message, ct);
+        var reader = PipeReader.Create(await response.Content.ReadAsStreamAsync(ct));
+        var call = new GrpcResponseReader<TResponse>(response, reader, parser, _maxMessageSize);
+        var result = await call.ReadAsync(ct);
+        while (await call.ReadAsync(ct) is not null)
+        {
+            // drain to the trailers
+        }
+        await call.CheckStatusAsync();
+        return result ?? throw new GrpcException(GrpcStatus.Internal, $"{path} returned no message");
+    }
+
+    /// <summary>Opens a bidirectional stream. Dispose the call to cancel it.</summary>
+    public async Task<GrpcDuplexCall<TRequest, TResponse>> DuplexAsync<TRequest, TResponse>(string path,
+        MessageParser<TResponse> parser, CancellationToken ct = default)
+        where TRequest : IMessage<TRequest>
+        where TResponse : class, IMessage<TResponse>
+    {
+        var requestPipe = new Pipe();
+        var content = new PipeContent(requestPipe.Reader);
+        var message = NewRequest(path, content);
+        var cts = CancellationTokenSource.CreateLinkedTokenSource(ct);
+        var response = await _invoker.SendAsync(message, cts.Token);
+        var reader = PipeReader.Create(await response.Content.ReadAsStreamAsync(cts.Token));
+        return new GrpcDuplexCall<TRequest, TResponse>(requestPipe.Writer,
+            new GrpcResponseReader<TResponse>(response, reader, parser, _maxMessageSize), cts, message);
+    }
+
+    private HttpRequestMessage NewRequest(string path, HttpContent content)
+    {
+        content.Headers.ContentType = GrpcContentType;
+        var message = new HttpRequestMessage(HttpMethod.Post, new Uri(_baseAddress, path))
+        {
+            Version = HttpVersion.Version20,
+            VersionPolicy = HttpVersionPolicy.RequestVersionExact,
+            Content = content,
+        };
+        message.Headers.TE.ParseAdd("trailers");
+        foreach (var (name, value) in Headers)
+            message.Headers.TryAddWithoutValidation(name, value);
+        return message;
+    }
+
+    public void Dispose() => _invoker.Dispose();
+
+    /// <summary>Request content that streams whatever is written to a pipe until it completes.</summary>
+    private sealed class PipeContent(PipeReader source) : HttpContent
+    {
+        protected override async Task SerializeToStreamAsync(Stream stream, TransportContext? context, CancellationToken ct)
+        {
+            while (true)
+            {
+                var result = await source.ReadAsync(ct);
+                foreach (var segment in result.Buffer)
+                    await stream.WriteAsync(segment, ct);
+                source.AdvanceTo(result.Buffer.End);
+                await stream.FlushAsync(ct);
+                if (result.IsCompleted || result.IsCanceled)
+                    break;
+            }
+            await source.CompleteAsync();
+        }
+
+        protected override Task SerializeToStreamAsync(Stream stream, TransportContext? context) =>
+            SerializeToStreamAsync(stream, context, CancellationToken.None);
+
+        protected override bool TryComputeLength(out long length)
+        {
+            length = -1;
+            return false;
+        }
+    }
+}
+
+/// <summary>Reads framed messages of a response and then its grpc-status trailer.</summary>
+public sealed class GrpcResponseReader<TResponse>(HttpResponseMessage response, PipeReader reader,
+    MessageParser<TResponse> parser, int maxMessageSize)
+    where TResponse : class, IMessage<TResponse>
+{
+    /// <summary>The next message, or null at the end of the stream.</summary>
+    public async ValueTask<TResponse?> ReadAsync(CancellationToken ct)
+    {
+        if (response.StatusCode != HttpStatusCode.OK)
+            throw new GrpcException(GrpcStatus.Unavailable, $"HTTP {(int)response.StatusCode} from {response.RequestMessage?.RequestUri}");
+        while (true)
+        {
+            var result = await reader.ReadAsync(ct);
+            var buffer = result.Buffer;
+            if (GrpcFraming.TryRead(ref buffer, maxMessageSize, out var payload))
+            {
+                var message = parser.ParseFrom(payload);
+                reader.AdvanceTo(buffer.Start);
+                return message;
+            }
+            if (result.IsCompleted)
+            {
+                reader.AdvanceTo(buffer.End);
+                return null;
+            }
+            reader.AdvanceTo(buffer.Start, buffer.End);
+        }
+    }
+
+    /// <summary>Throws <see cref="GrpcException"/> unless the call ended with status OK.</summary>
+    public ValueTask CheckStatusAsync()
+    {
+        var headers = response.TrailingHeaders.Contains("grpc-status") ? response.TrailingHeaders : (HttpHeaders)response.Headers;
+        if (!headers.TryGetValues("grpc-status", out var values))
+            throw new GrpcException(GrpcStatus.Internal, "the response carried no grpc-status");
+        var status = (GrpcStatus)int.Parse(values.First(), System.Globalization.CultureInfo.InvariantCulture);
+        if (status == GrpcStatus.Ok)
+            return ValueTask.CompletedTask;
+        var message = headers.TryGetValues("grpc-message", out var m) ? Uri.UnescapeDataString(m.First()) : status.ToString();
+        throw new GrpcException(status, message);
+    }
+}
+
+/// <summary>A client's bidirectional stream: one writer and one reader at a time.</summary>
+public sealed class GrpcDuplexCall<TRequest, TResponse> : IAsyncDisposable
+    where TRequest : IMessage<TRequest>
+    where TResponse : class, IMessage<TResponse>
+{
+    private readonly PipeWriter _requests;
+    private readonly GrpcResponseReader<TResponse> _responses;
+    private readonly CancellationTokenSource _cts;
+    private readonly HttpRequestMessage _message;
+
+    internal GrpcDuplexCall(PipeWriter requests, GrpcResponseReader<TResponse> responses,
+        CancellationTokenSource cts, HttpRequestMessage message)
+    {
+        _requests = requests;
+        _responses = responses;
+        _cts = cts;
+        _message = message;
+    }
+
+    public async ValueTask WriteAsync(TRequest message, CancellationToken ct = default)
+    {
+        GrpcFraming.Write(_requests, message);
+        await _requests.FlushAsync(ct);
+    }
+
+    /// <summary>Tells the server no more requests follow.</summary>
+    public ValueTask CompleteRequestsAsync() => _requests.CompleteAsync();
+
+    public ValueTask<TResponse?> ReadAsync(CancellationToken ct = default) => _responses.ReadAsync(ct);
+
+    public ValueTask CheckStatusAsync() => _responses.CheckStatusAsync();
+
+    public async ValueTask DisposeAsync()
+    {
+        await _requests.CompleteAsync();
+        await _cts.CancelAsync();
+        _cts.Dispose();
+        _message.Dispose();
+    }
+}

@@ -1,0 +1,78 @@
+using System.Collections;
+using System.Text.Json;
+
+namespace FaaST.Runtime.App;
+
+/// <summary>
+/// App settings: the "Values" of local.settings.json, overridden by environment variables
+/// (as in Azure Functions). Handed to the workers as their environment.
+/// </summary>
+public sealed class AppSettings
+{
+    private readonly Dictionary<string, string> _values;
+
+    public AppSettings(IDictionary<string, string> values) =>
+        _values = new Dictionary<string, string>(values, StringComparer.OrdinalIgnoreCase);
+
+    public IReadOnlyDictionary<string, string> Values => _values;
+
+    /// <summary>The HTTP port local.settings.json asks for (Host.LocalHttpPort), if any.</summary>
+    public int? LocalHttpPort { get; private init; }
+
+    public string? this[string name] => _values.TryGetValue(name, out var v) ? v : null;
+
+    public static AppSettings Load(string appDirectory, IDictionary? environment = null)
+    {
+        var values = new Dictionary<string, string>(StringComparer.OrdinalIgnoreCase);
+        int? port = null;
+        var file = Path.Combine(appDirectory, "local.settings.json");
+        if (File.Exists(file))
+        {
+            using var doc = AppJson.Parse(file);
+            var root = doc.RootElement;
+            if (root.ValueKind != JsonValueKind.Object)
+                throw new AppConfigException($"{file}: the top level must be a JSON object");
+            if (root.TryGetProperty("IsEncrypted", out var enc) && enc.ValueKind == JsonValueKind.True)
+                throw new AppConfigException($"{file}: IsEncrypted is true, but FaaST reads only unencrypted settings");
+            if (root.TryGetProperty("Values", out var v))
+            {
+                if (v.ValueKind != JsonValueKind.Object)
+                    throw new AppConfigException($"{file}: \"Values\" must be an object of name/value strings");
+                foreach (var p in v.EnumerateObject())
+                {
+                    values[p.Name] = p.Value.ValueKind switch
+                    {
+                        JsonValueKind.String => p.Value.GetString()!,
+                        JsonValueKind.Number or JsonValueKind.True or JsonValueKind.False => p.Value.GetRawText(),
+                        _ => throw new AppConfigException($"{file}: Values.{p.Name} must be a string, not {p.Value.ValueKind}"),
+                    };
+                }
+            }
+            if (root.TryGetProperty("Host", out var host) && host.ValueKind == JsonValueKind.Object &&
+                host.TryGetProperty("LocalHttpPort", out var lp))
+            {
+                if (lp.ValueKind != JsonValueKind.Number || !lp.TryGetInt32(out var p) || p is < 1 or > 65535)
+                    throw new AppConfigException($"{file}: Host.LocalHttpPort must be a port number (1-65535)");
+                port = p;
+            }
+        }
+        environment ??= Environment.GetEnvironmentVariables();
+        foreach (DictionaryEntry e in environment)
+        {
+            var name = (string)e.Key;
+            if (values.ContainsKey(name) && e.Value is string s)
+                values[name] = s;
+        }
+        // Settings only in the environment still count (AzureWebJobsStorage, worker settings).
+        foreach (var name in EnvironmentOnlySettings)
+            if (!values.ContainsKey(name) && environment[name] is string s)
+                values[name] = s;
+        return new AppSettings(values) { LocalHttpPort = port };
+    }
+
+    private static readonly string[] EnvironmentOnlySettings =
+    [
+        "AzureWebJobsStorage", "FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_WORKER_PROCESS_COUNT",
+        "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT", "PYTHON_THREADPOOL_THREAD_COUNT",
+    ];
+}

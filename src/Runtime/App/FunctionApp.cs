@@ -1,0 +1,185 @@
+using System.Text.Json;
+using FaaST.Runtime.Bindings;
+
+namespace FaaST.Runtime.App;
+
+/// <summary>A loaded function app: host.json, settings, and one definition per function folder.</summary>
+public sealed class FunctionApp
+{
+    public required string Directory { get; init; }
+    public required HostConfig Host { get; init; }
+    public required AppSettings Settings { get; init; }
+
+    /// <summary>python or node (FUNCTIONS_WORKER_RUNTIME).</summary>
+    public required string WorkerRuntime { get; init; }
+    public required IReadOnlyList<FunctionDefinition> Functions { get; init; }
+
+    /// <summary>Functions that can run: enabled and without errors.</summary>
+    public IEnumerable<FunctionDefinition> Runnable => Functions.Where(f => !f.Disabled && f.Error is null);
+
+    public static readonly string[] SupportedRuntimes = ["python", "node"];
+
+    /// <summary>
+    /// Reads the app. host.json and local.settings.json problems stop the load
+    /// (<see cref="AppConfigException"/>); a bad function.json only marks that function with an error.
+    /// </summary>
+    public static FunctionApp Load(string appDirectory, System.Collections.IDictionary? environment = null)
+    {
+        var dir = Path.GetFullPath(appDirectory);
+        if (!System.IO.Directory.Exists(dir))
+            throw new AppConfigException($"{dir}: no such app directory");
+        var host = HostConfig.Load(dir);
+        var settings = AppSettings.Load(dir, environment);
+        var folders = System.IO.Directory.GetDirectories(dir)
+            .Where(d => File.Exists(Path.Combine(d, "function.json")))
+            .OrderBy(d => d, StringComparer.Ordinal)
+            .ToList();
+        if (host.Functions is { } only)
+            folders = folders.Where(d => only.Contains(Path.GetFileName(d), StringComparer.OrdinalIgnoreCase)).ToList();
+        var runtime = settings["FUNCTIONS_WORKER_RUNTIME"]?.Trim().ToLowerInvariant() ?? InferRuntime(dir, folders);
+        if (!SupportedRuntimes.Contains(runtime))
+            throw new AppConfigException(
+                $"{Path.Combine(dir, "local.settings.json")}: Values.FUNCTIONS_WORKER_RUNTIME is \"{runtime}\"; FaaST runs \"python\" or \"node\"");
+        var functions = folders.Select(f => LoadFunction(f, runtime, settings)).ToList();
+        return new FunctionApp { Directory = dir, Host = host, Settings = settings, WorkerRuntime = runtime, Functions = functions };
+    }
+
+    private static string InferRuntime(string dir, List<string> folders)
+    {
+        var py = folders.Any(f => System.IO.Directory.EnumerateFiles(f, "*.py").Any());
+        var js = folders.Any(f => System.IO.Directory.EnumerateFiles(f, "*.js").Any());
+        if (py != js)
+            return py ? "python" : "node";
+        throw new AppConfigException(
+            $"{Path.Combine(dir, "local.settings.json")}: Values.FUNCTIONS_WORKER_RUNTIME is not set (\"python\" or \"node\")");
+    }
+
+    internal static FunctionDefinition LoadFunction(string folder, string runtime, AppSettings settings)
+    {
+        var name = Path.GetFileName(folder);
+        var file = Path.Combine(folder, "function.json");
+        var defaultScript = runtime == "python" ? "__init__.py" : "index.js";
+        try
+        {
+            using var doc = AppJson.Parse(file);
+            var root = doc.RootElement;
+            if (root.ValueKind != JsonValueKind.Object)
+                throw new AppConfigException($"{file}: the top level must be a JSON object");
+            var script = AppJson.GetString(root, "scriptFile", file, "") ?? defaultScript;
+            var scriptPath = Path.GetFullPath(Path.Combine(folder, script));
+            var entry = AppJson.GetString(root, "entryPoint", file, "") ?? "";
+            var disabled = root.TryGetProperty("disabled", out var d) && (d.ValueKind == JsonValueKind.True ||
+                (d.ValueKind == JsonValueKind.String && bool.TryParse(d.GetString(), out var ds) && ds));
+            if (bool.TryParse(settings[$"AzureWebJobs.{name}.Disabled"], out var sd) && sd)
+                disabled = true;
+            if (!root.TryGetProperty("bindings", out var bindingsJson) || bindingsJson.ValueKind != JsonValueKind.Array)
+                throw new AppConfigException($"{file}: \"bindings\" must be an array");
+            var bindings = new List<BindingMetadata>();
+            var i = 0;
+            foreach (var b in bindingsJson.EnumerateArray())
+                bindings.Add(ParseBinding(b, file, $"bindings[{i++}].", name, settings));
+            Validate(bindings, file);
+            string? error = null;
+            if (!File.Exists(scriptPath))
+                error = $"{file}: scriptFile \"{script}\" does not exist ({scriptPath})";
+            return new FunctionDefinition
+            {
+                Name = name, Directory = folder, ScriptFile = scriptPath, EntryPoint = entry,
+                Bindings = bindings, Disabled = disabled, Error = error,
+            };
+        }
+        catch (Exception e) when (e is AppConfigException or FormatException)
+        {
+            return new FunctionDefinition
+            {
+                Name = name, Directory = folder, ScriptFile = Path.Combine(folder, defaultScript),
+                Bindings = [], Error = e.Message,
+            };
+        }
+    }
+
+    private static BindingMetadata ParseBinding(JsonElement b, string file, string where, string function, AppSettings settings)
+    {
+        if (b.ValueKind != JsonValueKind.Object)
+            throw new AppConfigException($"{file}: {where[..^1]} must be an object");
+        var type = AppJson.GetString(b, "type", file, where)
+            ?? throw new AppConfigException($"{file}: {where}type is missing");
+        var canonical = BindingMetadata.SupportedTypes.FirstOrDefault(t => t.Equals(type, StringComparison.OrdinalIgnoreCase))
+            ?? throw new AppConfigException(
+                $"{file}: {where}type \"{type}\" is not a supported binding (supported: {string.Join(", ", BindingMetadata.SupportedTypes)})");
+        var name = AppJson.GetString(b, "name", file, where)
+            ?? throw new AppConfigException($"{file}: {where}name is missing");
+        if (name != BindingMetadata.ReturnName && (name.Length == 0 || !(char.IsLetter(name[0]) || name[0] == '_') ||
+            !name.All(c => char.IsLetterOrDigit(c) || c == '_')))
+            throw new AppConfigException($"{file}: {where}name \"{name}\" must be an identifier (letters, digits, _) or \"$return\"");
+        var directionText = AppJson.GetString(b, "direction", file, where)
+            ?? throw new AppConfigException($"{file}: {where}direction is missing (in or out)");
+        var direction = directionText.ToLowerInvariant() switch
+        {
+            "in" => BindingDirection.In,
+            "out" => BindingDirection.Out,
+            "inout" => BindingDirection.InOut,
+            _ => throw new AppConfigException($"{file}: {where}direction \"{directionText}\" must be in, out or inout"),
+        };
+        var dataType = AppJson.GetString(b, "dataType", file, where)?.ToLowerInvariant() ?? "";
+        if (dataType is not ("" or "binary" or "string" or "stream"))
+            throw new AppConfigException($"{file}: {where}dataType \"{dataType}\" must be binary, string or stream");
+        BindingTemplate? path = null;
+        if (canonical is BindingMetadata.Blob or BindingMetadata.BlobTrigger)
+        {
+            var raw = AppJson.GetString(b, "path", file, where)
+                ?? throw new AppConfigException($"{file}: {where}path is missing (\"container/blob\")");
+            raw = BindingTemplate.ExpandAppSettings(raw, s => settings[s], $"{file}: {where}path");
+            var slash = raw.IndexOf('/');
+            if (slash <= 0 || slash == raw.Length - 1 || raw[..slash].Contains('{'))
+                throw new AppConfigException(
+                    $"{file}: {where}path \"{raw}\" must be \"container/blob\" with a literal container name");
+            path = BindingTemplate.Parse(raw, $"{file}: {where}path");
+        }
+        string? route = null;
+        IReadOnlyList<string>? methods = null;
+        if (canonical == BindingMetadata.HttpTrigger)
+        {
+            route = AppJson.GetString(b, "route", file, where)?.Trim('/') ?? function;
+            if (b.TryGetProperty("methods", out var m) && m.ValueKind != JsonValueKind.Null)
+            {
+                if (m.ValueKind != JsonValueKind.Array || m.EnumerateArray().Any(x => x.ValueKind != JsonValueKind.String))
+                    throw new AppConfigException($"{file}: {where}methods must be an array of HTTP method names");
+                methods = m.EnumerateArray().Select(x => x.GetString()!.ToUpperInvariant()).ToArray();
+                if (methods.Count == 0)
+                    methods = null;
+            }
+        }
+        var connection = AppJson.GetString(b, "connection", file, where);
+        return new BindingMetadata
+        {
+            Name = name, Type = canonical, Direction = direction, DataType = dataType, Path = path,
+            Connection = string.IsNullOrEmpty(connection) ? "AzureWebJobsStorage" : connection,
+            Route = route, Methods = methods,
+        };
+    }
+
+    private static void Validate(List<BindingMetadata> bindings, string file)
+    {
+        var triggers = bindings.Where(b => b.IsTrigger).ToList();
+        if (triggers.Count != 1)
+            throw new AppConfigException($"{file}: a function needs exactly one trigger binding, found {triggers.Count}");
+        if (triggers[0].Direction != BindingDirection.In)
+            throw new AppConfigException($"{file}: the trigger \"{triggers[0].Name}\" must have direction \"in\"");
+        var duplicate = bindings.GroupBy(b => b.Name, StringComparer.OrdinalIgnoreCase).FirstOrDefault(g => g.Count() > 1);
+        if (duplicate is not null)
+            throw new AppConfigException($"{file}: binding name \"{duplicate.Key}\" is used twice");
+        foreach (var b in bindings)
+        {
+            if (b.Type == BindingMetadata.Http && b.Direction != BindingDirection.Out)
+                throw new AppConfigException($"{file}: the http binding \"{b.Name}\" must have direction \"out\"");
+            if (b.Type == BindingMetadata.Http && triggers[0].Type != BindingMetadata.HttpTrigger)
+                throw new AppConfigException($"{file}: the http output \"{b.Name}\" needs an httpTrigger");
+            if (b.Name == BindingMetadata.ReturnName && b.Direction != BindingDirection.Out)
+                throw new AppConfigException($"{file}: \"$return\" must have direction \"out\"");
+        }
+        var outputs = bindings.Where(b => b.Type == BindingMetadata.Http).ToList();
+        if (outputs.Count > 1)
+            throw new AppConfigException($"{file}: only one http output binding is allowed, found {outputs.Count}");
+    }
+}

@@ -1,0 +1,24 @@
+using FaaST.Runtime.Bindings;
+
+namespace FaaST.Runtime.App;
+
+/// <summary>One function of the app, as its function.json describes it.</summary>
+public sealed record FunctionDefinition
+{
+    public required string Name { get; init; }
+    public required string Directory { get; init; }
+    public required string ScriptFile { get; init; }
+    public string EntryPoint { get; init; } = "";
+    public required IReadOnlyList<BindingMetadata> Bindings { get; init; }
+
+    /// <summary>Disabled in function.json (or by the AzureWebJobs.NAME.Disabled setting).</summary>
+    public bool Disabled { get; init; }
+
+    /// <summary>Why the function cannot run (bad function.json, missing script); null when it can.</summary>
+    public string? Error { get; init; }
+
+    /// <summary>A stable id used on the worker channel.</summary>
+    public string Id => Name;
+
+    public BindingMetadata? Trigger => Bindings.FirstOrDefault(b => b.IsTrigger);
+}

@@ -1,0 +1,40 @@
+namespace FaaST.Runtime.Bindings;
+
+public enum BindingDirection
+{
+    In,
+    Out,
+    InOut,
+}
+
+/// <summary>One entry of a function.json "bindings" array, validated.</summary>
+public sealed record BindingMetadata
+{
+    public const string HttpTrigger = "httpTrigger";
+    public const string Http = "http";
+    public const string Blob = "blob";
+    public const string BlobTrigger = "blobTrigger";
+    public const string ReturnName = "$return";
+    public static readonly string[] SupportedTypes = [HttpTrigger, Http, Blob, BlobTrigger];
+
+    public required string Name { get; init; }
+    public required string Type { get; init; }
+    public required BindingDirection Direction { get; init; }
+
+    /// <summary>binary, string or stream ("" when unset), as the worker should present it.</summary>
+    public string DataType { get; init; } = "";
+
+    /// <summary>blob / blobTrigger: "container/path/{expr}".</summary>
+    public BindingTemplate? Path { get; init; }
+
+    /// <summary>blob / blobTrigger: the app setting with the storage connection string.</summary>
+    public string Connection { get; init; } = "AzureWebJobsStorage";
+
+    /// <summary>httpTrigger: the route template (defaults to the function name).</summary>
+    public string? Route { get; init; }
+
+    /// <summary>httpTrigger: the allowed methods (upper case); null allows all.</summary>
+    public IReadOnlyList<string>? Methods { get; init; }
+
+    public bool IsTrigger => Type.EndsWith("Trigger", StringComparison.Ordinal);
+}

@@ -1,0 +1,31 @@
+using FaaST.Protos.Worker;
+using FaaST.Runtime.Invocation;
+using FaaST.Storage;
+
+namespace FaaST.Runtime.Bindings;
+
+/// <summary>A blob a binding refers to: which account (connection setting), container and name.</summary>
+public readonly record struct BlobAddress(string Connection, string Container, string Name)
+{
+    public string Path => Container + "/" + Name;
+
+    /// <summary>Splits "container/path/name" (a resolved binding path).</summary>
+    public static BlobAddress Parse(string connection, string path)
+    {
+        var slash = path.IndexOf('/');
+        return new BlobAddress(connection, path[..slash], path[(slash + 1)..]);
+    }
+}
+
+/// <summary>
+/// How blob bindings read and write. The vanilla provider goes to storage every time; the
+/// cachelet replaces it to serve reads from shared memory and write through.
+/// </summary>
+public interface IBlobBindingProvider
+{
+    /// <summary>The blob as a worker receives it, or null when it does not exist.</summary>
+    ValueTask<BlobData?> ReadAsync(BlobAddress blob, InvocationContext invocation, CancellationToken ct);
+
+    /// <summary>Writes an output binding's value and returns the blob's new properties.</summary>
+    ValueTask<BlobProperties> WriteAsync(BlobAddress blob, ReadOnlyMemory<byte> content, InvocationContext invocation, CancellationToken ct);
+}

@@ -1,0 +1,208 @@
+using System.Globalization;
+using System.Net;
+using FaaST.Protos.Worker;
+using FaaST.Rpc;
+using FaaST.Runtime.App;
+using FaaST.Runtime.Bindings;
+using FaaST.Runtime.Http;
+using FaaST.Runtime.Invocation;
+using FaaST.Runtime.Triggers;
+using FaaST.Runtime.Workers;
+using FaaST.Storage;
+using Microsoft.AspNetCore.Server.Kestrel.Core;
+
+namespace FaaST.Runtime.Hosting;
+
+/// <summary>
+/// One application instance: Kestrel serving the app's HTTP functions and the workers' gRPC
+/// channel, the language workers, blob triggers, and (when the app has no storage configured)
+/// the Azurite it started.
+/// </summary>
+public sealed class RuntimeHost : IAsyncDisposable
+{
+    private WebApplication? _web;
+    private AzuriteProcess? _azurite;
+    private StorageAccounts? _accounts;
+    private WorkerPool? _workers;
+    private BlobTriggerListener? _triggers;
+    private ILogger _logger = Microsoft.Extensions.Logging.Abstractions.NullLogger.Instance;
+
+    private RuntimeHost(FunctionApp app) => App = app;
+
+    public FunctionApp App { get; }
+
+    /// <summary>Where the app's HTTP functions are served, e.g. http://127.0.0.1:7071.</summary>
+    public Uri BaseAddress { get; private set; } = null!;
+
+    /// <summary>The storage connection string the app's default account resolves to.</summary>
+    public string? StorageConnectionString => _accounts?.ConnectionString("AzureWebJobsStorage");
+
+    /// <summary>Process ids of the running language workers.</summary>
+    public IReadOnlyList<int> WorkerProcessIds => _workers?.WorkerProcessIds ?? [];
+
+    public int ReadyWorkers => _workers?.ReadyWorkers ?? 0;
+
+    /// <summary>Blob-triggered invocations finished since start (tests wait on it).</summary>
+    public long BlobTriggerCompletions => _triggers?.Completed ?? 0;
+
+    /// <summary>Loads the app and starts everything; throws <see cref="AppConfigException"/> for a bad app.</summary>
+    public static async Task<RuntimeHost> StartAsync(RuntimeHostOptions options, CancellationToken ct = default)
+    {
+        var app = FunctionApp.Load(options.AppDirectory, options.Environment);
+        var host = new RuntimeHost(app);
+        try
+        {
+            await host.StartCoreAsync(options, ct);
+            return host;
+        }
+        catch
+        {
+            await host.DisposeAsync();
+            throw;
+        }
+    }
+
+    private async Task StartCoreAsync(RuntimeHostOptions options, CancellationToken ct)
+    {
+        var home = RuntimeHostOptions.FindHome(options.HomeDirectory);
+        var builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions { ContentRootPath = App.Directory });
+        builder.Logging.ClearProviders();
+        builder.Logging.SetMinimumLevel(options.MinimumLogLevel);
+        builder.Logging.AddFilter("Microsoft", LogLevel.Warning);
+        builder.Logging.AddSimpleConsole(c =>
+        {
+            c.SingleLine = true;
+            c.TimestampFormat = "HH:mm:ss.fff ";
+        });
+        if (options.LoggerProvider is { } extra)
+            builder.Logging.AddProvider(extra);
+
+        var httpPort = options.HttpPort ?? App.Settings.LocalHttpPort ?? 7071;
+        ListenOptions? httpListen = null, grpcListen = null;
+        builder.WebHost.ConfigureKestrel(k =>
+        {
+            k.AddServerHeader = false;
+            k.Limits.MaxRequestBodySize = null; // the HTTP trigger enforces FUNCTIONS_REQUEST_BODY_SIZE_LIMIT itself
+            k.Limits.Http2.MaxStreamsPerConnection = 1000;
+            k.Limits.Http2.InitialConnectionWindowSize = 16 * 1024 * 1024;
+            k.Limits.Http2.InitialStreamWindowSize = 16 * 1024 * 1024;
+            k.Limits.Http2.MaxFrameSize = 1024 * 1024;
+            k.Listen(IPAddress.Parse(options.ListenAddress), httpPort, l =>
+            {
+                l.Protocols = HttpProtocols.Http1;
+                httpListen = l;
+            });
+            k.Listen(IPAddress.Loopback, 0, l =>
+            {
+                l.Protocols = HttpProtocols.Http2;
+                grpcListen = l;
+            });
+        });
+        var web = builder.Build();
+        _web = web;
+        var loggers = web.Services.GetRequiredService<ILoggerFactory>();
+        _logger = loggers.CreateLogger("FaaST.Host");
+        foreach (var f in App.Functions.Where(f => f.Error is not null))
+            _logger.LogError("Function {Function} is disabled: {Error}", f.Name, f.Error);
+
+        string? devStorage = null;
+        if (StorageAccounts.NeedsDevelopmentStorage(App.Settings))
+        {
+            _logger.LogInformation("No storage connection configured: starting Azurite (blob service, loopback)");
+            _azurite = await AzuriteProcess.StartAsync(home, ct: ct);
+            devStorage = _azurite.ConnectionString;
+            _logger.LogInformation("Azurite is listening at {Endpoint}", _azurite.BlobEndpoint);
+        }
+        _accounts = new StorageAccounts(App.Settings, devStorage, options.StorageOptions);
+        var blobs = new StorageBlobBindingProvider(_accounts);
+
+        var processCount = options.WorkerProcessCount ??
+            (int.TryParse(App.Settings["FUNCTIONS_WORKER_PROCESS_COUNT"], NumberStyles.None, CultureInfo.InvariantCulture, out var n) && n is >= 1 and <= 64 ? n : 1);
+        var workerOptions = new WorkerOptions
+        {
+            Runtime = App.WorkerRuntime,
+            ProcessCount = processCount,
+            WorkersDirectory = Path.Combine(home, "workers"),
+            ExtraEnvironment = devStorage is null ? new Dictionary<string, string>() : new Dictionary<string, string> { ["AzureWebJobsStorage"] = devStorage },
+        };
+        if (options.WorkerRestartDelay is { } restart)
+            workerOptions = workerOptions with { RestartDelay = restart };
+        _workers = new WorkerPool(App, workerOptions, loggers);
+        var invoker = new FunctionInvoker(App, _workers, blobs, loggers.CreateLogger("FaaST.Invoker"));
+        _triggers = new BlobTriggerListener(App, invoker, _accounts, blobs, loggers.CreateLogger("FaaST.BlobTrigger"));
+        invoker.WriteObserver = _triggers;
+
+        var workers = _workers;
+        var grpcPort = 0;
+        web.MapGrpcDuplex<StreamingMessage, StreamingMessage>(WorkerPool.EventStreamPath, StreamingMessage.Parser, stream =>
+        {
+            // Only the loopback worker endpoint accepts worker streams.
+            if (stream.Context.Connection.LocalPort != grpcPort)
+                throw new GrpcException(GrpcStatus.NotFound, "not a worker endpoint");
+            return workers.AcceptAsync(stream);
+        });
+        HttpTriggerEndpoints.Map(web, App, invoker, loggers.CreateLogger("FaaST.Http"));
+        AdminEndpoints.Map(web, this);
+
+        await web.StartAsync(ct);
+        grpcPort = grpcListen!.IPEndPoint!.Port;
+        BaseAddress = new Uri($"http://{options.ListenAddress}:{httpListen!.IPEndPoint!.Port}");
+        _workers.GrpcPort = grpcPort;
+        _workers.Start();
+        if (!await _workers.WaitAllReadyAsync(workerOptions.StartupTimeout))
+            _logger.LogWarning("Not every {Runtime} worker is up yet; invocations wait for one", App.WorkerRuntime);
+        _triggers.Start();
+        LogFunctions();
+    }
+
+    private void LogFunctions()
+    {
+        var lines = new List<string>();
+        foreach (var f in App.Functions)
+        {
+            var state = f.Error is not null ? " (error)" : f.Disabled ? " (disabled)" : "";
+            var t = f.Trigger;
+            var detail = t?.Type switch
+            {
+                BindingMetadata.HttpTrigger => $"[{string.Join(",", t.Methods ?? ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])}] {BaseAddress}{(App.Host.RoutePrefix.Length > 0 ? App.Host.RoutePrefix + "/" : "")}{t.Route}",
+                BindingMetadata.BlobTrigger => $"blobTrigger: {t.Path}",
+                _ => "",
+            };
+            lines.Add($"  {f.Name}{state}: {detail}");
+        }
+        _logger.LogInformation("Functions:\n{Functions}", string.Join("\n", lines));
+        _logger.LogInformation("Host started: {Workers} {Runtime} worker(s), listening on {Address}", ReadyWorkers, App.WorkerRuntime, BaseAddress);
+    }
+
+    internal IEnumerable<object> FunctionStatus() => App.Functions.Select(f => new FunctionStatusInfo(
+        f.Name,
+        f.Trigger?.Type,
+        f.Disabled,
+        f.Error ?? (_workers?.LoadErrors.TryGetValue(f.Name, out var e) == true ? e : null)));
+
+    public async ValueTask DisposeAsync()
+    {
+        if (_triggers is not null)
+            await _triggers.DisposeAsync();
+        if (_web is not null)
+        {
+            try
+            {
+                await _web.StopAsync(TimeSpan.FromSeconds(5));
+            }
+            catch (OperationCanceledException)
+            {
+                // shutting down anyway
+            }
+        }
+        if (_workers is not null)
+            await _workers.DisposeAsync();
+        if (_web is not null)
+            await _web.DisposeAsync();
+        _accounts?.Dispose();
+        if (_azurite is not null)
+            await _azurite.DisposeAsync();
+    }
+}
+
+internal sealed record FunctionStatusInfo(string Name, string? Trigger, bool Disabled, string? Error);

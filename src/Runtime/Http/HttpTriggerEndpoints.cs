@@ -1,0 +1,229 @@
+using System.Buffers;
+using System.Globalization;
+using System.Text;
+using System.Text.Json;
+using FaaST.Protos.Worker;
+using FaaST.Runtime.App;
+using FaaST.Runtime.Bindings;
+using FaaST.Runtime.Invocation;
+using FaaST.Runtime.Workers;
+using FaaST.Storage;
+using Google.Protobuf;
+using Microsoft.AspNetCore.Http.Features;
+using Microsoft.Extensions.Primitives;
+
+namespace FaaST.Runtime.Http;
+
+/// <summary>Maps each httpTrigger function onto an ASP.NET Core route and turns requests into invocations.</summary>
+internal static class HttpTriggerEndpoints
+{
+    /// <summary>Azure Functions' default request body limit (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT overrides it).</summary>
+    public const long DefaultMaxBodySize = 100L * 1024 * 1024;
+
+    public static void Map(IEndpointRouteBuilder routes, FunctionApp app, FunctionInvoker invoker, ILogger logger)
+    {
+        var maxBody = long.TryParse(app.Settings["FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"], NumberStyles.None, CultureInfo.InvariantCulture, out var limit) && limit > 0
+            ? limit
+            : DefaultMaxBodySize;
+        foreach (var function in app.Functions)
+        {
+            if (function.Trigger is not { Type: BindingMetadata.HttpTrigger } trigger)
+                continue;
+            var template = string.IsNullOrEmpty(app.Host.RoutePrefix) ? trigger.Route! : $"{app.Host.RoutePrefix}/{trigger.Route}";
+            var handler = new Handler(function, invoker, maxBody, logger);
+            var endpoint = trigger.Methods is { } methods
+                ? routes.MapMethods("/" + template, methods, handler.HandleAsync)
+                : routes.Map("/" + template, handler.HandleAsync);
+            endpoint.WithDisplayName(function.Name);
+        }
+    }
+
+    private sealed class Handler(FunctionDefinition function, FunctionInvoker invoker, long maxBody, ILogger logger)
+    {
+        public async Task HandleAsync(HttpContext context)
+        {
+            if (function.Disabled)
+            {
+                context.Response.StatusCode = StatusCodes.Status404NotFound;
+                return;
+            }
+            await using var invocation = new InvocationContext(function.Name);
+            try
+            {
+                if (function.Error is { } error)
+                    throw new FunctionUnavailableException($"function {function.Name} cannot run: {error}");
+                var body = await ReadBodyAsync(context.Request, maxBody, context.RequestAborted);
+                var request = ToHttpData(context, body, invocation);
+                var result = await invoker.InvokeAsync(function, invocation, new TypedData { Http = request }, context.RequestAborted);
+                await WriteResponseAsync(context, result);
+            }
+            catch (Exception e) when (!context.Response.HasStarted)
+            {
+                await WriteErrorAsync(context, invocation, e);
+            }
+        }
+
+        private static async Task<ReadOnlyMemory<byte>> ReadBodyAsync(HttpRequest request, long maxBody, CancellationToken ct)
+        {
+            if (request.ContentLength is { } length)
+            {
+                if (length > maxBody)
+                    throw new BadHttpRequestException($"the request body of {length} bytes exceeds the limit of {maxBody} bytes", StatusCodes.Status413PayloadTooLarge);
+                if (length == 0)
+                    return ReadOnlyMemory<byte>.Empty;
+                var exact = new byte[length];
+                await request.Body.ReadExactlyAsync(exact, ct);
+                return exact;
+            }
+            if (request.HttpContext.Features.Get<IHttpRequestBodyDetectionFeature>() is { CanHaveBody: false })
+                return ReadOnlyMemory<byte>.Empty;
+            // Chunked: collect up to the limit.
+            var reader = request.BodyReader;
+            while (true)
+            {
+                var read = await reader.ReadAsync(ct);
+                if (read.Buffer.Length > maxBody)
+                    throw new BadHttpRequestException($"the request body exceeds the limit of {maxBody} bytes", StatusCodes.Status413PayloadTooLarge);
+                if (read.IsCompleted)
+                {
+                    var bytes = read.Buffer.ToArray();
+                    reader.AdvanceTo(read.Buffer.End);
+                    return bytes;
+                }
+                reader.AdvanceTo(read.Buffer.Start, read.Buffer.End);
+            }
+        }
+
+        private HttpData ToHttpData(HttpContext context, ReadOnlyMemory<byte> body, InvocationContext invocation)
+        {
+            var request = context.Request;
+            var http = new HttpData
+            {
+                Method = request.Method,
+                Url = $"{request.Scheme}://{request.Host}{request.PathBase}{request.Path}{request.QueryString}",
+                Body = new TypedData { Bytes = UnsafeByteOperations.UnsafeWrap(body) },
+            };
+            foreach (var (name, values) in request.Headers)
+                http.Headers[name.ToLowerInvariant()] = values.ToString();
+            foreach (var (name, values) in request.Query)
+            {
+                var value = values.ToString();
+                http.Query[name] = value;
+                invocation.BindingData[name] = value;
+            }
+            foreach (var (name, value) in request.RouteValues)
+            {
+                if (value is null)
+                    continue;
+                var text = Convert.ToString(value, CultureInfo.InvariantCulture) ?? "";
+                http.Params[name] = text;
+                invocation.BindingData[name] = text;
+            }
+            if (body.Length > 0 && request.ContentType?.Contains("json", StringComparison.OrdinalIgnoreCase) == true)
+                invocation.SetFallback(JsonBodyLookup(body));
+            return http;
+        }
+
+        /// <summary>Binding expressions may name top-level properties of a JSON body, as in Azure Functions.</summary>
+        private static Func<string, string?> JsonBodyLookup(ReadOnlyMemory<byte> body)
+        {
+            Dictionary<string, string>? values = null;
+            return name =>
+            {
+                if (values is null)
+                {
+                    values = new Dictionary<string, string>(StringComparer.OrdinalIgnoreCase);
+                    try
+                    {
+                        using var doc = JsonDocument.Parse(body);
+                        if (doc.RootElement.ValueKind == JsonValueKind.Object)
+                            foreach (var p in doc.RootElement.EnumerateObject())
+                                values[p.Name] = p.Value.ValueKind == JsonValueKind.String ? p.Value.GetString()! : p.Value.GetRawText();
+                    }
+                    catch (JsonException)
+                    {
+                        // Not JSON after all: no values.
+                    }
+                }
+                return values.TryGetValue(name, out var v) ? v : null;
+            };
+        }
+
+        private static async Task WriteResponseAsync(HttpContext context, TypedData? result)
+        {
+            var response = context.Response;
+            if (result is null || result.DataCase == TypedData.DataOneofCase.None)
+            {
+                response.StatusCode = StatusCodes.Status204NoContent;
+                return;
+            }
+            ReadOnlyMemory<byte> body;
+            string? contentType = null;
+            if (result.DataCase == TypedData.DataOneofCase.Http)
+            {
+                var http = result.Http;
+                response.StatusCode = http.StatusCode == 0 ? StatusCodes.Status200OK : http.StatusCode;
+                foreach (var (name, value) in http.Headers)
+                {
+                    if (name.Equals("content-length", StringComparison.OrdinalIgnoreCase) || name.Equals("transfer-encoding", StringComparison.OrdinalIgnoreCase))
+                        continue;
+                    response.Headers[name] = value;
+                }
+                (body, contentType) = http.Body is { } b ? BodyOf(b) : (ReadOnlyMemory<byte>.Empty, null);
+            }
+            else
+            {
+                (body, contentType) = BodyOf(result);
+            }
+            if (contentType is not null && !response.Headers.ContainsKey("Content-Type"))
+                response.ContentType = contentType;
+            response.ContentLength = body.Length;
+            if (body.Length > 0)
+                await response.Body.WriteAsync(body, context.RequestAborted);
+        }
+
+        private static (ReadOnlyMemory<byte>, string?) BodyOf(TypedData data) => data.DataCase switch
+        {
+            TypedData.DataOneofCase.Bytes => (data.Bytes.Memory, "application/octet-stream"),
+            TypedData.DataOneofCase.String => (Encoding.UTF8.GetBytes(data.String), "text/plain; charset=utf-8"),
+            TypedData.DataOneofCase.Json => (Encoding.UTF8.GetBytes(data.Json), "application/json; charset=utf-8"),
+            _ => (ReadOnlyMemory<byte>.Empty, null),
+        };
+
+        private async Task WriteErrorAsync(HttpContext context, InvocationContext invocation, Exception e)
+        {
+            var (status, message) = e switch
+            {
+                BadHttpRequestException b => (b.StatusCode, b.Message),
+                BindingResolutionException => (StatusCodes.Status400BadRequest, e.Message),
+                FunctionFailedException => (StatusCodes.Status500InternalServerError, e.Message),
+                FunctionUnavailableException => (StatusCodes.Status500InternalServerError, e.Message),
+                FunctionTimeoutException => (StatusCodes.Status504GatewayTimeout, e.Message),
+                WorkerUnavailableException => (StatusCodes.Status503ServiceUnavailable, e.Message),
+                StorageUnavailableException => (StatusCodes.Status503ServiceUnavailable, e.Message),
+                BlobStorageException => (StatusCodes.Status502BadGateway, e.Message),
+                AppConfigException => (StatusCodes.Status500InternalServerError, e.Message),
+                OperationCanceledException when context.RequestAborted.IsCancellationRequested => (499, "the client went away"),
+                _ => (StatusCodes.Status500InternalServerError, $"{e.GetType().Name}: {e.Message}"),
+            };
+            if (status == 499)
+                return;
+            if (e is FunctionFailedException f)
+                logger.LogError("Executed {Function} ({InvocationId}) failed: {Message}\n{Stack}", function.Name, invocation.InvocationId, f.Message, f.WorkerStackTrace);
+            else if (status >= 500)
+                logger.LogError(e is FunctionTimeoutException or WorkerUnavailableException or StorageUnavailableException or FunctionUnavailableException ? null : e,
+                    "Executed {Function} ({InvocationId}) failed with {Status}: {Message}", function.Name, invocation.InvocationId, status, message);
+            else
+                logger.LogWarning("Request to {Function} ({InvocationId}) rejected with {Status}: {Message}", function.Name, invocation.InvocationId, status, message);
+            context.Response.StatusCode = status;
+            context.Response.Headers["x-faast-invocation-id"] = invocation.InvocationId;
+            await context.Response.WriteAsJsonAsync(new ErrorBody(message, invocation.InvocationId, function.Name), ErrorJson.Default.ErrorBody, cancellationToken: CancellationToken.None);
+        }
+    }
+}
+
+internal sealed record ErrorBody(string Error, string InvocationId, string Function);
+
+[System.Text.Json.Serialization.JsonSerializable(typeof(ErrorBody))]
+[System.Text.Json.Serialization.JsonSourceGenerationOptions(PropertyNamingPolicy = System.Text.Json.Serialization.JsonKnownNamingPolicy.CamelCase)]
+internal sealed partial class ErrorJson : System.Text.Json.Serialization.JsonSerializerContext;

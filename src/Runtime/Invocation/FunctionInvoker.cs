@@ -1,0 +1,139 @@
+using System.Text;
+using FaaST.Protos.Worker;
+using FaaST.Runtime.App;
+using FaaST.Runtime.Bindings;
+using FaaST.Runtime.Workers;
+using FaaST.Storage;
+
+namespace FaaST.Runtime.Invocation;
+
+/// <summary>Something that wants to hear about blobs the runtime wrote (blob triggers).</summary>
+public interface IBlobWriteObserver
+{
+    void OnBlobWritten(BlobAddress blob, BlobProperties properties, ReadOnlyMemory<byte> content);
+}
+
+/// <summary>
+/// The binding pipeline around one invocation: resolve and read the input blobs, run the function
+/// on a worker, then write its output blobs. Triggers (HTTP, blob) call it.
+/// </summary>
+internal sealed class FunctionInvoker
+{
+    private readonly WorkerPool _workers;
+    private readonly IBlobBindingProvider _blobs;
+    private readonly ILogger _logger;
+    private readonly Dictionary<string, FunctionPlan> _plans;
+
+    public FunctionInvoker(FunctionApp app, WorkerPool workers, IBlobBindingProvider blobs, ILogger logger)
+    {
+        _workers = workers;
+        _blobs = blobs;
+        _logger = logger;
+        _plans = app.Runnable.ToDictionary(f => f.Name, f => new FunctionPlan(f), StringComparer.OrdinalIgnoreCase);
+    }
+
+    /// <summary>Told after each output blob is written, e.g. to fire blob triggers at once.</summary>
+    public IBlobWriteObserver? WriteObserver { get; set; }
+
+    /// <summary>
+    /// Runs <paramref name="function"/> with <paramref name="triggerValue"/> bound to its trigger.
+    /// Returns the value of the HTTP output binding, if the function has one.
+    /// </summary>
+    public async Task<TypedData?> InvokeAsync(FunctionDefinition function, InvocationContext invocation,
+        TypedData triggerValue, CancellationToken ct)
+    {
+        if (!_plans.TryGetValue(function.Name, out var plan))
+            throw new FunctionUnavailableException($"function {function.Name} is not loaded");
+        if (_workers.LoadErrors.TryGetValue(function.Name, out var loadError))
+            throw new FunctionUnavailableException($"function {function.Name} could not be loaded: {loadError}");
+
+        var request = new InvocationRequest { InvocationId = invocation.InvocationId, FunctionId = function.Id };
+        request.InputData.Add(new ParameterBinding { Name = plan.Trigger.Name, Data = triggerValue });
+        foreach (var (name, value) in invocation.BindingData)
+            request.TriggerMetadata[name] = new TypedData { String = value };
+        foreach (var (name, value) in invocation.TriggerMetadata)
+            request.TriggerMetadata[name] = value;
+        if (plan.InputBlobs.Length > 0)
+            await ReadInputsAsync(plan, invocation, request, ct);
+
+        var response = await _workers.InvokeAsync(function, request, ct);
+        if (response.Result?.Status != StatusResult.Types.Status.Success)
+        {
+            var e = response.Result?.Exception;
+            var message = e?.Message is { Length: > 0 } m ? m : response.Result?.Result ?? "the function failed";
+            throw new FunctionFailedException(message, e?.StackTrace);
+        }
+
+        TypedData? http = null;
+        List<Task>? writes = null;
+        foreach (var output in response.OutputData)
+        {
+            if (!plan.Outputs.TryGetValue(output.Name, out var binding))
+            {
+                _logger.LogWarning("Function {Function} set output \"{Name}\", which function.json does not declare; ignored", function.Name, output.Name);
+                continue;
+            }
+            if (binding.Type == BindingMetadata.Http)
+                http = output.Data;
+            else if (binding.Type == BindingMetadata.Blob && output.Data is { DataCase: not TypedData.DataOneofCase.None } data)
+                (writes ??= []).Add(WriteOutputAsync(function, binding, data, invocation, ct));
+        }
+        if (plan.Return is { } ret && response.ReturnValue is { DataCase: not TypedData.DataOneofCase.None } returned)
+        {
+            if (ret.Type == BindingMetadata.Http)
+                http = returned;
+            else if (ret.Type == BindingMetadata.Blob)
+                (writes ??= []).Add(WriteOutputAsync(function, ret, returned, invocation, ct));
+        }
+        if (writes is not null)
+            await Task.WhenAll(writes);
+        return http;
+    }
+
+    private async Task ReadInputsAsync(FunctionPlan plan, InvocationContext invocation, InvocationRequest request, CancellationToken ct)
+    {
+        var reads = new ValueTask<BlobData?>[plan.InputBlobs.Length];
+        for (var i = 0; i < reads.Length; i++)
+            reads[i] = _blobs.ReadAsync(Resolve(plan.Function, plan.InputBlobs[i], invocation), invocation, ct);
+        for (var i = 0; i < reads.Length; i++)
+        {
+            var blob = await reads[i];
+            request.InputData.Add(new ParameterBinding
+            {
+                Name = plan.InputBlobs[i].Name,
+                Data = blob is null ? new TypedData() : new TypedData { Blob = blob },
+            });
+        }
+    }
+
+    private async Task WriteOutputAsync(FunctionDefinition function, BindingMetadata binding, TypedData value,
+        InvocationContext invocation, CancellationToken ct)
+    {
+        var address = Resolve(function, binding, invocation);
+        ReadOnlyMemory<byte> content = value.DataCase switch
+        {
+            TypedData.DataOneofCase.Bytes => value.Bytes.Memory,
+            TypedData.DataOneofCase.String => Encoding.UTF8.GetBytes(value.String),
+            TypedData.DataOneofCase.Json => Encoding.UTF8.GetBytes(value.Json),
+            TypedData.DataOneofCase.Blob when value.Blob.ContentCase == BlobData.ContentOneofCase.Bytes => value.Blob.Bytes.Memory,
+            _ => throw new FunctionFailedException(
+                $"function {function.Name}: output binding \"{binding.Name}\" got a {value.DataCase} value; a blob takes bytes or a string", null),
+        };
+        var properties = await _blobs.WriteAsync(address, content, invocation, ct);
+        WriteObserver?.OnBlobWritten(address, properties, content);
+    }
+
+    /// <summary>Resolves a blob binding's path for this invocation.</summary>
+    public static BlobAddress Resolve(FunctionDefinition function, BindingMetadata binding, InvocationContext invocation)
+    {
+        if (!binding.Path!.TryResolve(invocation.Lookup, out var path, out var missing))
+            throw new BindingResolutionException(
+                $"function {function.Name}: binding \"{binding.Name}\" path \"{binding.Path.Pattern}\" needs a value for {{{missing}}}, " +
+                "which the trigger did not supply (route, query, JSON body or blob name)");
+        var slash = path.IndexOf('/');
+        if (slash == path.Length - 1)
+            throw new BindingResolutionException(
+                $"function {function.Name}: binding \"{binding.Name}\" path \"{binding.Path.Pattern}\" resolved to \"{path}\", which names no blob");
+        return BlobAddress.Parse(binding.Connection, path);
+    }
+}

@@ -1,0 +1,26 @@
+using FaaST.Runtime.App;
+using FaaST.Runtime.Bindings;
+
+namespace FaaST.Runtime.Invocation;
+
+/// <summary>What an invocation of one function has to do, worked out once at start-up.</summary>
+internal sealed class FunctionPlan
+{
+    public FunctionPlan(FunctionDefinition function)
+    {
+        Function = function;
+        Trigger = function.Trigger!;
+        InputBlobs = function.Bindings.Where(b => b.Type == BindingMetadata.Blob && b.Direction != BindingDirection.Out).ToArray();
+        Outputs = function.Bindings.Where(b => b.Direction != BindingDirection.In && !b.IsTrigger)
+            .ToDictionary(b => b.Name, StringComparer.OrdinalIgnoreCase);
+        HttpOutput = function.Bindings.FirstOrDefault(b => b.Type == BindingMetadata.Http);
+        Return = function.Bindings.FirstOrDefault(b => b.Name == BindingMetadata.ReturnName);
+    }
+
+    public FunctionDefinition Function { get; }
+    public BindingMetadata Trigger { get; }
+    public BindingMetadata[] InputBlobs { get; }
+    public Dictionary<string, BindingMetadata> Outputs { get; }
+    public BindingMetadata? HttpOutput { get; }
+    public BindingMetadata? Return { get; }
+}

@@ -1,0 +1,115 @@
+using System.Globalization;
+using FaaST.Runtime.App;
+using FaaST.Runtime.Hosting;
+
+namespace FaaST.Runtime;
+
+/// <summary>faast-host APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory]</summary>
+public static class Program
+{
+    public static async Task<int> Main(string[] args)
+    {
+        RuntimeHostOptions options;
+        try
+        {
+            options = ParseArguments(args);
+        }
+        catch (ArgumentException e)
+        {
+            await Console.Error.WriteLineAsync($"faast: {e.Message}");
+            await Console.Error.WriteLineAsync("usage: faast start APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory]");
+            return 2;
+        }
+
+        using var stop = new CancellationTokenSource();
+        Console.CancelKeyPress += (_, e) =>
+        {
+            e.Cancel = true;
+            stop.Cancel();
+        };
+        using var term = System.Runtime.InteropServices.PosixSignalRegistration.Create(
+            System.Runtime.InteropServices.PosixSignal.SIGTERM, ctx =>
+            {
+                ctx.Cancel = true;
+                stop.Cancel();
+            });
+
+        RuntimeHost host;
+        try
+        {
+            host = await RuntimeHost.StartAsync(options, stop.Token);
+        }
+        catch (AppConfigException e)
+        {
+            await Console.Error.WriteLineAsync($"faast: the app cannot start: {e.Message}");
+            return 3;
+        }
+        catch (OperationCanceledException)
+        {
+            return 130;
+        }
+        catch (IOException e) when (e.InnerException is Microsoft.AspNetCore.Connections.AddressInUseException || e.Message.Contains("address already in use", StringComparison.OrdinalIgnoreCase))
+        {
+            await Console.Error.WriteLineAsync($"faast: {e.Message}; pass --port to use another port");
+            return 4;
+        }
+        await using (host)
+        {
+            try
+            {
+                await Task.Delay(Timeout.Infinite, stop.Token);
+            }
+            catch (OperationCanceledException)
+            {
+                await Console.Error.WriteLineAsync("faast: stopping");
+            }
+        }
+        return 0;
+    }
+
+    internal static RuntimeHostOptions ParseArguments(string[] args)
+    {
+        string? app = null, listen = null, azuriteData = null;
+        int? port = null, workers = null;
+        var inMemory = false;
+        for (var i = 0; i < args.Length; i++)
+        {
+            string Value() => i + 1 < args.Length ? args[++i] : throw new ArgumentException($"{args[i]} needs a value");
+            int Number(int min, int max)
+            {
+                var name = args[i];
+                var text = Value();
+                return int.TryParse(text, NumberStyles.None, CultureInfo.InvariantCulture, out var n) && n >= min && n <= max
+                    ? n
+                    : throw new ArgumentException($"{name} must be a whole number from {min} to {max}, not \"{text}\"");
+            }
+            switch (args[i])
+            {
+                case "--port": port = Number(0, 65535); break;
+                case "--listen": listen = Value(); break;
+                case "--workers": workers = Number(1, 64); break;
+                case "--azurite-data": azuriteData = Value(); break;
+                case "--azurite-in-memory": inMemory = true; break;
+                case var a when a.StartsWith("--", StringComparison.Ordinal): throw new ArgumentException($"unknown option {a}");
+                default:
+                    if (app is not null)
+                        throw new ArgumentException($"one app directory only (got \"{app}\" and \"{args[i]}\")");
+                    app = args[i];
+                    break;
+            }
+        }
+        if (app is null)
+            throw new ArgumentException("no app directory given");
+        if (listen is not null && !System.Net.IPAddress.TryParse(listen, out _))
+            throw new ArgumentException($"--listen must be an IP address, not \"{listen}\"");
+        var full = Path.GetFullPath(app);
+        return new RuntimeHostOptions
+        {
+            AppDirectory = full,
+            HttpPort = port,
+            ListenAddress = listen ?? "127.0.0.1",
+            WorkerProcessCount = workers,
+            AzuriteDataDirectory = inMemory ? null : azuriteData ?? Path.Combine(full, ".faast", "azurite"),
+        };
+    }
+}

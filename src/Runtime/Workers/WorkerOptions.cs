@@ -1,0 +1,37 @@
+namespace FaaST.Runtime.Workers;
+
+/// <summary>How language workers are started and supervised.</summary>
+public sealed record WorkerOptions
+{
+    /// <summary>python or node.</summary>
+    public required string Runtime { get; init; }
+
+    /// <summary>Worker processes per instance (FUNCTIONS_WORKER_PROCESS_COUNT, default 1).</summary>
+    public int ProcessCount { get; init; } = 1;
+
+    /// <summary>The folder holding python/worker.py and node/worker.js.</summary>
+    public required string WorkersDirectory { get; init; }
+
+    /// <summary>The interpreter for Python workers (Debian's, where python3-grpcio lives).</summary>
+    public string PythonExecutable { get; init; } = File.Exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+
+    public string NodeExecutable { get; init; } = "node";
+
+    /// <summary>How long a new worker has to connect, initialise and load its functions.</summary>
+    public TimeSpan StartupTimeout { get; init; } = TimeSpan.FromSeconds(30);
+
+    /// <summary>First delay before restarting a worker that died; doubles up to <see cref="MaxRestartDelay"/>.</summary>
+    public TimeSpan RestartDelay { get; init; } = TimeSpan.FromMilliseconds(200);
+
+    public TimeSpan MaxRestartDelay { get; init; } = TimeSpan.FromSeconds(10);
+
+    /// <summary>A worker that stayed up this long restarts with the first delay again.</summary>
+    public TimeSpan StableAfter { get; init; } = TimeSpan.FromSeconds(30);
+
+    public TimeSpan ShutdownGrace { get; init; } = TimeSpan.FromSeconds(5);
+
+    public int MaxMessageSize { get; init; } = Rpc.GrpcServer.DefaultMaxMessageSize;
+
+    /// <summary>Environment for workers on top of the app settings (e.g. the Azurite connection string).</summary>
+    public IReadOnlyDictionary<string, string> ExtraEnvironment { get; init; } = new Dictionary<string, string>();
+}

@@ -1,0 +1,315 @@
+using System.Diagnostics;
+using System.Globalization;
+using FaaST.Protos.Worker;
+using FaaST.Runtime.App;
+using FaaST.Runtime.Bindings;
+
+namespace FaaST.Runtime.Workers;
+
+internal sealed partial class WorkerPool
+{
+    /// <summary>
+    /// One worker position: starts a process, waits for it to dial in, initialises it, loads the
+    /// functions, and when the process dies or is recycled starts a new one after a backoff.
+    /// </summary>
+    private sealed class WorkerSlot(WorkerPool pool, int index)
+    {
+        private readonly object _gate = new();
+        private Process? _process;
+        private WorkerChannel? _channel;
+        private Task _loop = Task.CompletedTask;
+        private int _incarnation;
+
+        public WorkerChannel? Ready { get; private set; }
+
+        public string? LastError { get; private set; }
+
+        public int ProcessId
+        {
+            get
+            {
+                lock (_gate)
+                {
+                    try
+                    {
+                        return _process is { HasExited: false } p ? p.Id : 0;
+                    }
+                    catch (InvalidOperationException)
+                    {
+                        return 0;
+                    }
+                }
+            }
+        }
+
+        public void Start(CancellationToken stopping) => _loop = RunAsync(stopping);
+
+        private async Task RunAsync(CancellationToken stopping)
+        {
+            var delay = pool._options.RestartDelay;
+            while (!stopping.IsCancellationRequested)
+            {
+                var started = DateTime.UtcNow;
+                try
+                {
+                    await RunOnceAsync(stopping);
+                }
+                catch (Exception) when (stopping.IsCancellationRequested)
+                {
+                    break;
+                }
+                catch (Exception e)
+                {
+                    LastError = e.Message;
+                    pool._logger.LogError("Worker {Index} failed: {Reason}", index, e.Message);
+                }
+                finally
+                {
+                    Ready = null;
+                    pool.SignalReadyChanged();
+                    KillProcess();
+                }
+                if (stopping.IsCancellationRequested)
+                    break;
+                if (DateTime.UtcNow - started > pool._options.StableAfter)
+                    delay = pool._options.RestartDelay;
+                pool._logger.LogWarning("Restarting worker {Index} in {Delay} ms", index, (int)delay.TotalMilliseconds);
+                try
+                {
+                    await Task.Delay(delay, stopping);
+                }
+                catch (OperationCanceledException)
+                {
+                    break;
+                }
+                delay = TimeSpan.FromTicks(Math.Min(delay.Ticks * 2, pool._options.MaxRestartDelay.Ticks));
+            }
+        }
+
+        private async Task RunOnceAsync(CancellationToken stopping)
+        {
+            var options = pool._options;
+            var workerId = $"{options.Runtime}-{index}-{Interlocked.Increment(ref _incarnation)}-{Guid.NewGuid():N}";
+            var connected = new TaskCompletionSource<WorkerChannel>(TaskCreationOptions.RunContinuationsAsynchronously);
+            pool._awaiting[workerId] = connected;
+            Process process;
+            try
+            {
+                process = StartProcess(workerId);
+            }
+            catch (Exception e) when (e is System.ComponentModel.Win32Exception or InvalidOperationException)
+            {
+                pool._awaiting.TryRemove(workerId, out _);
+                throw new WorkerUnavailableException($"could not start the {options.Runtime} worker: {e.Message}");
+            }
+            var exited = process.WaitForExitAsync(CancellationToken.None);
+            WorkerChannel channel;
+            using (var startup = CancellationTokenSource.CreateLinkedTokenSource(stopping))
+            {
+                startup.CancelAfter(options.StartupTimeout);
+                var first = await Task.WhenAny(connected.Task, exited, Task.Delay(Timeout.Infinite, startup.Token));
+                pool._awaiting.TryRemove(workerId, out _);
+                stopping.ThrowIfCancellationRequested();
+                if (first != connected.Task)
+                    throw new WorkerUnavailableException(first == exited
+                        ? $"the {options.Runtime} worker exited with code {SafeExitCode(process)} before connecting"
+                        : $"the {options.Runtime} worker did not connect within {options.StartupTimeout.TotalSeconds:0} s");
+                channel = connected.Task.Result;
+            }
+            lock (_gate)
+                _channel = channel;
+            await InitialiseAsync(channel, stopping);
+            LastError = null;
+            Ready = channel;
+            pool.SignalReadyChanged();
+            pool._logger.LogInformation("Worker {WorkerId} (pid {Pid}) is ready", workerId, process.Id);
+            var ended = await Task.WhenAny(exited, channel.Closed, Task.Delay(Timeout.Infinite, stopping));
+            Ready = null;
+            pool.SignalReadyChanged();
+            stopping.ThrowIfCancellationRequested();
+            var why = ended == exited ? $"exited with code {SafeExitCode(process)}" : "closed its stream";
+            channel.Close($"the worker process {why}");
+            throw new WorkerUnavailableException($"worker {workerId} {why}");
+        }
+
+        private async Task InitialiseAsync(WorkerChannel channel, CancellationToken ct)
+        {
+            var options = pool._options;
+            var init = await channel.RequestAsync(new StreamingMessage
+            {
+                WorkerInitRequest = new WorkerInitRequest
+                {
+                    HostVersion = typeof(WorkerPool).Assembly.GetName().Version?.ToString() ?? "0",
+                    FunctionAppDirectory = pool._app.Directory,
+                },
+            }, options.StartupTimeout, ct);
+            if (init.WorkerInitResponse.Result?.Status != StatusResult.Types.Status.Success)
+                throw new WorkerUnavailableException($"worker init failed: {init.WorkerInitResponse.Result?.Exception?.Message}");
+            var loads = pool._app.Runnable.Select(f => LoadAsync(channel, f, ct)).ToArray();
+            await Task.WhenAll(loads);
+        }
+
+        private async Task LoadAsync(WorkerChannel channel, FunctionDefinition function, CancellationToken ct)
+        {
+            var metadata = new FunctionMetadata
+            {
+                Name = function.Name,
+                Directory = function.Directory,
+                ScriptFile = function.ScriptFile,
+                EntryPoint = function.EntryPoint,
+            };
+            foreach (var b in function.Bindings)
+                metadata.Bindings[b.Name] = ToBindingInfo(b);
+            var reply = await channel.RequestAsync(new StreamingMessage
+            {
+                FunctionLoadRequest = new FunctionLoadRequest { FunctionId = function.Id, Metadata = metadata },
+            }, pool._options.StartupTimeout, ct);
+            var result = reply.FunctionLoadResponse.Result;
+            if (result?.Status == StatusResult.Types.Status.Success)
+            {
+                pool._loadErrors.TryRemove(function.Name, out _);
+                return;
+            }
+            var error = result?.Exception?.Message is { Length: > 0 } m ? m : result?.Result ?? "the worker refused to load it";
+            if (pool._loadErrors.TryAdd(function.Name, error))
+                pool._logger.LogError("Function {Function} could not be loaded: {Error}", function.Name, error);
+        }
+
+        private static BindingInfo ToBindingInfo(BindingMetadata b) => new()
+        {
+            Type = b.Type,
+            Direction = b.Direction switch
+            {
+                BindingDirection.In => BindingInfo.Types.Direction.In,
+                BindingDirection.Out => BindingInfo.Types.Direction.Out,
+                _ => BindingInfo.Types.Direction.Inout,
+            },
+            DataType = b.DataType switch
+            {
+                "string" => BindingInfo.Types.DataType.String,
+                "binary" => BindingInfo.Types.DataType.Binary,
+                "stream" => BindingInfo.Types.DataType.Stream,
+                _ => BindingInfo.Types.DataType.Undefined,
+            },
+        };
+
+        private Process StartProcess(string workerId)
+        {
+            var options = pool._options;
+            var (exe, script) = options.Runtime == "python"
+                ? (options.PythonExecutable, Path.Combine(options.WorkersDirectory, "python", "worker.py"))
+                : (options.NodeExecutable, Path.Combine(options.WorkersDirectory, "node", "worker.js"));
+            if (!File.Exists(script))
+                throw new InvalidOperationException($"{script} does not exist (set FAAST_WORKERS_DIR to the workers folder)");
+            var info = new ProcessStartInfo(exe)
+            {
+                WorkingDirectory = pool._app.Directory,
+                RedirectStandardOutput = true,
+                RedirectStandardError = true,
+                UseShellExecute = false,
+            };
+            foreach (var arg in new[]
+                     {
+                         script, "--host", "127.0.0.1", "--port", pool.GrpcPort.ToString(CultureInfo.InvariantCulture),
+                         "--worker-id", workerId, "--max-message-length", options.MaxMessageSize.ToString(CultureInfo.InvariantCulture),
+                     })
+                info.ArgumentList.Add(arg);
+            foreach (var (name, value) in pool._app.Settings.Values)
+                info.Environment[name] = value;
+            foreach (var (name, value) in options.ExtraEnvironment)
+                info.Environment[name] = value;
+            info.Environment["PYTHONUNBUFFERED"] = "1";
+            var process = new Process { StartInfo = info, EnableRaisingEvents = true };
+            process.OutputDataReceived += (_, e) => Forward(workerId, e.Data, LogLevel.Information);
+            process.ErrorDataReceived += (_, e) => Forward(workerId, e.Data, LogLevel.Warning);
+            process.Start();
+            process.BeginOutputReadLine();
+            process.BeginErrorReadLine();
+            lock (_gate)
+                _process = process;
+            return process;
+        }
+
+        private void Forward(string workerId, string? line, LogLevel level)
+        {
+            if (line is not null)
+                pool._functionLogger.Log(level, "[{Worker}] {Line}", workerId.Split('-', 3)[0] + "-" + index, line);
+        }
+
+        /// <summary>Kills the current worker (it hung); the loop starts a new one.</summary>
+        public void Recycle(string reason)
+        {
+            pool._logger.LogWarning("Recycling worker {Index}: {Reason}", index, reason);
+            LastError = reason;
+            Ready = null;
+            pool.SignalReadyChanged();
+            lock (_gate)
+                _channel?.Close(reason);
+            KillProcess();
+        }
+
+        public async Task StopAsync(TimeSpan grace)
+        {
+            WorkerChannel? channel;
+            Process? process;
+            lock (_gate)
+                (channel, process) = (_channel, _process);
+            if (channel is { IsClosed: false } && process is { HasExited: false })
+            {
+                channel.Send(new StreamingMessage { WorkerTerminate = new WorkerTerminate { GracePeriodMs = (int)grace.TotalMilliseconds } });
+                try
+                {
+                    await process.WaitForExitAsync().WaitAsync(grace + TimeSpan.FromSeconds(1));
+                }
+                catch (TimeoutException)
+                {
+                    pool._logger.LogWarning("Worker {Index} did not stop within {Grace}; killing it", index, grace);
+                }
+            }
+            KillProcess();
+            try
+            {
+                await _loop;
+            }
+            catch (OperationCanceledException)
+            {
+                // stopping
+            }
+        }
+
+        private void KillProcess()
+        {
+            Process? process;
+            lock (_gate)
+            {
+                process = _process;
+                _process = null;
+                _channel = null;
+            }
+            if (process is null)
+                return;
+            try
+            {
+                if (!process.HasExited)
+                    process.Kill(entireProcessTree: true);
+            }
+            catch (InvalidOperationException)
+            {
+                // already gone
+            }
+            process.Dispose();
+        }
+
+        private static string SafeExitCode(Process p)
+        {
+            try
+            {
+                return p.HasExited ? p.ExitCode.ToString(CultureInfo.InvariantCulture) : "?";
+            }
+            catch (InvalidOperationException)
+            {
+                return "?";
+            }
+        }
+    }
+}

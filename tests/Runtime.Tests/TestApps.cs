@@ -1,0 +1,73 @@
+namespace FaaST.Runtime.Tests;
+
+/// <summary>Writes small function apps into temporary folders.</summary>
+public sealed class TestApp : IDisposable
+{
+    public TestApp(string runtime, string? hostJson = null, Dictionary<string, string>? settings = null)
+    {
+        Directory = Path.Combine(Path.GetTempPath(), "faast-test-" + Guid.NewGuid().ToString("N")[..12]);
+        System.IO.Directory.CreateDirectory(Directory);
+        File.WriteAllText(Path.Combine(Directory, "host.json"), hostJson ?? """{ "version": "2.0" }""");
+        var values = new Dictionary<string, string> { ["FUNCTIONS_WORKER_RUNTIME"] = runtime };
+        foreach (var (k, v) in settings ?? [])
+            values[k] = v;
+        File.WriteAllText(Path.Combine(Directory, "local.settings.json"),
+            System.Text.Json.JsonSerializer.Serialize(new { IsEncrypted = false, Values = values }));
+    }
+
+    public string Directory { get; }
+
+    /// <summary>Adds a function folder with function.json and its files (name -> content).</summary>
+    public TestApp Function(string name, string functionJson, params (string File, string Content)[] files)
+    {
+        var dir = Path.Combine(Directory, name);
+        System.IO.Directory.CreateDirectory(dir);
+        File.WriteAllText(Path.Combine(dir, "function.json"), functionJson);
+        foreach (var (file, content) in files)
+            File.WriteAllText(Path.Combine(dir, file), content);
+        return this;
+    }
+
+    /// <summary>Copies a sample app from samples/.</summary>
+    public static string CopySample(string sample)
+    {
+        var source = Path.Combine(Repo.Root, "samples", sample);
+        var target = Path.Combine(Path.GetTempPath(), "faast-sample-" + Guid.NewGuid().ToString("N")[..12]);
+        foreach (var file in System.IO.Directory.EnumerateFiles(source, "*", SearchOption.AllDirectories))
+        {
+            var rel = Path.GetRelativePath(source, file);
+            if (rel.StartsWith(".faast", StringComparison.Ordinal) || rel.Contains("__pycache__", StringComparison.Ordinal))
+                continue;
+            Directory_(Path.GetDirectoryName(Path.Combine(target, rel))!);
+            File.Copy(file, Path.Combine(target, rel));
+        }
+        return target;
+
+        static void Directory_(string d) => System.IO.Directory.CreateDirectory(d);
+    }
+
+    public void Dispose()
+    {
+        try
+        {
+            System.IO.Directory.Delete(Directory, recursive: true);
+        }
+        catch (IOException)
+        {
+            // best effort
+        }
+    }
+}
+
+public static class Repo
+{
+    public static string Root { get; } = Find();
+
+    private static string Find()
+    {
+        for (var dir = new DirectoryInfo(AppContext.BaseDirectory); dir is not null; dir = dir.Parent)
+            if (File.Exists(Path.Combine(dir.FullName, "FaaST.sln")) || (File.Exists(Path.Combine(dir.FullName, "package.json")) && System.IO.Directory.Exists(Path.Combine(dir.FullName, "workers"))))
+                return dir.FullName;
+        throw new InvalidOperationException("repository root not found");
+    }
+}
