@@ -21,7 +21,7 @@ log = logging.getLogger("faast_worker.channel")
 PARENT_CHECK_INTERVAL_S = 0.5
 CONNECT_TIMEOUT_S = float(os.environ.get("FAAST_WORKER_CONNECT_TIMEOUT", "30"))
 # After WorkerTerminate: how long to wait for the host to close its side of the stream.
-CLOSE_WAIT_S = 2.0
+CLOSE_WAIT_S = 0.5
 
 # invocation id -> (function, its task or pool future)
 Inflight = Tuple[loader.FunctionInfo, Union[asyncio.Task, Job]]
@@ -77,6 +77,9 @@ class Worker:
             ("grpc.max_send_message_length", opts.max_message_length),
             ("grpc.max_receive_message_length", opts.max_message_length),
             ("grpc.enable_http_proxy", 0),  # never route loopback traffic via a proxy
+            # One long-lived stream: replaying it on a new stream would be wrong, and the
+            # retry machinery would buffer every message until the host answers.
+            ("grpc.enable_retries", 0),
             ("grpc.primary_user_agent", f"faast-python-worker/{__version__}"),
         ])
         self._spawn(self._connect(channel))
