@@ -99,7 +99,7 @@ class Worker:
         try:
             await asyncio.wait_for(channel.channel_ready(), CONNECT_TIMEOUT_S)
         except asyncio.TimeoutError:
-            log.error("cannot connect to the host at %s:%s within %.0f s",
+            log.error("cannot connect to the host at %s:%s within %g s",
                       opts.host, opts.port, CONNECT_TIMEOUT_S)
             self.finish(1)
             return

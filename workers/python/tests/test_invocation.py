@@ -559,3 +559,39 @@ def test_exception_with_broken_str_still_fails_cleanly(session) -> None:
     out = session.call("WeirdError", req=http())
     assert out.result.status == FAILURE
     assert out.result.exception.message.startswith("Weird: ")
+
+
+def test_cancel_queued_sync_invocation(host, spawn, tmp_path) -> None:
+    # One pool thread: the second invocation waits in the queue and can be cancelled.
+    s = start_session(host, spawn, App(tmp_path / "app"),
+                      env={"PYTHON_THREADPOOL_THREAD_COUNT": "1"})
+    s.add_function("Blocker", """
+        import time
+        def main(req) -> str:
+            time.sleep(0.3)
+            return "done"
+    """)
+    first = host.invoke("Blocker", {"req": http()})
+    queued = host.invoke("Blocker", {"req": http()})
+    time.sleep(0.05)
+    host.cancel(queued)
+    assert host.response(queued).result.status == CANCELLED
+    assert host.response(first).result.status == SUCCESS
+    # The pool keeps working after skipping the cancelled job.
+    assert s.call("Blocker", req=http()).return_value.string == "done"
+
+
+def test_http_body_sent_as_string_or_json(session) -> None:
+    session.add_function("Body", """
+        import azure.functions as func
+        def main(req: func.HttpRequest) -> str:
+            return repr(req.get_body()) + " " + repr(req.get_json())
+    """)
+    td = http("POST")
+    td.http.body.string = '{"s": "é"}'
+    assert session.call("Body", req=td).return_value.string == (
+        repr('{"s": "é"}'.encode()) + " {'s': 'é'}")
+    td = http("POST")
+    td.http.body.json = "[1]"
+    assert session.call("Body", req=td).return_value.string == "b'[1]' [1]"
+    assert session.call("Body", req=http("POST")).result.status == FAILURE  # empty body: bad JSON
