@@ -63,14 +63,15 @@ public class FunctionAppTests
     }
 
     [Theory]
-    [InlineData("""{ "bindings": [ { "type": "blob", "direction": "in", "name": "b", "path": "c/x" } ] }""", "exactly one trigger")]
+    [InlineData("""{ "bindings": [ { "type": "blob", "direction": "in", "name": "b", "path": "cnt/x" } ] }""", "exactly one trigger")]
     [InlineData("""{ "bindings": [ { "type": "httpTrigger", "direction": "in", "name": "req" }, { "type": "blob", "direction": "in", "name": "b" } ] }""", "bindings[1].path is missing")]
-    [InlineData("""{ "bindings": [ { "type": "httpTrigger", "direction": "in", "name": "req" }, { "type": "blob", "direction": "sideways", "name": "b", "path": "c/x" } ] }""", "direction \"sideways\"")]
-    [InlineData("""{ "bindings": [ { "type": "httpTrigger", "direction": "in", "name": "req" }, { "type": "blob", "direction": "in", "name": "b", "path": "{c}/x" } ] }""", "literal container name")]
-    [InlineData("""{ "bindings": [ { "type": "httpTrigger", "direction": "in", "name": "req" }, { "type": "blob", "direction": "in", "name": "b", "path": "c/{x" } ] }""", "without a closing")]
-    [InlineData("""{ "bindings": [ { "type": "httpTrigger", "direction": "in", "name": "req" }, { "type": "blob", "direction": "in", "name": "req", "path": "c/x" } ] }""", "used twice")]
-    [InlineData("""{ "bindings": [ { "type": "httpTrigger", "direction": "in", "name": "req" }, { "type": "blob", "direction": "in", "name": "b", "path": "c/x", "dataType": "float" } ] }""", "dataType \"float\"")]
-    [InlineData("""{ "bindings": [ { "type": "blobTrigger", "direction": "in", "name": "b", "path": "c/{name}" }, { "type": "http", "direction": "out", "name": "res" } ] }""", "needs an httpTrigger")]
+    [InlineData("""{ "bindings": [ { "type": "httpTrigger", "direction": "in", "name": "req" }, { "type": "blob", "direction": "sideways", "name": "b", "path": "cnt/x" } ] }""", "direction \"sideways\"")]
+    [InlineData("""{ "bindings": [ { "type": "blobTrigger", "direction": "in", "name": "b", "path": "{c}/x" } ] }""", "literal container name")]
+    [InlineData("""{ "bindings": [ { "type": "httpTrigger", "direction": "in", "name": "req" }, { "type": "blob", "direction": "in", "name": "b", "path": "Bad_Container/x" } ] }""", "Bad_Container")]
+    [InlineData("""{ "bindings": [ { "type": "httpTrigger", "direction": "in", "name": "req" }, { "type": "blob", "direction": "in", "name": "b", "path": "cnt/{x" } ] }""", "without a closing")]
+    [InlineData("""{ "bindings": [ { "type": "httpTrigger", "direction": "in", "name": "req" }, { "type": "blob", "direction": "in", "name": "req", "path": "cnt/x" } ] }""", "used twice")]
+    [InlineData("""{ "bindings": [ { "type": "httpTrigger", "direction": "in", "name": "req" }, { "type": "blob", "direction": "in", "name": "b", "path": "cnt/x", "dataType": "float" } ] }""", "dataType \"float\"")]
+    [InlineData("""{ "bindings": [ { "type": "blobTrigger", "direction": "in", "name": "b", "path": "cnt/{name}" }, { "type": "http", "direction": "out", "name": "res" } ] }""", "needs an httpTrigger")]
     [InlineData("""{ "bindings": [ { "type": "httpTrigger", "direction": "in", "name": "req" }, { "type": "blob", "direction": "out", "name": "b", "path": "%Missing%/x" } ] }""", "%Missing%")]
     public void Invalid_bindings_are_reported_with_the_key(string json, string expected)
     {

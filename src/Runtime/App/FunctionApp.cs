@@ -1,5 +1,6 @@
 using System.Text.Json;
 using FaaST.Runtime.Bindings;
+using FaaST.Storage;
 
 namespace FaaST.Runtime.App;
 
@@ -131,9 +132,26 @@ public sealed class FunctionApp
                 ?? throw new AppConfigException($"{file}: {where}path is missing (\"container/blob\")");
             raw = BindingTemplate.ExpandAppSettings(raw, s => settings[s], $"{file}: {where}path");
             var slash = raw.IndexOf('/');
-            if (slash <= 0 || slash == raw.Length - 1 || raw[..slash].Contains('{'))
-                throw new AppConfigException(
-                    $"{file}: {where}path \"{raw}\" must be \"container/blob\" with a literal container name");
+            if (slash <= 0 || slash == raw.Length - 1)
+                throw new AppConfigException($"{file}: {where}path \"{raw}\" must be \"container/blob\"");
+            var container = raw[..slash];
+            if (container.Contains('{'))
+            {
+                // Input and output bindings may compute the container; a trigger watches a fixed one.
+                if (canonical == BindingMetadata.BlobTrigger)
+                    throw new AppConfigException($"{file}: {where}path \"{raw}\": a blobTrigger needs a literal container name");
+            }
+            else
+            {
+                try
+                {
+                    BlobNames.ValidateContainer(container);
+                }
+                catch (ArgumentException e)
+                {
+                    throw new AppConfigException($"{file}: {where}path \"{raw}\": {e.Message.Split(" (Parameter", 2)[0]}");
+                }
+            }
             path = BindingTemplate.Parse(raw, $"{file}: {where}path");
         }
         string? route = null;

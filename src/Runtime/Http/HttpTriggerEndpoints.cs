@@ -27,7 +27,11 @@ internal static class HttpTriggerEndpoints
             : DefaultMaxBodySize;
         foreach (var function in app.Functions)
         {
-            if (function.Trigger is not { Type: BindingMetadata.HttpTrigger } trigger)
+            // A function whose function.json could not be read answers on its default route with the reason.
+            var trigger = function.Trigger ?? (function.Error is not null
+                ? new BindingMetadata { Name = "req", Type = BindingMetadata.HttpTrigger, Direction = BindingDirection.In, Route = function.Name }
+                : null);
+            if (trigger is not { Type: BindingMetadata.HttpTrigger })
                 continue;
             var template = string.IsNullOrEmpty(app.Host.RoutePrefix) ? trigger.Route! : $"{app.Host.RoutePrefix}/{trigger.Route}";
             var handler = new Handler(function, invoker, maxBody, logger);

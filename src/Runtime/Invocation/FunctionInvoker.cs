@@ -134,6 +134,17 @@ internal sealed class FunctionInvoker
         if (slash == path.Length - 1)
             throw new BindingResolutionException(
                 $"function {function.Name}: binding \"{binding.Name}\" path \"{binding.Path.Pattern}\" resolved to \"{path}\", which names no blob");
-        return BlobAddress.Parse(binding.Connection, path);
+        var address = BlobAddress.Parse(binding.Connection, path);
+        try
+        {
+            BlobNames.ValidateContainer(address.Container);
+            BlobNames.ValidateBlob(address.Name);
+        }
+        catch (ArgumentException e)
+        {
+            throw new BindingResolutionException(
+                $"function {function.Name}: binding \"{binding.Name}\" path \"{binding.Path.Pattern}\" resolved to \"{path}\": {e.Message.Split(" (Parameter", 2)[0]}");
+        }
+        return address;
     }
 }

@@ -160,6 +160,7 @@ internal sealed partial class WorkerPool : IAsyncDisposable
 
     public async ValueTask DisposeAsync()
     {
+        // No more restarts; then each worker gets WorkerTerminate and a grace period before it is killed.
         await _stopping.CancelAsync();
         await Task.WhenAll(_slots.Select(s => s.StopAsync(_options.ShutdownGrace)));
         _stopping.Dispose();

@@ -67,7 +67,9 @@ internal sealed partial class WorkerPool
                 {
                     Ready = null;
                     pool.SignalReadyChanged();
-                    KillProcess();
+                    // When stopping, StopAsync terminates the worker gracefully instead.
+                    if (!stopping.IsCancellationRequested)
+                        KillProcess();
                 }
                 if (stopping.IsCancellationRequested)
                     break;
@@ -291,7 +293,10 @@ internal sealed partial class WorkerPool
             try
             {
                 if (!process.HasExited)
+                {
                     process.Kill(entireProcessTree: true);
+                    process.WaitForExit(2000);
+                }
             }
             catch (InvalidOperationException)
             {
