@@ -1,0 +1,355 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using System.Globalization;
+using System.Net;
+using System.Net.Sockets;
+
+namespace FaaST.Storage;
+
+/// <summary>
+/// A real Azurite blob service (node_modules/.bin/azurite-blob of the repository) on a free loopback port,
+/// in-memory, for tests and for running FaaST without configured storage. Dispose kills its process tree.
+/// </summary>
+public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
+{
+    private const int MaxOutputLines = 200;
+    private static readonly ConcurrentDictionary<AzuriteProcess, bool> Live = new();
+    private static int s_exitHookInstalled;
+
+    private readonly Process _process;
+    private readonly string _workspace;
+    private readonly ConcurrentQueue<string> _output;
+    private int _disposed;
+
+    private AzuriteProcess(Process process, int port, string workspace, ConcurrentQueue<string> output)
+    {
+        _process = process;
+        _workspace = workspace;
+        _output = output;
+        Port = port;
+        ConnectionString = StorageConnectionString.ForAzurite(port);
+        BlobEndpoint = new Uri(string.Create(CultureInfo.InvariantCulture,
+            $"http://127.0.0.1:{port}/{StorageConnectionString.DevelopmentAccountName}"));
+    }
+
+    /// <summary>The loopback port the blob service listens on.</summary>
+    public int Port { get; }
+
+    /// <summary>A SharedKey connection string for the devstoreaccount1 account of this instance.</summary>
+    public string ConnectionString { get; }
+
+    /// <summary>http://127.0.0.1:{Port}/devstoreaccount1.</summary>
+    public Uri BlobEndpoint { get; }
+
+    /// <summary>The id of the node process.</summary>
+    public int ProcessId => _process.Id;
+
+    /// <summary>True once the process has ended (killed, crashed or disposed).</summary>
+    public bool HasExited
+    {
+        get
+        {
+            try
+            {
+                return _process.HasExited;
+            }
+            catch (InvalidOperationException)
+            {
+                return true;
+            }
+        }
+    }
+
+    /// <summary>The last lines Azurite wrote to stdout/stderr (for diagnostics).</summary>
+    public string RecentOutput => string.Join(Environment.NewLine, _output);
+
+    /// <summary>
+    /// The repository root: the nearest directory at or above <paramref name="startDirectory"/> (default: the
+    /// app's base directory) that holds FaaST.sln or package.json.
+    /// </summary>
+    public static string FindRepoRoot(string? startDirectory = null)
+    {
+        var start = startDirectory ?? AppContext.BaseDirectory;
+        for (var dir = new DirectoryInfo(start); dir is not null; dir = dir.Parent)
+        {
+            if (File.Exists(Path.Combine(dir.FullName, "FaaST.sln")) || File.Exists(Path.Combine(dir.FullName, "package.json")))
+            {
+                return dir.FullName;
+            }
+        }
+
+        throw new DirectoryNotFoundException($"No directory at or above '{start}' holds FaaST.sln or package.json.");
+    }
+
+    /// <summary>The azurite-blob launcher inside <paramref name="repoRoot"/>.</summary>
+    public static string LauncherPath(string repoRoot) => Path.Combine(repoRoot, "node_modules", ".bin",
+        OperatingSystem.IsWindows() ? "azurite-blob.cmd" : "azurite-blob");
+
+    /// <summary>
+    /// Starts Azurite from <paramref name="repoRoot"/>/node_modules/.bin/azurite-blob and waits until it answers HTTP.
+    /// Without <paramref name="port"/> a free port is chosen, and another one if that port was taken meanwhile.
+    /// </summary>
+    /// <exception cref="FileNotFoundException">Azurite is not installed (run npm ci).</exception>
+    /// <exception cref="InvalidOperationException">Azurite exited or did not come up in time.</exception>
+    public static async Task<AzuriteProcess> StartAsync(string repoRoot, int? port = null, TimeSpan? startupTimeout = null,
+        CancellationToken ct = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(repoRoot);
+        var launcher = LauncherPath(repoRoot);
+        if (!File.Exists(launcher))
+        {
+            throw new FileNotFoundException(
+                $"Azurite is not installed: '{launcher}' is missing. Run `npm ci` in {repoRoot}.", launcher);
+        }
+
+        var timeout = startupTimeout ?? TimeSpan.FromSeconds(30);
+        const int maxPortTries = 5;
+        for (var tryNo = 1; ; tryNo++)
+        {
+            var chosen = port ?? FreeLoopbackPort();
+            var (instance, _) = await TryStartAsync(launcher, chosen, timeout, ct).ConfigureAwait(false);
+            if (instance is not null)
+            {
+                return instance;
+            }
+
+            // Only a port taken between our probe and Azurite's bind gets here: pick another one.
+            if (port is not null || tryNo >= maxPortTries)
+            {
+                throw new InvalidOperationException(string.Create(CultureInfo.InvariantCulture,
+                    $"Azurite could not listen on 127.0.0.1:{chosen}: the port is in use (try {tryNo})."));
+            }
+        }
+    }
+
+    /// <summary>Kills the Azurite process tree and removes its workspace.</summary>
+    public void Dispose()
+    {
+        if (Interlocked.Exchange(ref _disposed, 1) != 0)
+        {
+            return;
+        }
+
+        Live.TryRemove(this, out _);
+        Kill(_process);
+        _process.Dispose();
+        TryDeleteDirectory(_workspace);
+    }
+
+    /// <inheritdoc cref="Dispose"/>
+    public ValueTask DisposeAsync()
+    {
+        Dispose();
+        return ValueTask.CompletedTask;
+    }
+
+    /// <summary>Kills the process without disposing this object (to simulate storage going down).</summary>
+    public void Kill() => Kill(_process);
+
+    private static async Task<(AzuriteProcess? Instance, bool PortInUse)> TryStartAsync(string launcher, int port,
+        TimeSpan timeout, CancellationToken ct)
+    {
+        // In-memory persistence keeps data out of it, but Azurite may still write small files to its working directory.
+        var workspace = Path.Combine(Path.GetTempPath(), "faast-azurite-" + Guid.NewGuid().ToString("N"));
+        Directory.CreateDirectory(workspace);
+        var psi = new ProcessStartInfo
+        {
+            FileName = launcher,
+            WorkingDirectory = workspace,
+            RedirectStandardOutput = true,
+            RedirectStandardError = true,
+            RedirectStandardInput = false,
+            UseShellExecute = false,
+            CreateNoWindow = true,
+        };
+        foreach (var arg in (string[])["--blobHost", "127.0.0.1", "--blobPort", port.ToString(CultureInfo.InvariantCulture),
+                     "--inMemoryPersistence", "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"])
+        {
+            psi.ArgumentList.Add(arg);
+        }
+
+        psi.Environment.Remove("AZURITE_ACCOUNTS"); // the connection string assumes the default account
+
+        var output = new ConcurrentQueue<string>();
+        var process = new Process { StartInfo = psi, EnableRaisingEvents = true };
+        process.OutputDataReceived += (_, e) => Collect(output, e.Data);
+        process.ErrorDataReceived += (_, e) => Collect(output, e.Data);
+        try
+        {
+            if (!process.Start())
+            {
+                throw new InvalidOperationException($"Could not start '{launcher}'.");
+            }
+        }
+        catch (Exception ex) when (ex is System.ComponentModel.Win32Exception)
+        {
+            process.Dispose();
+            TryDeleteDirectory(workspace);
+            throw new InvalidOperationException(
+                $"Could not start '{launcher}' (is node on the PATH?): {ex.Message}", ex);
+        }
+
+        process.BeginOutputReadLine();
+        process.BeginErrorReadLine();
+        var instance = new AzuriteProcess(process, port, workspace, output);
+        Live[instance] = true;
+        InstallExitHook();
+
+        try
+        {
+            if (await WaitUntilServingAsync(instance, timeout, ct).ConfigureAwait(false))
+            {
+                return (instance, false);
+            }
+
+            var exited = instance.HasExited;
+            var text = instance.RecentOutput;
+            var inUse = text.Contains("EADDRINUSE", StringComparison.Ordinal);
+            instance.Dispose();
+            if (inUse)
+            {
+                return (null, true);
+            }
+
+            var what = exited
+                ? "exited before it answered"
+                : string.Create(CultureInfo.InvariantCulture, $"did not answer within {timeout.TotalSeconds:0} s");
+            throw new InvalidOperationException(string.Create(CultureInfo.InvariantCulture,
+                $"Azurite ('{launcher}') on 127.0.0.1:{port} {what}. Output:{Environment.NewLine}{text}"));
+        }
+        catch
+        {
+            instance.Dispose();
+            throw;
+        }
+    }
+
+    /// <summary>True once the port answers HTTP with Azurite's Server header; false when the process exits or time runs out.</summary>
+    private static async Task<bool> WaitUntilServingAsync(AzuriteProcess instance, TimeSpan timeout, CancellationToken ct)
+    {
+        // Probes give up as soon as the process exits (e.g. EADDRINUSE), even if something else holds the port.
+        using var exited = CancellationTokenSource.CreateLinkedTokenSource(ct);
+        instance._process.Exited += (_, _) => CancelQuietly(exited);
+        if (instance.HasExited)
+        {
+            CancelQuietly(exited);
+        }
+
+        using var http = new HttpClient(new SocketsHttpHandler { UseProxy = false, ConnectTimeout = TimeSpan.FromSeconds(1) })
+        {
+            Timeout = TimeSpan.FromSeconds(2),
+        };
+        var deadline = Stopwatch.StartNew();
+        var probe = new Uri(string.Create(CultureInfo.InvariantCulture, $"http://127.0.0.1:{instance.Port}/"));
+        while (deadline.Elapsed < timeout)
+        {
+            ct.ThrowIfCancellationRequested();
+            if (instance.HasExited)
+            {
+                instance._process.WaitForExit(); // flushes the redirected output, so the reason can be read
+                return false;
+            }
+
+            try
+            {
+                using var response = await http.GetAsync(probe, exited.Token).ConfigureAwait(false);
+                var server = response.Headers.Server.ToString();
+                if (server.Contains("Azurite", StringComparison.OrdinalIgnoreCase) && !instance.HasExited)
+                {
+                    return true;
+                }
+            }
+            catch (Exception ex) when (ex is HttpRequestException or OperationCanceledException && !ct.IsCancellationRequested)
+            {
+                // not listening yet, or the process just exited: the loop checks
+            }
+
+            try
+            {
+                await Task.Delay(50, exited.Token).ConfigureAwait(false);
+            }
+            catch (OperationCanceledException) when (!ct.IsCancellationRequested)
+            {
+            }
+        }
+
+        return false;
+    }
+
+    private static void CancelQuietly(CancellationTokenSource cts)
+    {
+        try
+        {
+            cts.Cancel();
+        }
+        catch (ObjectDisposedException)
+        {
+        }
+    }
+
+    private static int FreeLoopbackPort()
+    {
+        using var listener = new TcpListener(IPAddress.Loopback, 0);
+        listener.Start();
+        var port = ((IPEndPoint)listener.LocalEndpoint).Port;
+        listener.Stop();
+        return port;
+    }
+
+    private static void Collect(ConcurrentQueue<string> output, string? line)
+    {
+        if (line is null)
+        {
+            return;
+        }
+
+        output.Enqueue(line);
+        while (output.Count > MaxOutputLines && output.TryDequeue(out _))
+        {
+        }
+    }
+
+    private static void Kill(Process process)
+    {
+        try
+        {
+            if (!process.HasExited)
+            {
+                process.Kill(entireProcessTree: true);
+            }
+
+            process.WaitForExit(5000);
+        }
+        catch (Exception ex) when (ex is InvalidOperationException or System.ComponentModel.Win32Exception or NotSupportedException)
+        {
+            // already gone
+        }
+    }
+
+    private static void TryDeleteDirectory(string path)
+    {
+        try
+        {
+            Directory.Delete(path, recursive: true);
+        }
+        catch (Exception ex) when (ex is IOException or UnauthorizedAccessException)
+        {
+            // best effort
+        }
+    }
+
+    private static void InstallExitHook()
+    {
+        if (Interlocked.Exchange(ref s_exitHookInstalled, 1) == 0)
+        {
+            // A test host or runtime that exits without disposing must not leave emulators behind.
+            AppDomain.CurrentDomain.ProcessExit += (_, _) =>
+            {
+                foreach (var instance in Live.Keys)
+                {
+                    instance.Dispose();
+                }
+            };
+        }
+    }
+}

@@ -1,0 +1,74 @@
+namespace FaaST.Storage;
+
+/// <summary>
+/// The blob operations FaaST needs, against Azure Blob Storage or Azurite. Names are
+/// container + blob path ("container", "dir/name.bin"). ETags are passed and returned
+/// exactly as the service sends them (quoted).
+/// </summary>
+public interface IBlobStore
+{
+    /// <summary>The account's blob endpoint, e.g. http://127.0.0.1:10000/devstoreaccount1.</summary>
+    Uri Endpoint { get; }
+
+    /// <summary>The URI of one blob (no credentials in it).</summary>
+    Uri GetBlobUri(string container, string blob);
+
+    Task CreateContainerIfNotExistsAsync(string container, CancellationToken ct = default);
+
+    /// <summary>HEAD: properties of a blob, or null when it does not exist.</summary>
+    Task<BlobProperties?> GetPropertiesAsync(string container, string blob, CancellationToken ct = default);
+
+    /// <summary>
+    /// Streams a blob (or a byte range of it) into <paramref name="destination"/> without an
+    /// intermediate copy of the whole object. Returns null when the blob does not exist.
+    /// With <paramref name="ifMatch"/>, a changed blob throws <see cref="BlobConditionFailedException"/>.
+    /// </summary>
+    Task<BlobProperties?> DownloadToAsync(string container, string blob, Stream destination,
+        BlobRange? range = null, string? ifMatch = null, CancellationToken ct = default);
+
+    /// <summary>Reads a whole blob into a new array; null when it does not exist.</summary>
+    Task<BlobContent?> DownloadAsync(string container, string blob, CancellationToken ct = default);
+
+    /// <summary>
+    /// Writes a block blob (create or replace). <paramref name="ifMatch"/> makes it conditional on
+    /// the current ETag, <paramref name="ifNoneMatch"/> = "*" makes it create-only; a failed
+    /// condition throws <see cref="BlobConditionFailedException"/>. Returns the new properties.
+    /// </summary>
+    Task<BlobProperties> UploadAsync(string container, string blob, ReadOnlyMemory<byte> content,
+        string? contentType = null, string? ifMatch = null, string? ifNoneMatch = null,
+        CancellationToken ct = default);
+
+    /// <summary>Streams a block blob of known length from <paramref name="content"/>.</summary>
+    Task<BlobProperties> UploadAsync(string container, string blob, Stream content, long length,
+        string? contentType = null, string? ifMatch = null, string? ifNoneMatch = null,
+        CancellationToken ct = default);
+
+    /// <summary>Deletes a blob; false when it did not exist.</summary>
+    Task<bool> DeleteAsync(string container, string blob, string? ifMatch = null, CancellationToken ct = default);
+
+    /// <summary>Lists blobs under a prefix (all pages), with their properties.</summary>
+    IAsyncEnumerable<BlobItem> ListAsync(string container, string? prefix = null, CancellationToken ct = default);
+}
+
+public sealed record BlobProperties(string ETag, long Length, DateTimeOffset LastModified, string? ContentType);
+
+public sealed record BlobItem(string Name, BlobProperties Properties);
+
+public sealed record BlobContent(byte[] Data, BlobProperties Properties);
+
+/// <summary>An inclusive-exclusive byte range: Offset .. Offset+Length.</summary>
+public readonly record struct BlobRange(long Offset, long Length);
+
+/// <summary>The service answered with an error that retrying will not fix.</summary>
+public class BlobStorageException(int status, string? errorCode, string message) : Exception(message)
+{
+    public int Status { get; } = status;
+    public string? ErrorCode { get; } = errorCode;
+}
+
+/// <summary>An If-Match / If-None-Match condition failed (412, or 409 BlobAlreadyExists).</summary>
+public sealed class BlobConditionFailedException(int status, string? errorCode, string message)
+    : BlobStorageException(status, errorCode, message);
+
+/// <summary>Storage could not be reached (or kept failing) after all retries.</summary>
+public sealed class StorageUnavailableException(string message, Exception? inner) : Exception(message, inner);

@@ -1,0 +1,56 @@
+using System.Net;
+using System.Net.Sockets;
+using FaaST.Storage;
+
+namespace FaaST.Storage.Tests;
+
+public class AzuriteProcessTests
+{
+    [Fact]
+    public void FindRepoRoot_WalksUpToThePackageJson()
+    {
+        var root = AzuriteProcess.FindRepoRoot(AppContext.BaseDirectory);
+        Assert.True(File.Exists(Path.Combine(root, "package.json")) || File.Exists(Path.Combine(root, "FaaST.sln")));
+        Assert.True(File.Exists(AzuriteProcess.LauncherPath(root)), "run npm ci in " + root);
+        Assert.Throws<DirectoryNotFoundException>(() => AzuriteProcess.FindRepoRoot(Path.GetPathRoot(root)));
+    }
+
+    [Fact]
+    public async Task MissingLauncher_SaysRunNpmCi()
+    {
+        var empty = Directory.CreateTempSubdirectory("faast-noazurite-");
+        try
+        {
+            var ex = await Assert.ThrowsAsync<FileNotFoundException>(() => AzuriteProcess.StartAsync(empty.FullName));
+            Assert.Contains("npm ci", ex.Message, StringComparison.Ordinal);
+            Assert.Contains(empty.FullName, ex.Message, StringComparison.Ordinal);
+        }
+        finally
+        {
+            empty.Delete(recursive: true);
+        }
+    }
+
+    [Fact]
+    public async Task FixedPortInUse_FailsClearly()
+    {
+        using var squatter = new TcpListener(IPAddress.Loopback, 0);
+        squatter.Start();
+        var port = ((IPEndPoint)squatter.LocalEndpoint).Port;
+        var ex = await Assert.ThrowsAsync<InvalidOperationException>(
+            () => AzuriteProcess.StartAsync(AzuriteFixture.RepoRoot, port, TimeSpan.FromSeconds(20)));
+        Assert.Contains("in use", ex.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task Dispose_KillsTheProcess_AndThePortCloses()
+    {
+        var azurite = await AzuriteProcess.StartAsync(AzuriteFixture.RepoRoot);
+        var port = azurite.Port;
+        Assert.False(azurite.HasExited);
+        azurite.Dispose();
+        Assert.True(azurite.HasExited);
+        using var client = new TcpClient();
+        await Assert.ThrowsAnyAsync<SocketException>(() => client.ConnectAsync(IPAddress.Loopback, port));
+    }
+}
