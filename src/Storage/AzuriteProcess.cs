@@ -91,8 +91,9 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     /// </summary>
     /// <exception cref="FileNotFoundException">Azurite is not installed (run npm ci).</exception>
     /// <exception cref="InvalidOperationException">Azurite exited or did not come up in time.</exception>
+    /// <param name="dataDirectory">Where Azurite keeps blobs across runs; null keeps them in memory.</param>
     public static async Task<AzuriteProcess> StartAsync(string repoRoot, int? port = null, TimeSpan? startupTimeout = null,
-        CancellationToken ct = default)
+        CancellationToken ct = default, string? dataDirectory = null)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(repoRoot);
         var launcher = LauncherPath(repoRoot);
@@ -107,7 +108,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         for (var tryNo = 1; ; tryNo++)
         {
             var chosen = port ?? FreeLoopbackPort();
-            var (instance, _) = await TryStartAsync(launcher, chosen, timeout, ct).ConfigureAwait(false);
+            var (instance, _) = await TryStartAsync(launcher, chosen, timeout, dataDirectory, ct).ConfigureAwait(false);
             if (instance is not null)
             {
                 return instance;
@@ -147,7 +148,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     public void Kill() => Kill(_process);
 
     private static async Task<(AzuriteProcess? Instance, bool PortInUse)> TryStartAsync(string launcher, int port,
-        TimeSpan timeout, CancellationToken ct)
+        TimeSpan timeout, string? dataDirectory, CancellationToken ct)
     {
         // In-memory persistence keeps data out of it, but Azurite may still write small files to its working directory.
         var workspace = Path.Combine(Path.GetTempPath(), "faast-azurite-" + Guid.NewGuid().ToString("N"));
@@ -163,9 +164,20 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
             CreateNoWindow = true,
         };
         foreach (var arg in (string[])["--blobHost", "127.0.0.1", "--blobPort", port.ToString(CultureInfo.InvariantCulture),
-                     "--inMemoryPersistence", "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"])
+                     "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"])
         {
             psi.ArgumentList.Add(arg);
+        }
+
+        if (dataDirectory is null)
+        {
+            psi.ArgumentList.Add("--inMemoryPersistence");
+        }
+        else
+        {
+            Directory.CreateDirectory(dataDirectory);
+            psi.ArgumentList.Add("--location");
+            psi.ArgumentList.Add(Path.GetFullPath(dataDirectory));
         }
 
         psi.Environment.Remove("AZURITE_ACCOUNTS"); // the connection string assumes the default account

@@ -125,6 +125,23 @@ public sealed class HostBehaviourTests(AzuriteFixture azurite)
     }
 
     [Fact]
+    public async Task Runtime_started_azurite_keeps_blobs_in_the_data_folder_across_restarts()
+    {
+        using var app = new TestApp("python").Function("Write", """
+            { "bindings": [
+              { "type": "httpTrigger", "direction": "in", "name": "req" },
+              { "type": "blob", "direction": "out", "name": "out", "path": "kept/x.txt" },
+              { "type": "http", "direction": "out", "name": "$return" } ] }
+            """, ("__init__.py", "def main(req, out):\n    out.set(b'persisted')\n    return 'done'\n"));
+        var data = Path.Combine(app.Directory, ".faast", "azurite");
+        await using (var first = await HostUnderTest.StartAsync(app.Directory, storage: null, configure: o => o with { AzuriteDataDirectory = data }))
+            Assert.Equal("done", await first.Http.GetStringAsync("/api/Write"));
+        await using var second = await HostUnderTest.StartAsync(app.Directory, storage: null, configure: o => o with { AzuriteDataDirectory = data });
+        var blob = await second.Blobs!.DownloadAsync("kept", "x.txt");
+        Assert.Equal("persisted", Encoding.UTF8.GetString(blob!.Data));
+    }
+
+    [Fact]
     public async Task Stopping_the_host_stops_its_workers()
     {
         using var app = new TestApp("node", settings: new() { ["FUNCTIONS_WORKER_PROCESS_COUNT"] = "2" })

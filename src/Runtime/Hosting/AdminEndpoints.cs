@@ -5,6 +5,8 @@ internal static class AdminEndpoints
 {
     public static void Map(IEndpointRouteBuilder routes, RuntimeHost host)
     {
+        // The HTTP floor: no worker, no storage (benchmarks compare functions against it).
+        routes.MapGet("/admin/host/ping", () => Results.Ok());
         routes.MapGet("/admin/host/status", () => Results.Json(new
         {
             state = host.ReadyWorkers > 0 ? "Running" : "Initializing",

@@ -109,7 +109,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         if (StorageAccounts.NeedsDevelopmentStorage(App.Settings))
         {
             _logger.LogInformation("No storage connection configured: starting Azurite (blob service, loopback)");
-            _azurite = await AzuriteProcess.StartAsync(home, ct: ct);
+            _azurite = await AzuriteProcess.StartAsync(home, ct: ct, dataDirectory: options.AzuriteDataDirectory);
             devStorage = _azurite.ConnectionString;
             _logger.LogInformation("Azurite is listening at {Endpoint}", _azurite.BlobEndpoint);
         }

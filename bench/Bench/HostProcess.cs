@@ -1,0 +1,96 @@
+using System.Diagnostics;
+using System.Net.Http.Json;
+using System.Text.Json;
+
+namespace FaaST.Bench;
+
+/// <summary>A runtime host in its own process, as in production, started from the Release build.</summary>
+public sealed class HostProcess : IAsyncDisposable
+{
+    private readonly Process _process;
+
+    private HostProcess(Process process, Uri baseAddress)
+    {
+        _process = process;
+        BaseAddress = baseAddress;
+    }
+
+    public Uri BaseAddress { get; }
+
+    public static async Task<HostProcess> StartAsync(string home, string appDirectory, int workers, IDictionary<string, string> environment)
+    {
+        var port = FreePort();
+        var dll = Path.Combine(home, "src", "Runtime", "bin", "Release", "net10.0", "FaaST.Runtime.dll");
+        if (!File.Exists(dll))
+            throw new FileNotFoundException($"{dll} is missing; run ./faast setup", dll);
+        var info = new ProcessStartInfo("dotnet")
+        {
+            RedirectStandardOutput = true,
+            RedirectStandardError = true,
+            UseShellExecute = false,
+        };
+        foreach (var a in new[] { dll, appDirectory, "--port", port.ToString(System.Globalization.CultureInfo.InvariantCulture), "--workers", workers.ToString(System.Globalization.CultureInfo.InvariantCulture), "--azurite-in-memory" })
+            info.ArgumentList.Add(a);
+        foreach (var (k, v) in environment)
+            info.Environment[k] = v;
+        info.Environment["FAAST_HOME"] = home;
+        info.Environment["Logging__LogLevel__Default"] = "Warning";
+        var process = Process.Start(info)!;
+        var output = new System.Collections.Concurrent.ConcurrentQueue<string>();
+        process.OutputDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
+        process.ErrorDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
+        process.BeginOutputReadLine();
+        process.BeginErrorReadLine();
+        var host = new HostProcess(process, new Uri($"http://127.0.0.1:{port}"));
+        using var client = new HttpClient { Timeout = TimeSpan.FromSeconds(2) };
+        var deadline = DateTime.UtcNow.AddSeconds(60);
+        while (DateTime.UtcNow < deadline)
+        {
+            if (process.HasExited)
+                throw new InvalidOperationException($"the host exited with {process.ExitCode}:\n{string.Join("\n", output)}");
+            try
+            {
+                var status = await client.GetFromJsonAsync<JsonElement>(new Uri(host.BaseAddress, "/admin/host/status"));
+                if (status.GetProperty("readyWorkers").GetInt32() >= workers)
+                    return host;
+            }
+            catch (HttpRequestException)
+            {
+                // not listening yet
+            }
+            catch (TaskCanceledException)
+            {
+                // slow start
+            }
+            await Task.Delay(200);
+        }
+        await host.DisposeAsync();
+        throw new TimeoutException($"the host did not get {workers} workers ready within 60 s:\n{string.Join("\n", output)}");
+    }
+
+    private static int FreePort()
+    {
+        using var l = new System.Net.Sockets.TcpListener(System.Net.IPAddress.Loopback, 0);
+        l.Start();
+        return ((System.Net.IPEndPoint)l.LocalEndpoint).Port;
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        if (!_process.HasExited)
+        {
+            // SIGTERM: the host stops its workers gracefully.
+            Process.Start("kill", ["-TERM", _process.Id.ToString(System.Globalization.CultureInfo.InvariantCulture)])?.WaitForExit();
+            using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(15));
+            try
+            {
+                await _process.WaitForExitAsync(cts.Token);
+            }
+            catch (OperationCanceledException)
+            {
+                _process.Kill(entireProcessTree: true);
+            }
+        }
+        _process.Dispose();
+    }
+}

@@ -1,0 +1,39 @@
+using BenchmarkDotNet.Configs;
+using BenchmarkDotNet.Jobs;
+using BenchmarkDotNet.Running;
+
+namespace FaaST.Bench;
+
+/// <summary>./faast bench SCENARIO [--quick]. Scenarios: runtime (end to end), micro (BenchmarkDotNet).</summary>
+public static class Program
+{
+    public static async Task<int> Main(string[] args)
+    {
+        var quick = args.Contains("--quick");
+        var scenario = args.FirstOrDefault(a => !a.StartsWith("--", StringComparison.Ordinal));
+        var home = Environment.GetEnvironmentVariable("FAAST_HOME") is { Length: > 0 } h ? h : FindHome();
+        switch (scenario)
+        {
+            case "runtime":
+                await RuntimeScenario.RunAsync(home, quick);
+                return 0;
+            case "micro":
+                var config = DefaultConfig.Instance
+                    .WithArtifactsPath(Path.Combine(home, "bench", "BenchmarkDotNet.Artifacts"))
+                    .AddJob(quick ? Job.ShortRun : Job.Default);
+                BenchmarkSwitcher.FromAssembly(typeof(Program).Assembly).RunAll(config);
+                return 0;
+            default:
+                await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, micro");
+                return 2;
+        }
+    }
+
+    private static string FindHome()
+    {
+        for (var dir = new DirectoryInfo(AppContext.BaseDirectory); dir is not null; dir = dir.Parent)
+            if (File.Exists(Path.Combine(dir.FullName, "FaaST.sln")))
+                return dir.FullName;
+        throw new InvalidOperationException("set FAAST_HOME to the FaaST checkout");
+    }
+}

@@ -1,0 +1,89 @@
+using System.Text.Json.Nodes;
+using FaaST.Storage;
+
+namespace FaaST.Bench;
+
+/// <summary>
+/// ./faast bench runtime: the vanilla platform. No-op HTTP functions in Python and Node, and a
+/// Python function that reads a 1 MB input blob, each beside its floor (the host's own HTTP
+/// endpoint; a direct storage GET of the same blob) in the same run.
+/// </summary>
+public static class RuntimeScenario
+{
+    public static async Task RunAsync(string home, bool quick)
+    {
+        var warmup = TimeSpan.FromSeconds(quick ? 1 : 3);
+        var window = TimeSpan.FromSeconds(quick ? 3 : 10);
+        const int workers = 2;
+        const int throughputClients = 8;
+        var report = new Report("runtime", quick);
+        report.Config("python_workers", workers);
+        report.Config("node_workers", workers);
+        report.Config("latency_clients", 1);
+        report.Config("throughput_clients", throughputClients);
+        report.Config("window_s", window.TotalSeconds);
+        report.Config("storage", "Azurite (loopback, in memory, unshaped)");
+
+        Console.WriteLine("starting Azurite");
+        await using var azurite = await AzuriteProcess.StartAsync(home);
+        using var store = new BlobStore(azurite.ConnectionString);
+        await store.CreateContainerIfNotExistsAsync("bench");
+        var payload = new byte[1024 * 1024];
+        new Random(42).NextBytes(payload);
+        await store.UploadAsync("bench", "1mb.bin", payload);
+        var env = new Dictionary<string, string> { ["AzureWebJobsStorage"] = azurite.ConnectionString };
+        using var load = new LoadGenerator();
+
+        Console.WriteLine("python host: 2 workers");
+        await using (var python = await HostProcess.StartAsync(home, Path.Combine(home, "bench", "apps", "python-bench"), workers, env))
+        {
+            var floor = await load.RunAsync(new Uri(python.BaseAddress, "/admin/host/ping"), 1, warmup, window);
+            report.Add("http_floor_p50_ms", floor.P50Ms, "host's own endpoint, no worker (baseline)");
+            var noop = await load.RunAsync(new Uri(python.BaseAddress, "/api/Noop"), 1, warmup, window);
+            report.Add("noop_python_p50_ms", noop.P50Ms, "1 client");
+            report.Add("noop_python_p99_ms", noop.P99Ms, "1 client");
+            var noopLoad = await load.RunAsync(new Uri(python.BaseAddress, "/api/Noop"), throughputClients, warmup, window);
+            report.Add("noop_python_rps", noopLoad.Rps, $"{throughputClients} clients, closed loop");
+            report.Add("noop_python_loaded_p50_ms", noopLoad.P50Ms, $"{throughputClients} clients");
+            report.Add("noop_python_loaded_p99_ms", noopLoad.P99Ms, $"{throughputClients} clients");
+            var blob = await load.RunAsync(new Uri(python.BaseAddress, "/api/read/1mb.bin"), 1, warmup, window,
+                async r => await r.Content.ReadAsStringAsync() == "1048576");
+            report.Add("blob1mb_vanilla_python_p50_ms", blob.P50Ms, "reads a 1 MB input blob, 1 client");
+            report.Add("blob1mb_vanilla_python_p99_ms", blob.P99Ms, "1 client");
+            var direct = await StorageGetAsync(store, warmup, window);
+            report.Add("storage_get_1mb_p50_ms", direct, "same blob straight from storage (baseline)");
+        }
+
+        Console.WriteLine("node host: 2 workers");
+        await using (var node = await HostProcess.StartAsync(home, Path.Combine(home, "bench", "apps", "node-bench"), workers, env))
+        {
+            var noop = await load.RunAsync(new Uri(node.BaseAddress, "/api/Noop"), 1, warmup, window);
+            report.Add("noop_node_p50_ms", noop.P50Ms, "1 client");
+            report.Add("noop_node_p99_ms", noop.P99Ms, "1 client");
+            var noopLoad = await load.RunAsync(new Uri(node.BaseAddress, "/api/Noop"), throughputClients, warmup, window);
+            report.Add("noop_node_rps", noopLoad.Rps, $"{throughputClients} clients, closed loop");
+            report.Add("noop_node_loaded_p50_ms", noopLoad.P50Ms, $"{throughputClients} clients");
+        }
+        report.Write(home);
+    }
+
+    private static async Task<double> StorageGetAsync(BlobStore store, TimeSpan warmup, TimeSpan window)
+    {
+        var latencies = new List<double>();
+        var sink = new MemoryStream(1024 * 1024 + 4096);
+        foreach (var (span, record) in new[] { (warmup, false), (window, true) })
+        {
+            var end = DateTime.UtcNow + span;
+            while (DateTime.UtcNow < end)
+            {
+                sink.SetLength(0);
+                var start = System.Diagnostics.Stopwatch.GetTimestamp();
+                await store.DownloadToAsync("bench", "1mb.bin", sink);
+                if (record)
+                    latencies.Add(System.Diagnostics.Stopwatch.GetElapsedTime(start).TotalMilliseconds);
+            }
+        }
+        latencies.Sort();
+        return latencies[latencies.Count / 2];
+    }
+}

@@ -1,0 +1,3 @@
+module.exports = async function (context, req) {
+  return { body: 'ok' };
+};
