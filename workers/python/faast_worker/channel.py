@@ -80,6 +80,9 @@ class Worker:
             # One long-lived stream: replaying it on a new stream would be wrong, and the
             # retry machinery would buffer every message until the host answers.
             ("grpc.enable_retries", 0),
+            # Start with a large stream window instead of HTTP/2's 64 KiB, so a big blob
+            # does not wait on window updates while BDP probing catches up.
+            ("grpc.http2.lookahead_bytes", 16 * 1024 * 1024),
             ("grpc.primary_user_agent", f"faast-python-worker/{__version__}"),
         ])
         self._spawn(self._connect(channel))
