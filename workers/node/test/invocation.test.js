@@ -131,6 +131,8 @@ describe('invocations', () => {
     const responseIndex = host.received.findIndex((m) => m.content === 'invocation_response' && m.invocation_response.invocation_id === r.invocation_id);
     const lastLogIndex = host.received.findLastIndex((m) => m.content === 'rpc_log' && m.rpc_log.invocation_id === r.invocation_id);
     assert.ok(lastLogIndex < responseIndex, 'logs arrive before the response');
+    // stdout is a separate pipe: it may arrive after the gRPC response.
+    for (let i = 0; i < 250 && !/to stdout/.test(host.stdout); i++) await new Promise((res) => setTimeout(res, 20));
     assert.match(host.stdout, /to stdout/);
   });
 
