@@ -12,8 +12,8 @@ public static class RuntimeScenario
 {
     public static async Task RunAsync(string home, bool quick)
     {
-        var warmup = TimeSpan.FromSeconds(quick ? 1 : 3);
-        var window = TimeSpan.FromSeconds(quick ? 3 : 10);
+        var warmup = TimeSpan.FromSeconds(quick ? 0.5 : 3);
+        var window = TimeSpan.FromSeconds(quick ? 2 : 10);
         const int workers = 2;
         const int throughputClients = 8;
         var report = new Report("runtime", quick);

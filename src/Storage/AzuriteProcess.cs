@@ -19,6 +19,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     private readonly Process _process;
     private readonly string _workspace;
     private readonly ConcurrentQueue<string> _output;
+    private bool _persistent;
     private int _disposed;
 
     private AzuriteProcess(Process process, int port, string workspace, ConcurrentQueue<string> output)
@@ -132,6 +133,9 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         }
 
         Live.TryRemove(this, out _);
+        // Azurite saves its metadata on a timer: a persistent one must stop gracefully or lose recent writes.
+        if (_persistent)
+            Terminate(_process);
         Kill(_process);
         _process.Dispose();
         TryDeleteDirectory(_workspace);
@@ -203,7 +207,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
 
         process.BeginOutputReadLine();
         process.BeginErrorReadLine();
-        var instance = new AzuriteProcess(process, port, workspace, output);
+        var instance = new AzuriteProcess(process, port, workspace, output) { _persistent = dataDirectory is not null };
         Live[instance] = true;
         InstallExitHook();
 
@@ -333,6 +337,23 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
             process.WaitForExit(5000);
         }
         catch (Exception ex) when (ex is InvalidOperationException or System.ComponentModel.Win32Exception or NotSupportedException)
+        {
+            // already gone
+        }
+    }
+
+    [System.Runtime.InteropServices.DllImport("libc", EntryPoint = "kill", SetLastError = true)]
+    private static extern int SendSignal(int pid, int signal);
+
+    /// <summary>SIGTERM, then up to 10 s for Azurite to flush and exit.</summary>
+    private static void Terminate(Process process)
+    {
+        try
+        {
+            if (!process.HasExited && !OperatingSystem.IsWindows() && SendSignal(process.Id, 15) == 0)
+                process.WaitForExit(10_000);
+        }
+        catch (InvalidOperationException)
         {
             // already gone
         }

@@ -180,10 +180,16 @@ public sealed class RuntimeHost : IAsyncDisposable
         f.Disabled,
         f.Error ?? (_workers?.LoadErrors.TryGetValue(f.Name, out var e) == true ? e : null)));
 
+    /// <summary>
+    /// Stops in dependency order: no new blob-triggered work; workers finish what they run and
+    /// exit (their streams close, so Kestrel has nothing long-lived left); then Kestrel; then Azurite.
+    /// </summary>
     public async ValueTask DisposeAsync()
     {
         if (_triggers is not null)
             await _triggers.DisposeAsync();
+        if (_workers is not null)
+            await _workers.DisposeAsync();
         if (_web is not null)
         {
             try
@@ -194,11 +200,8 @@ public sealed class RuntimeHost : IAsyncDisposable
             {
                 // shutting down anyway
             }
-        }
-        if (_workers is not null)
-            await _workers.DisposeAsync();
-        if (_web is not null)
             await _web.DisposeAsync();
+        }
         _accounts?.Dispose();
         if (_azurite is not null)
             await _azurite.DisposeAsync();
