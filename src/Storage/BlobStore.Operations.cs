@@ -104,7 +104,7 @@ public sealed partial class BlobStore
     /// fault mid-body the next try asks only for the remaining bytes, pinned by If-Match to the first ETag.
     /// </summary>
     private sealed class DownloadOperation(BlobStore store, string container, string blob, string encoded,
-        BlobRange? range, string? ifMatch, Stream? destination)
+        BlobRange? range, string? ifMatch, Stream? destination, Func<BlobProperties, Stream>? destinationFactory = null)
         : Operation<BlobProperties?>(store, "Download", container, blob)
     {
         private BlobProperties? _properties;
@@ -156,7 +156,20 @@ public sealed partial class BlobStore
             {
                 _properties = ReadProperties(response);
                 _expected = contentLength;
-                if (destination is null)
+                if (destinationFactory is not null)
+                {
+                    try
+                    {
+                        // The caller sizes its destination (e.g. a shared-memory extent) from the first response.
+                        destination = destinationFactory(_properties);
+                    }
+                    catch (Exception ex)
+                    {
+                        Fatal = ex;
+                        throw;
+                    }
+                }
+                else if (destination is null)
                 {
                     if (contentLength > System.Array.MaxLength)
                     {

@@ -131,6 +131,16 @@ public sealed partial class BlobStore : IBlobStore, IDisposable
     }
 
     /// <inheritdoc />
+    public Task<BlobProperties?> DownloadToAsync(string container, string blob, Func<BlobProperties, Stream> destinationFactory,
+        string? ifMatch = null, CancellationToken ct = default)
+    {
+        var encoded = ValidateAndEncode(container, blob);
+        ArgumentNullException.ThrowIfNull(destinationFactory);
+        BlobNames.ValidateHeaderValue(ifMatch, nameof(ifMatch));
+        return ExecuteAsync(new DownloadOperation(this, container, blob, encoded, null, ifMatch, null, destinationFactory), ct);
+    }
+
+    /// <inheritdoc />
     public async Task<BlobContent?> DownloadAsync(string container, string blob, CancellationToken ct = default)
     {
         var encoded = ValidateAndEncode(container, blob);

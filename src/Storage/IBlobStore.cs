@@ -26,6 +26,15 @@ public interface IBlobStore
     Task<BlobProperties?> DownloadToAsync(string container, string blob, Stream destination,
         BlobRange? range = null, string? ifMatch = null, CancellationToken ct = default);
 
+    /// <summary>
+    /// Streams a whole blob into a destination the caller picks once the blob's properties (its
+    /// length and ETag) are known, e.g. a shared-memory extent of exactly that size: one request,
+    /// no intermediate buffer. Returns null when the blob does not exist. An exception thrown by
+    /// <paramref name="destinationFactory"/> ends the call unretried.
+    /// </summary>
+    Task<BlobProperties?> DownloadToAsync(string container, string blob, Func<BlobProperties, Stream> destinationFactory,
+        string? ifMatch = null, CancellationToken ct = default);
+
     /// <summary>Reads a whole blob into a new array; null when it does not exist.</summary>
     Task<BlobContent?> DownloadAsync(string container, string blob, CancellationToken ct = default);
 

@@ -175,6 +175,43 @@ public sealed class BlobStoreTests(AzuriteFixture fixture) : IDisposable
     }
 
     [Fact]
+    public async Task DestinationFactory_SeesLengthAndETag_BeforeTheBodyArrives()
+    {
+        var container = await fixture.NewContainerAsync(_store);
+        var data = RandomBytes(70_000);
+        var uploaded = await _store.UploadAsync(container, "f.bin", data);
+
+        BlobProperties? seen = null;
+        var target = new MemoryStream();
+        var props = await _store.DownloadToAsync(container, "f.bin", p =>
+        {
+            seen = p;
+            target = new MemoryStream(new byte[p.Length], 0, (int)p.Length, writable: true, publiclyVisible: true);
+            return target;
+        });
+        Assert.Equal(70_000, seen!.Length);
+        Assert.Equal(uploaded.ETag, seen.ETag);
+        Assert.Equal(data, target.GetBuffer());
+        Assert.Equal(uploaded.ETag, props!.ETag);
+        Assert.Null(await _store.DownloadToAsync(container, "missing.bin", _ => throw new InvalidOperationException("not called")));
+    }
+
+    [Fact]
+    public async Task DestinationFactory_ThatThrows_EndsTheCallUnretried()
+    {
+        var container = await fixture.NewContainerAsync(_store);
+        await _store.UploadAsync(container, "t.bin", RandomBytes(10));
+        var calls = 0;
+        var ex = await Assert.ThrowsAsync<InvalidOperationException>(() => _store.DownloadToAsync(container, "t.bin", _ =>
+        {
+            calls++;
+            throw new InvalidOperationException("no room");
+        }));
+        Assert.Equal("no room", ex.Message);
+        Assert.Equal(1, calls);
+    }
+
+    [Fact]
     public async Task IfMatch_SucceedsOnCurrentETag_AndFailsOnStaleOne()
     {
         var container = await fixture.NewContainerAsync(_store);
