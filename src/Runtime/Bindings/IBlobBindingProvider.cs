@@ -27,5 +27,22 @@ public interface IBlobBindingProvider
     ValueTask<BlobData?> ReadAsync(BlobAddress blob, InvocationContext invocation, CancellationToken ct);
 
     /// <summary>Writes an output binding's value and returns the blob's new properties.</summary>
-    ValueTask<BlobProperties> WriteAsync(BlobAddress blob, ReadOnlyMemory<byte> content, InvocationContext invocation, CancellationToken ct);
+    ValueTask<BlobProperties> WriteAsync(BlobAddress blob, BlobOutput output, InvocationContext invocation, CancellationToken ct);
+}
+
+/// <summary>
+/// An output binding's value: bytes that came inline, or a file the worker wrote into the
+/// instance's shared-memory directory (the cachelet adopts it without copying).
+/// </summary>
+public readonly record struct BlobOutput(ReadOnlyMemory<byte> Bytes, string? SharedMemoryFile = null, long SharedMemoryLength = 0)
+{
+    public bool IsSharedMemory => SharedMemoryFile is not null;
+
+    public long Length => IsSharedMemory ? SharedMemoryLength : Bytes.Length;
+}
+
+/// <summary>Copies a shared-memory reference's bytes out, for a worker that reads blobs inline.</summary>
+public interface ISharedMemoryReader
+{
+    Google.Protobuf.ByteString Read(SharedMemoryRef reference);
 }

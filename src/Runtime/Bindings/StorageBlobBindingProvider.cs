@@ -25,8 +25,11 @@ public sealed class StorageBlobBindingProvider(StorageAccounts accounts) : IBlob
         };
     }
 
-    public async ValueTask<BlobProperties> WriteAsync(BlobAddress blob, ReadOnlyMemory<byte> content, InvocationContext invocation, CancellationToken ct)
+    public async ValueTask<BlobProperties> WriteAsync(BlobAddress blob, BlobOutput output, InvocationContext invocation, CancellationToken ct)
     {
+        if (output.IsSharedMemory)
+            throw new InvalidOperationException($"output for {blob.Path} arrived in shared memory, which only the cachelet offers");
+        var content = output.Bytes;
         var store = accounts.Get(blob.Connection);
         try
         {

@@ -10,7 +10,7 @@ namespace FaaST.Runtime.Invocation;
 /// <summary>Something that wants to hear about blobs the runtime wrote (blob triggers).</summary>
 public interface IBlobWriteObserver
 {
-    void OnBlobWritten(BlobAddress blob, BlobProperties properties, ReadOnlyMemory<byte> content);
+    void OnBlobWritten(BlobAddress blob, BlobProperties properties, BlobOutput content);
 }
 
 /// <summary>
@@ -110,17 +110,19 @@ internal sealed class FunctionInvoker
         InvocationContext invocation, CancellationToken ct)
     {
         var address = Resolve(function, binding, invocation);
-        ReadOnlyMemory<byte> content = value.DataCase switch
+        var output = value.DataCase switch
         {
-            TypedData.DataOneofCase.Bytes => value.Bytes.Memory,
-            TypedData.DataOneofCase.String => Encoding.UTF8.GetBytes(value.String),
-            TypedData.DataOneofCase.Json => Encoding.UTF8.GetBytes(value.Json),
-            TypedData.DataOneofCase.Blob when value.Blob.ContentCase == BlobData.ContentOneofCase.Bytes => value.Blob.Bytes.Memory,
+            TypedData.DataOneofCase.Bytes => new BlobOutput(value.Bytes.Memory),
+            TypedData.DataOneofCase.String => new BlobOutput(Encoding.UTF8.GetBytes(value.String)),
+            TypedData.DataOneofCase.Json => new BlobOutput(Encoding.UTF8.GetBytes(value.Json)),
+            TypedData.DataOneofCase.Blob when value.Blob.ContentCase == BlobData.ContentOneofCase.Bytes => new BlobOutput(value.Blob.Bytes.Memory),
+            TypedData.DataOneofCase.Blob when value.Blob.ContentCase == BlobData.ContentOneofCase.SharedMemory =>
+                new BlobOutput(ReadOnlyMemory<byte>.Empty, value.Blob.SharedMemory.Segment, value.Blob.SharedMemory.Length),
             _ => throw new FunctionFailedException(
                 $"function {function.Name}: output binding \"{binding.Name}\" got a {value.DataCase} value; a blob takes bytes or a string", null),
         };
-        var properties = await _blobs.WriteAsync(address, content, invocation, ct);
-        WriteObserver?.OnBlobWritten(address, properties, content);
+        var properties = await _blobs.WriteAsync(address, output, invocation, ct);
+        WriteObserver?.OnBlobWritten(address, properties, output);
     }
 
     /// <summary>Resolves a blob binding's path for this invocation.</summary>

@@ -85,8 +85,10 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         }
     }
 
-    public void OnBlobWritten(BlobAddress blob, BlobProperties properties, ReadOnlyMemory<byte> content)
+    public void OnBlobWritten(BlobAddress blob, BlobProperties properties, BlobOutput output)
     {
+        // Inline bytes travel with the trigger; an adopted shared-memory value is read back through the cache.
+        ReadOnlyMemory<byte>? content = output.IsSharedMemory ? null : output.Bytes;
         var connection = _accounts.ConnectionString(blob.Connection);
         foreach (var watch in _watches)
         {

@@ -38,6 +38,9 @@ internal sealed class WorkerChannel
 
     public string WorkerId { get; }
 
+    /// <summary>The worker accepted shared memory at init: blob data may reach it as segment references.</summary>
+    public bool SharedMemory { get; set; }
+
     /// <summary>Invocations sent and not yet answered.</summary>
     public int InFlight => Volatile.Read(ref _inFlight);
 

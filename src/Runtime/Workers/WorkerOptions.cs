@@ -32,6 +32,22 @@ public sealed record WorkerOptions
 
     public int MaxMessageSize { get; init; } = Rpc.GrpcServer.DefaultMaxMessageSize;
 
+    /// <summary>Capabilities offered to every worker at init (see <see cref="WorkerCapabilities"/>).</summary>
+    public IReadOnlyDictionary<string, string> Capabilities { get; init; } = new Dictionary<string, string>();
+
     /// <summary>Environment for workers on top of the app settings (e.g. the Azurite connection string).</summary>
     public IReadOnlyDictionary<string, string> ExtraEnvironment { get; init; } = new Dictionary<string, string>();
+}
+
+/// <summary>Names of the capabilities host and workers negotiate at init.</summary>
+public static class WorkerCapabilities
+{
+    /// <summary>"1": blob data may travel as references into shared-memory segments.</summary>
+    public const string SharedMemory = "shared_memory";
+
+    /// <summary>The absolute directory holding the app instance's segments.</summary>
+    public const string SharedMemoryDirectory = "shared_memory_dir";
+
+    /// <summary>Values at least this long use shared memory; smaller ones stay inline.</summary>
+    public const string SharedMemoryMinBytes = "shared_memory_min_bytes";
 }

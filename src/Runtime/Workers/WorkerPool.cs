@@ -3,6 +3,7 @@ using System.Diagnostics;
 using FaaST.Protos.Worker;
 using FaaST.Rpc;
 using FaaST.Runtime.App;
+using FaaST.Runtime.Bindings;
 
 namespace FaaST.Runtime.Workers;
 
@@ -86,6 +87,8 @@ internal sealed partial class WorkerPool : IAsyncDisposable
     public async Task<InvocationResponse> InvokeAsync(FunctionDefinition function, InvocationRequest request, CancellationToken ct)
     {
         var (slot, channel) = await PickAsync(ct);
+        if (!channel.SharedMemory && SharedMemoryReader is { } reader)
+            InlineSharedMemory(request, reader);
         var call = channel.InvokeAsync(request, function.Name);
         var timeout = _app.Host.FunctionTimeout;
         try
@@ -103,6 +106,18 @@ internal sealed partial class WorkerPool : IAsyncDisposable
         {
             channel.Abandon(request.InvocationId);
             throw;
+        }
+    }
+
+    /// <summary>Reads shared-memory references for workers that take blobs inline (set when the cachelet is on).</summary>
+    public ISharedMemoryReader? SharedMemoryReader { get; set; }
+
+    private static void InlineSharedMemory(InvocationRequest request, ISharedMemoryReader reader)
+    {
+        foreach (var input in request.InputData)
+        {
+            if (input.Data?.Blob is { ContentCase: BlobData.ContentOneofCase.SharedMemory } blob)
+                blob.Bytes = reader.Read(blob.SharedMemory);
         }
     }
 

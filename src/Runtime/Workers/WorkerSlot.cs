@@ -137,16 +137,21 @@ internal sealed partial class WorkerPool
         private async Task InitialiseAsync(WorkerChannel channel, CancellationToken ct)
         {
             var options = pool._options;
-            var init = await channel.RequestAsync(new StreamingMessage
+            var request = new WorkerInitRequest
             {
-                WorkerInitRequest = new WorkerInitRequest
-                {
-                    HostVersion = typeof(WorkerPool).Assembly.GetName().Version?.ToString() ?? "0",
-                    FunctionAppDirectory = pool._app.Directory,
-                },
-            }, options.StartupTimeout, ct);
-            if (init.WorkerInitResponse.Result?.Status != StatusResult.Types.Status.Success)
-                throw new WorkerUnavailableException($"worker init failed: {init.WorkerInitResponse.Result?.Exception?.Message}");
+                HostVersion = typeof(WorkerPool).Assembly.GetName().Version?.ToString() ?? "0",
+                FunctionAppDirectory = pool._app.Directory,
+            };
+            foreach (var (name, value) in options.Capabilities)
+                request.Capabilities[name] = value;
+            var init = await channel.RequestAsync(new StreamingMessage { WorkerInitRequest = request }, options.StartupTimeout, ct);
+            var response = init.WorkerInitResponse;
+            if (response.Result?.Status != StatusResult.Types.Status.Success)
+                throw new WorkerUnavailableException($"worker init failed: {response.Result?.Exception?.Message}");
+            channel.SharedMemory = options.Capabilities.ContainsKey(WorkerCapabilities.SharedMemory) &&
+                response.Capabilities.TryGetValue(WorkerCapabilities.SharedMemory, out var shm) && shm == "1";
+            if (options.Capabilities.ContainsKey(WorkerCapabilities.SharedMemory) && !channel.SharedMemory)
+                pool._logger.LogWarning("Worker {WorkerId} declined shared memory; blobs reach it inline", channel.WorkerId);
             var loads = pool._app.Runnable.Select(f => LoadAsync(channel, f, ct)).ToArray();
             await Task.WhenAll(loads);
         }
