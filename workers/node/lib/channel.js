@@ -6,6 +6,7 @@ const grpc = require('@grpc/grpc-js');
 const { loadProto } = require('./proto');
 const { loadFunction, LoadError } = require('./loader');
 const { runInvocation, failureResponse } = require('./invocation');
+const shmModule = require('./shm');
 
 const WORKER_VERSION = '1.0.0';
 const WORKER_CATEGORY = 'Worker.Node';
@@ -28,6 +29,7 @@ class WorkerChannel {
     this.open = false;
     this.terminating = false;
     this.exiting = false;
+    this.shm = null;              // SharedMemory once negotiated (lib/shm.js)
   }
 
   start() {
@@ -127,11 +129,22 @@ class WorkerChannel {
   }
 
   onInit(msg) {
+    const capabilities = { concurrent: '1' };
+    const offered = (msg.worker_init_request && msg.worker_init_request.capabilities) || {};
+    const { shm, message } = shmModule.negotiate(offered);
+    if (this.shm !== null) this.shm.close();
+    this.shm = shm;
+    if (shm !== null) {
+      capabilities[shmModule.CAPABILITY] = '1';
+      this.workerLog('INFORMATION', message);
+    } else if (message) {
+      this.workerLog('WARNING', message);
+    }
     this.send({
       request_id: msg.request_id,
       worker_init_response: {
         worker_version: WORKER_VERSION,
-        capabilities: { concurrent: '1' },
+        capabilities,
         result: SUCCESS,
       },
     });

@@ -1,14 +1,14 @@
 'use strict';
 // TypedData (the wire's value type) <-> JavaScript values, with Azure Functions v3 semantics.
 const { HttpRequest } = require('./http');
-
-const SHARED_MEMORY_UNSUPPORTED = 'shared memory not supported by this worker version';
+const { NOT_ENABLED } = require('./shm');
 
 // Shared immutable TypedData for null (an unset oneof).
 const NULL_TYPED = Object.freeze({});
 
-// `dataType` is the binding's BindingInfo.DataType ('STRING', 'BINARY', 'UNDEFINED', 'STREAM').
-function fromTypedData(typed, dataType) {
+// `dataType` is the binding's BindingInfo.DataType ('STRING', 'BINARY', 'UNDEFINED', 'STREAM');
+// `shm` the negotiated SharedMemory (undefined/null when off).
+function fromTypedData(typed, dataType, shm) {
   if (!typed) return null;
   switch (typed.data) {
     case 'string':
@@ -20,18 +20,27 @@ function fromTypedData(typed, dataType) {
     case 'http':
       return new HttpRequest(typed.http);
     case 'blob':
-      return fromBlob(typed.blob, dataType);
+      return fromBlob(typed.blob, dataType, shm);
     default:
       return null; // unset: null (e.g. a missing input blob)
   }
 }
 
-function fromBlob(blob, dataType) {
+function fromBlob(blob, dataType, shm) {
+  let bytes;
   if (blob.content === 'shared_memory') {
-    throw new Error(`${SHARED_MEMORY_UNSUPPORTED} (blob '${blob.name}')`);
+    const ref = blob.shared_memory || {};
+    try {
+      if (!shm) throw new Error(NOT_ENABLED);
+      bytes = shm.read(ref);
+    } catch (err) {
+      const what = blob.name ? `blob '${blob.name}'` : 'blob';
+      throw new Error(`${what} in shared memory segment '${ref.segment}': ${err.message}`);
+    }
+  } else {
+    // A BlobData without content is an empty blob (the blob exists: a missing one is an unset TypedData).
+    bytes = blob.content === 'bytes' ? blob.bytes : Buffer.alloc(0);
   }
-  // A BlobData without content is an empty blob (the blob exists: a missing one is an unset TypedData).
-  const bytes = blob.content === 'bytes' ? blob.bytes : Buffer.alloc(0);
   return dataType === 'STRING' ? bytes.toString('utf8') : bytes;
 }
 
@@ -53,6 +62,31 @@ function toTypedData(value) {
   }
   const json = JSON.stringify(value);
   return json === undefined ? NULL_TYPED : { json };
+}
+
+// JS -> TypedData for a blob output. With shared memory on, a string or binary value of at
+// least shm.minBytes is written to a new file there (its name appended to `written`) and the
+// TypedData refers to it; if writing fails, warn(message) is called and the value goes inline.
+function toBlobTypedData(value, shm, written, warn) {
+  if (!shm) return toTypedData(value);
+  let buffer;
+  if (typeof value === 'string') {
+    // UTF-8 needs at most 3 bytes per UTF-16 code unit: skip measuring short strings.
+    if (value.length * 3 < shm.minBytes || Buffer.byteLength(value, 'utf8') < shm.minBytes) return { string: value };
+    buffer = Buffer.from(value, 'utf8');
+  } else if (value !== null && typeof value === 'object') {
+    buffer = asBuffer(value);
+  }
+  if (buffer === undefined || buffer.length < shm.minBytes) return toTypedData(value);
+  let name;
+  try {
+    name = shm.write(buffer);
+  } catch (err) {
+    warn(`writing a ${buffer.length}-byte output to shared memory failed (${err.message}); sending it inline`);
+    return toTypedData(value);
+  }
+  written.push(name);
+  return { blob: { length: buffer.length, shared_memory: { segment: name, offset: 0, length: buffer.length } } };
 }
 
 function hasHeader(headers, lowerName) {
@@ -145,8 +179,8 @@ function fromTriggerMetadata(metadata) {
 module.exports = {
   fromTypedData,
   toTypedData,
+  toBlobTypedData,
   toHttpTypedData,
   fromTriggerMetadata,
   asBuffer,
-  SHARED_MEMORY_UNSUPPORTED,
 };

@@ -4,7 +4,7 @@
 // at load time (see loader.planBindings).
 const crypto = require('crypto');
 const { HttpResponse } = require('./http');
-const { fromTypedData, toTypedData, toHttpTypedData, fromTriggerMetadata, asBuffer } = require('./converters');
+const { fromTypedData, toTypedData, toBlobTypedData, toHttpTypedData, fromTriggerMetadata, asBuffer } = require('./converters');
 
 const SUCCESS = Object.freeze({ status: 'SUCCESS' });
 
@@ -36,30 +36,40 @@ function failureResponse(channel, fn, invocationId, err) {
   return { invocation_id: invocationId, result: { status: 'FAILURE', exception } };
 }
 
-function buildResponse(fn, context, invocationId, result) {
+// `shm`: the negotiated SharedMemory or null; `warn(message)` logs a warning for this invocation.
+function buildResponse(fn, context, invocationId, result, shm, warn) {
   const bindings = context.bindings;
   const outputData = [];
+  const written = []; // shared-memory output files, handed to the host with the response
   // Without a $return binding, v3 treats a returned object as a bag of named outputs.
   const bag = fn.returnBinding === null && result !== null && typeof result === 'object' &&
     asBuffer(result) === undefined ? result : undefined;
   const outputs = fn.outputs;
-  for (let i = 0; i < outputs.length; i++) {
-    const out = outputs[i];
-    let value = bag !== undefined ? bag[out.name] : undefined;
-    if (value === undefined) value = bindings[out.name];
-    if (value === undefined && out.name === fn.httpOutputName) value = context.res;
-    if (value === undefined) continue;
-    outputData.push({ name: out.name, data: out.isHttp ? toHttpTypedData(value) : toTypedData(value) });
-  }
-  const response = { invocation_id: invocationId, output_data: outputData, result: SUCCESS };
-  if (fn.returnBinding !== null) {
-    let value = result;
-    if (value === undefined && fn.httpOutputName === '$return') value = context.res;
-    if (value !== undefined) {
-      response.return_value = fn.returnBinding.isHttp ? toHttpTypedData(value) : toTypedData(value);
+  const encode = (binding, value) => {
+    if (binding.isHttp) return toHttpTypedData(value);
+    if (binding.isBlob && shm) return toBlobTypedData(value, shm, written, warn);
+    return toTypedData(value);
+  };
+  try {
+    for (let i = 0; i < outputs.length; i++) {
+      const out = outputs[i];
+      let value = bag !== undefined ? bag[out.name] : undefined;
+      if (value === undefined) value = bindings[out.name];
+      if (value === undefined && out.name === fn.httpOutputName) value = context.res;
+      if (value === undefined) continue;
+      outputData.push({ name: out.name, data: encode(out, value) });
     }
+    const response = { invocation_id: invocationId, output_data: outputData, result: SUCCESS };
+    if (fn.returnBinding !== null) {
+      let value = result;
+      if (value === undefined && fn.httpOutputName === '$return') value = context.res;
+      if (value !== undefined) response.return_value = encode(fn.returnBinding, value);
+    }
+    return response;
+  } catch (err) {
+    if (written.length > 0) shm.discard(written); // the invocation fails: nobody takes them over
+    throw err;
   }
-  return response;
 }
 
 function buildBindingData(fn, request, invocationId, req, startedAt) {
@@ -97,7 +107,8 @@ function runInvocation(channel, fn, request) {
       response = failureResponse(channel, fn, invocationId, err);
     } else {
       try {
-        response = buildResponse(fn, context, invocationId, result);
+        response = buildResponse(fn, context, invocationId, result, channel.shm,
+          (message) => channel.log(invocationId, fn.systemCategory, 'WARNING', message));
       } catch (convertErr) {
         response = failureResponse(channel, fn, invocationId, convertErr);
       }
@@ -112,10 +123,16 @@ function runInvocation(channel, fn, request) {
     const args = new Array(argNames.length + 1);
     const inputs = fn.inputs;
     const inputData = request.input_data;
+    const shm = channel.shm;
     for (let i = 0; i < inputData.length; i++) {
       const pb = inputData[i];
       const info = inputs.get(pb.name);
-      const value = fromTypedData(pb.data, info !== undefined ? info.dataType : 'UNDEFINED');
+      let value;
+      try {
+        value = fromTypedData(pb.data, info !== undefined ? info.dataType : 'UNDEFINED', shm);
+      } catch (err) {
+        throw new Error(`input binding '${pb.name}': ${err.message}`);
+      }
       bindings[pb.name] = value;
       if (info !== undefined && info.position >= 0) args[info.position + 1] = value;
     }

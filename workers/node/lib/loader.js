@@ -80,7 +80,7 @@ function isHttpType(type) {
 // The invocation plan: which input goes where, which outputs to read back.
 function planBindings(bindings) {
   const inputs = new Map();   // name -> { dataType, position }
-  const outputs = [];         // { name, isHttp } in metadata order, "$return" excluded
+  const outputs = [];         // { name, isHttp, isBlob } in metadata order, "$return" excluded
   let triggerName = null;
   let triggerIsHttp = false;
   let returnBinding = null;
@@ -91,6 +91,7 @@ function planBindings(bindings) {
     const b = bindings[name] || {};
     const direction = b.direction || 'IN';
     const isHttp = isHttpType(b.type);
+    const isBlob = typeof b.type === 'string' && b.type.toLowerCase() === 'blob';
     if (direction === 'IN' || direction === 'INOUT') {
       if (triggerName === null && isTriggerType(b.type)) {
         triggerName = name;
@@ -102,8 +103,8 @@ function planBindings(bindings) {
     }
     if (direction === 'OUT' || direction === 'INOUT') {
       if (isHttp && httpOutputName === null) httpOutputName = name;
-      if (name === '$return') returnBinding = { isHttp };
-      else outputs.push({ name, isHttp });
+      if (name === '$return') returnBinding = { isHttp, isBlob };
+      else outputs.push({ name, isHttp, isBlob });
     }
   }
   // Arguments after context: the trigger, then the other inputs in metadata order.

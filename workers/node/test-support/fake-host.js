@@ -10,6 +10,7 @@ const grpc = require('@grpc/grpc-js');
 const { loadProto } = require('../lib/proto');
 
 const WORKER_JS = path.resolve(__dirname, '..', 'worker.js');
+const SHM_MIN_BYTES = 1024;
 
 function withTimeout(promise, ms, what) {
   let timer;
@@ -127,6 +128,18 @@ class FakeHost {
     return withTimeout(this.connected, timeoutMs, 'StartStream');
   }
 
+  // A fresh directory under /dev/shm, as the host creates for an app (removed by stop()).
+  createShmDir() {
+    this.shmDir = fs.mkdtempSync('/dev/shm/faast-node-test-');
+    return this.shmDir;
+  }
+
+  // The capabilities a host with shared memory offers (creates the directory if needed).
+  shmCapabilities(minBytes = SHM_MIN_BYTES) {
+    const dir = this.shmDir || this.createShmDir();
+    return { shared_memory: '1', shared_memory_dir: dir, shared_memory_min_bytes: String(minBytes) };
+  }
+
   async init(capabilities = {}) {
     await this.waitConnected();
     const requestId = `init-${this.nextId++}`;
@@ -178,6 +191,7 @@ class FakeHost {
     }
     if (this.server) this.server.forceShutdown();
     if (this.appDir) fs.rmSync(this.appDir, { recursive: true, force: true });
+    if (this.shmDir) fs.rmSync(this.shmDir, { recursive: true, force: true });
   }
 }
 
@@ -214,7 +228,21 @@ const typed = {
     http: { method, url, headers, query, params, ...(body === undefined ? {} : { body: { bytes: Buffer.from(body) } }) },
   }),
   blob: (content, name = 'container/blob.bin') => ({ blob: { name, uri: `http://127.0.0.1/${name}`, length: Buffer.byteLength(content), etag: '"0x1"', bytes: Buffer.from(content) } }),
+  // A blob in a shared-memory segment, as the cachelet sends it.
+  shmBlob: (segment, offset, length, name = 'container/cached.bin') => ({ blob: {
+    name, uri: `http://127.0.0.1/${name}`, length, etag: '"0x8D1"',
+    shared_memory: { segment, offset, length, version: '"0x8D1"' },
+  } }),
 };
+
+// Paths a process has open (/proc/<pid>/fd).
+function openPaths(pid) {
+  const out = [];
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+    try { out.push(fs.readlinkSync(`/proc/${pid}/fd/${fd}`)); } catch { /* closed meanwhile */ }
+  }
+  return out;
+}
 
 // Decodes a TypedData received from the worker into { kind, value }.
 function decode(td) {
@@ -231,4 +259,4 @@ function decode(td) {
   }
 }
 
-module.exports = { startHost, FakeHost, typed, decode, processCpuMs, WORKER_JS, withTimeout };
+module.exports = { startHost, FakeHost, typed, decode, processCpuMs, openPaths, WORKER_JS, withTimeout, SHM_MIN_BYTES };

@@ -115,13 +115,14 @@ describe('bindings', () => {
     assert.equal(out.outStr, undefined, 'undefined outputs are not sent');
   });
 
-  test('a shared-memory blob fails the invocation with a clear message', async () => {
+  test('a shared-memory blob fails the invocation with a clear message when shared memory was not negotiated', async () => {
     const r = await host.invoke('blobs', { input_data: [
       { name: 'myBlob', data: { blob: { name: 'c/big.bin', length: 10, shared_memory: { segment: 'seg', offset: 0, length: 10, version: 'v' } } } },
       { name: 'other', data: typed.none() },
     ] });
     assert.equal(r.result.status, 'FAILURE');
-    assert.match(r.result.exception.message, /shared memory not supported by this worker version/);
+    assert.match(r.result.exception.message, /shared memory was not negotiated/);
+    assert.match(r.result.exception.message, /input binding 'myBlob'.*segment 'seg'/);
     assert.equal(r.result.exception.source, 'blobs');
   });
 

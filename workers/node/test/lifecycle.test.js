@@ -21,7 +21,7 @@ test('handshake: StartStream carries the worker id; init response echoes request
   const start = await host.waitConnected();
   assert.equal(start.worker_id, host.workerId);
 
-  // Even when offered, shared memory is not claimed by this worker version.
+  // Offered without a directory, shared memory is declined (test/shared-memory.test.js has the rest).
   const reply = await host.init({ shared_memory: '1' });
   assert.equal(reply.request_id, 'init-1');
   const init = reply.worker_init_response;

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import azure.functions as func
 
+from . import shm
 from .protos import pb
 
 Decoder = Callable[["pb.TypedData"], Any]
@@ -18,16 +19,34 @@ class BindingError(Exception):
     """An input could not be converted for the function's parameter."""
 
 
-SHARED_MEMORY_UNSUPPORTED = (
-    "blob content arrived in shared memory, but shared memory not supported by "
-    "this worker version")
+def _shm_view(blob: "pb.BlobData") -> memoryview:
+    ref = blob.shared_memory
+    try:
+        return shm.view(ref)
+    except shm.ShmError as exc:
+        what = f"blob '{blob.name}'" if blob.name else "blob"
+        raise BindingError(f"{what} in shared memory segment '{ref.segment}': {exc}") from None
 
 
 def blob_bytes(blob: "pb.BlobData") -> bytes:
     kind = blob.WhichOneof("content")
     if kind == "bytes" or kind is None:
         return blob.bytes
-    raise BindingError(SHARED_MEMORY_UNSUPPORTED)
+    view = _shm_view(blob)
+    try:
+        return view.tobytes()  # the one copy out of the mapping
+    finally:
+        view.release()
+
+
+def blob_str(blob: "pb.BlobData") -> str:
+    if blob.WhichOneof("content") != "shared_memory":
+        return blob_bytes(blob).decode("utf-8")
+    view = _shm_view(blob)
+    try:
+        return str(view, "utf-8")  # decoded straight from the mapping
+    finally:
+        view.release()
 
 
 def http_body_bytes(body: "pb.TypedData") -> bytes:
@@ -53,6 +72,12 @@ def to_input_stream(td: "pb.TypedData") -> func.InputStream:
     kind = td.WhichOneof("data")
     if kind == "blob":
         b = td.blob
+        if b.WhichOneof("content") == "shared_memory":
+            view = _shm_view(b)
+            stream = func.InputStream(data=view, name=b.name or None, uri=b.uri or None,
+                                      length=b.length or len(view))
+            shm.current_scope().streams.append(stream)  # released when the invocation ends
+            return stream
         data = blob_bytes(b)
         return func.InputStream(data=data, name=b.name or None, uri=b.uri or None,
                                 length=b.length if b.length or not data else len(data))
@@ -81,6 +106,8 @@ def to_str(td: "pb.TypedData") -> str:
         return td.string
     if kind == "json":
         return td.json
+    if kind == "blob":
+        return blob_str(td.blob)
     return to_bytes(td).decode("utf-8")
 
 
@@ -210,3 +237,46 @@ def encode_into(td: "pb.TypedData", value: Any) -> None:
     else:
         raise TypeError(f"cannot convert a value of type {type(value).__name__} "
                         f"to an output binding")
+
+
+def encode_blob_output(td: "pb.TypedData", value: Any, written: "list") -> None:
+    """Like encode_into, for a blob output binding: with shared memory on, a value of at
+    least the negotiated size goes into a new file in the shared-memory directory and td
+    refers to it (its name is appended to `written`); anything else is encoded inline."""
+    cfg = shm.config()
+    if cfg is None or value is None:
+        encode_into(td, value)
+        return
+    if not isinstance(value, (str, bytes, bytearray, memoryview)) and callable(
+            getattr(value, "read", None)):
+        value = value.read()  # file-like, e.g. an InputStream
+    if isinstance(value, str):
+        # UTF-8 takes at most 4 bytes a character: skip the encoding for short strings.
+        if len(value) * 4 < cfg.min_bytes:
+            td.string = value
+            return
+        data: Any = value.encode("utf-8")
+    elif isinstance(value, (bytes, bytearray)):
+        data = value
+    elif isinstance(value, memoryview):
+        data = value if value.ndim == 1 and value.format in ("B", "b", "c") and \
+            value.c_contiguous else value.tobytes()
+    else:
+        encode_into(td, value)
+        return
+    n = len(data)
+    if n >= cfg.min_bytes:
+        name = shm.write(data)
+        if name is not None:
+            written.append(name)
+            blob = td.blob
+            blob.length = n
+            ref = blob.shared_memory
+            ref.segment = name
+            ref.offset = 0
+            ref.length = n
+            return
+    if isinstance(value, str):
+        td.string = value  # inline, as without shared memory
+    else:
+        encode_into(td, data)

@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 import grpc
 
-from . import __version__, invoker, loader, logs
+from . import __version__, invoker, loader, logs, shm
 from .pool import ContextCopyingExecutor, Job, SyncPool
 from .protos import FAILURE, METHOD, SUCCESS, StreamingMessage, pb
 
@@ -200,6 +200,13 @@ class Worker:
         resp = out.worker_init_response
         resp.worker_version = __version__
         resp.capabilities["concurrent"] = "1"
+        cfg, why = shm.negotiate(dict(req.capabilities))
+        shm.configure(cfg)
+        if cfg is not None:
+            resp.capabilities[shm.CAPABILITY] = "1"
+            log.info("%s", why)
+        elif why:
+            log.warning("%s", why)
         resp.result.status = SUCCESS
         self.send(out)
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, List, Tuple
 
 import azure.functions as func
 
-from . import loader
-from .bindings import BindingError, encode_into
+from . import loader, shm
+from .bindings import BindingError, encode_blob_output, encode_into
 from .logs import CURRENT, exception_proto, make_log
 from .protos import CANCELLED, FAILURE, SUCCESS, pb
 
@@ -53,14 +53,27 @@ def success(fi: loader.FunctionInfo, invocation_id: str, args: Dict[str, Any],
     resp = msg.invocation_response
     resp.invocation_id = invocation_id
     resp.result.status = SUCCESS
-    if result is not None and fi.has_return:
-        encode_into(resp.return_value, result)
-    for name in fi.out_names:
-        value = args[name].get()
-        if value is not None:
-            out = resp.output_data.add()
-            out.name = name
-            encode_into(out.data, value)
+    blob_outputs = fi.blob_outputs
+    written: List[str] = []  # shared-memory output files, handed to the host with msg
+    try:
+        if result is not None and fi.has_return:
+            if "$return" in blob_outputs:
+                encode_blob_output(resp.return_value, result, written)
+            else:
+                encode_into(resp.return_value, result)
+        for name in fi.out_names:
+            value = args[name].get()
+            if value is not None:
+                out = resp.output_data.add()
+                out.name = name
+                if name in blob_outputs:
+                    encode_blob_output(out.data, value, written)
+                else:
+                    encode_into(out.data, value)
+    except BaseException:
+        if written:
+            shm.discard(written)  # the invocation fails: nobody will take these over
+        raise
     return msg
 
 
@@ -103,6 +116,7 @@ def run_sync(fi: loader.FunctionInfo, req: "pb.InvocationRequest") -> Tuple["pb.
     except BaseException as exc:  # incl. SystemExit: a function must not end the worker
         return error_messages(fi, invocation_id, exc)
     finally:
+        shm.end_invocation()
         CURRENT.reset(token)
 
 
@@ -118,3 +132,5 @@ async def run_async(fi: loader.FunctionInfo, req: "pb.InvocationRequest") -> Tup
         return (cancelled(invocation_id, fi.name),)
     except BaseException as exc:
         return error_messages(fi, invocation_id, exc)
+    finally:
+        shm.end_invocation()

@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, FrozenSet, Optional, Tuple
 
 from . import bindings
 from .protos import pb
@@ -49,6 +49,8 @@ class FunctionInfo:
     out_names: Tuple[str, ...]
     has_return: bool
     log_category: str
+    # Output bindings (and "$return") of type "blob": these may go through shared memory.
+    blob_outputs: FrozenSet[str] = frozenset()
 
 
 def add_app_paths(app_dir: str) -> None:
@@ -240,4 +242,8 @@ def load_function(function_id: str, metadata: "pb.FunctionMetadata") -> Function
         out_names=tuple(p.name for p in params if p.kind == OUT),
         has_return="$return" in metadata.bindings,
         log_category=f"Function.{metadata.name}.User",
+        blob_outputs=frozenset(
+            b for b, info in metadata.bindings.items()
+            if info.direction in (pb.BindingInfo.OUT, pb.BindingInfo.INOUT)
+            and info.type.lower() == "blob"),
     )

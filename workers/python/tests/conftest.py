@@ -6,11 +6,13 @@ import asyncio
 import itertools
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -130,10 +132,12 @@ class FakeHost:
     def next_id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
 
-    def init(self, app_dir: Path) -> pb.WorkerInitResponse:
+    def init(self, app_dir: Path,
+             capabilities: Optional[Dict[str, str]] = None) -> pb.WorkerInitResponse:
         msg = pb.StreamingMessage(request_id=self.next_id("init"))
         msg.worker_init_request.host_version = "test"
         msg.worker_init_request.function_app_directory = str(app_dir)
+        msg.worker_init_request.capabilities.update(capabilities or {})
         self.send(msg)
         reply = self.recv(lambda m: m.request_id == msg.request_id)
         return reply.worker_init_response
@@ -206,7 +210,8 @@ class WorkerProcess:
     """The real worker.py, started as the FaaST host would start it."""
 
     def __init__(self, host: FakeHost, app_dir: Path, log_dir: Path,
-                 env: Optional[Dict[str, str]] = None, worker_id: str = "w-test") -> None:
+                 env: Optional[Dict[str, str]] = None, worker_id: str = "w-test",
+                 preexec_fn: Optional[Callable[[], None]] = None) -> None:
         self.worker_id = worker_id
         self.stderr_path = log_dir / f"{worker_id}.stderr"
         full_env = dict(os.environ)
@@ -216,7 +221,7 @@ class WorkerProcess:
                 [PYTHON, str(WORKER_PY), "--host", "127.0.0.1", "--port", str(host.port),
                  "--worker-id", worker_id],
                 cwd=app_dir, env=full_env, stdin=subprocess.DEVNULL,
-                stdout=err, stderr=err)
+                stdout=err, stderr=err, preexec_fn=preexec_fn)
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
@@ -249,6 +254,7 @@ class Session:
 
     def __init__(self, host: FakeHost, worker: WorkerProcess, app: App) -> None:
         self.host, self.worker, self.app = host, worker, app
+        self.init: Optional[pb.WorkerInitResponse] = None
 
     def add_function(self, name: str, code: str,
                      bindings: Optional[Dict[str, Tuple[str, int]]] = None,
@@ -280,10 +286,12 @@ def spawn(host: FakeHost, tmp_path: Path) -> Iterable[Callable[..., WorkerProces
     """Start worker processes against `host`; all are killed at teardown."""
     started: List[WorkerProcess] = []
 
-    def start(app_dir: Optional[Path] = None, env: Optional[Dict[str, str]] = None) -> WorkerProcess:
+    def start(app_dir: Optional[Path] = None, env: Optional[Dict[str, str]] = None,
+              preexec_fn: Optional[Callable[[], None]] = None) -> WorkerProcess:
         app_dir = app_dir or (tmp_path / "app")
         app_dir.mkdir(exist_ok=True)
-        w = WorkerProcess(host, app_dir, tmp_path, env, worker_id=f"w-{len(started) + 1}")
+        w = WorkerProcess(host, app_dir, tmp_path, env, worker_id=f"w-{len(started) + 1}",
+                          preexec_fn=preexec_fn)
         started.append(w)
         return w
 
@@ -293,17 +301,78 @@ def spawn(host: FakeHost, tmp_path: Path) -> Iterable[Callable[..., WorkerProces
 
 
 def start_session(host: FakeHost, spawn: Callable[..., WorkerProcess], app: App,
-                  env: Optional[Dict[str, str]] = None) -> Session:
-    worker = spawn(app.root, env)
+                  env: Optional[Dict[str, str]] = None,
+                  capabilities: Optional[Dict[str, str]] = None,
+                  preexec_fn: Optional[Callable[[], None]] = None) -> Session:
+    worker = spawn(app.root, env, preexec_fn)
     connect(host, worker)
-    init = host.init(app.root)
+    init = host.init(app.root, capabilities)
     assert init.result.status == SUCCESS
-    return Session(host, worker, app)
+    session = Session(host, worker, app)
+    session.init = init
+    return session
 
 
 @pytest.fixture
 def session(host: FakeHost, spawn: Callable[..., WorkerProcess], tmp_path: Path) -> Session:
     return start_session(host, spawn, App(tmp_path / "app"))
+
+
+# ---- shared memory (the cachelet's /dev/shm directory) ---------------------------------
+
+SHM_MIN_BYTES = 1024
+
+
+@pytest.fixture
+def shm_dir() -> Iterable[Path]:
+    """A fresh directory under /dev/shm, as the host would create for an app; removed after."""
+    path = Path(f"/dev/shm/faast-pytest-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+    path.mkdir(mode=0o700)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def shm_capabilities(directory: Path, min_bytes: int = SHM_MIN_BYTES) -> Dict[str, str]:
+    return {"shared_memory": "1", "shared_memory_dir": str(directory),
+            "shared_memory_min_bytes": str(min_bytes)}
+
+
+@pytest.fixture
+def shm_session(host: FakeHost, spawn: Callable[..., WorkerProcess], tmp_path: Path,
+                shm_dir: Path) -> Session:
+    """A worker that accepted shared memory in shm_dir (threshold SHM_MIN_BYTES)."""
+    s = start_session(host, spawn, App(tmp_path / "app"),
+                      capabilities=shm_capabilities(shm_dir))
+    assert s.init is not None and s.init.capabilities.get("shared_memory") == "1"
+    s.shm_dir = shm_dir  # type: ignore[attr-defined]
+    return s
+
+
+def shm_blob(segment: str, offset: int, length: int, name: str = "c/cached.bin",
+             version: str = '"0x8D1"') -> pb.TypedData:
+    """A BlobData whose content is a SharedMemoryRef, as the cachelet sends it."""
+    td = pb.TypedData()
+    td.blob.name, td.blob.uri, td.blob.length, td.blob.etag = (
+        name, f"http://blobs/{name}", length, version)
+    ref = td.blob.shared_memory
+    ref.segment, ref.offset, ref.length, ref.version = segment, offset, length, version
+    return td
+
+
+def worker_open_paths(pid: int) -> List[str]:
+    """Paths the process has open (fds) or mapped (/proc/<pid>/maps)."""
+    paths = []
+    fd_dir = Path(f"/proc/{pid}/fd")
+    for fd in fd_dir.iterdir():
+        try:
+            paths.append(os.readlink(fd))
+        except OSError:
+            pass  # closed meanwhile
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6:
+            paths.append(parts[5])
+    return paths
 
 
 def connect(host: FakeHost, worker: Optional[WorkerProcess]) -> pb.StartStream:

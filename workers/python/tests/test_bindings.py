@@ -44,11 +44,11 @@ def test_http_decoder_and_body_kinds() -> None:
         bindings.decoder_for(func.HttpRequest)(td(string="not http"))
 
 
-def test_shared_memory_blob_is_rejected() -> None:
+def test_shared_memory_blob_is_rejected_without_negotiation() -> None:
     data = td()
     data.blob.shared_memory.segment = "s"
     for ann in (None, bytes, str, func.InputStream):
-        with pytest.raises(bindings.BindingError, match="shared memory not supported"):
+        with pytest.raises(bindings.BindingError, match="shared memory was not negotiated"):
             bindings.decoder_for(ann)(data)
 
 

@@ -130,7 +130,7 @@ def test_missing_blob_is_none(session) -> None:
     assert out.return_value.string == "True True"
 
 
-def test_shared_memory_blob_fails_clearly(session) -> None:
+def test_shared_memory_blob_without_negotiation_fails_clearly(session) -> None:
     session.add_function("BlobShm", """
         def main(req, doc: bytes) -> str:
             return "unreachable"
@@ -142,8 +142,8 @@ def test_shared_memory_blob_fails_clearly(session) -> None:
     out = session.call("BlobShm", req=http(), doc=td)
     assert out.result.status == FAILURE
     message = out.result.exception.message
-    assert "shared memory not supported by this worker version" in message
-    assert "'doc'" in message
+    assert "shared memory was not negotiated" in message
+    assert "'doc'" in message and "'seg1'" in message
 
 
 def test_typed_data_scalars(session) -> None:

@@ -1,16 +1,35 @@
 from __future__ import annotations
 
 import io
-from typing import Optional
+from typing import Optional, Union
+
+_RELEASED = ("this InputStream's content was in shared memory, which is valid only "
+             "during the invocation; read it (or copy it) before the function returns")
 
 
 class InputStream(io.BufferedIOBase):
-    """A read-only, non-seekable file-like view of an input blob."""
+    """A read-only, non-seekable file-like view of an input blob.
 
-    def __init__(self, *, data: bytes, name: Optional[str] = None,
+    `data` is the blob's bytes, or a read-only buffer over them (the FaaST worker passes
+    a memoryview over a shared-memory mapping for blobs from the runtime's cache).
+    """
+
+    def __init__(self, *, data: Union[bytes, memoryview], name: Optional[str] = None,
                  uri: Optional[str] = None, length: Optional[int] = None) -> None:
         super().__init__()
-        self._io = io.BytesIO(data)
+        if isinstance(data, bytes):
+            self._bytes: Optional[bytes] = data
+            self._io: Optional[io.BytesIO] = io.BytesIO(data)
+            self._view: Optional[memoryview] = None
+        else:
+            view = memoryview(data)
+            if view.ndim != 1 or view.format not in ("B", "b", "c"):
+                view = view.cast("B")
+            self._bytes = None
+            self._io = None
+            self._view = view.toreadonly()
+            self._pos = 0
+        self._released = False
         self._name = name
         self._uri = uri
         self._length = length
@@ -30,14 +49,48 @@ class InputStream(io.BufferedIOBase):
         """The blob's primary location URI."""
         return self._uri
 
+    def getbuffer(self) -> memoryview:
+        """The whole blob as a read-only memoryview, without copying it.
+
+        For a blob delivered through shared memory the view maps the runtime's cache
+        directly: it is valid only during the invocation (afterwards the memory may hold
+        other data). Copy what must outlive the invocation (`bytes(view)`)."""
+        if self._io is not None:
+            return memoryview(self._bytes)  # type: ignore[arg-type]
+        view = self._live_view()
+        return view[:]  # a new view over the same memory
+
+    def _live_view(self) -> memoryview:
+        if self._released:
+            raise ValueError(_RELEASED)
+        return self._view  # type: ignore[return-value]
+
     def read(self, size: Optional[int] = -1) -> bytes:
-        return self._io.read(size)
+        if self._io is not None:
+            return self._io.read(size)
+        view = self._live_view()
+        pos = self._pos
+        end = len(view) if size is None or size < 0 else min(len(view), pos + size)
+        if end <= pos:
+            return b""
+        self._pos = end
+        return view[pos:end].tobytes()
 
     def read1(self, size: Optional[int] = -1) -> bytes:
-        return self._io.read1(size)
+        if self._io is not None:
+            return self._io.read1(size)
+        return self.read(size)
 
     def readinto(self, buffer) -> int:  # type: ignore[override]
-        return self._io.readinto(buffer)
+        if self._io is not None:
+            return self._io.readinto(buffer)
+        view = self._live_view()
+        target = memoryview(buffer).cast("B")
+        pos = self._pos
+        n = max(0, min(len(target), len(view) - pos))
+        target[:n] = view[pos:pos + n]
+        self._pos = pos + n
+        return n
 
     def readable(self) -> bool:
         return True
@@ -47,6 +100,15 @@ class InputStream(io.BufferedIOBase):
 
     def writable(self) -> bool:
         return False
+
+    def _release(self) -> None:
+        """The worker calls this when the invocation ends (shared-memory content only)."""
+        if self._view is not None and not self._released:
+            self._released = True
+            try:
+                self._view.release()
+            except BufferError:  # something still exports it: GC releases it later
+                pass
 
     def __repr__(self) -> str:
         return f"<azure.functions.InputStream name={self._name!r} length={self._length!r}>"

@@ -1,0 +1,307 @@
+"""Shared-memory blob data: the cachelet's files under /dev/shm, mapped by host and worker.
+
+Negotiated at WorkerInitRequest (capabilities "shared_memory", "shared_memory_dir",
+"shared_memory_min_bytes"). Then:
+
+- Input: a BlobData whose content is `shared_memory` refers to <dir>/<segment>, bytes
+  [offset, offset + length). The file is mapped read-only. Segments named "s..." are
+  long-lived slabs: their mappings are cached (at most MAX_SLABS, dropped when the file is
+  gone). Any other segment (the host's "l..." large objects) is mapped for one invocation
+  and unmapped when it ends, unless user code still holds a view of it; then the garbage
+  collector unmaps it when the last view goes.
+- Output: a blob output of at least `min_bytes` is written to a new file
+  "w<pid>-<counter>" (O_EXCL, mode 0600) which the host takes over.
+"""
+from __future__ import annotations
+
+import collections
+import contextvars
+import itertools
+import logging
+import mmap
+import os
+import stat
+import threading
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+log = logging.getLogger("faast_worker.shm")
+
+CAPABILITY = "shared_memory"
+DIR_CAPABILITY = "shared_memory_dir"
+MIN_BYTES_CAPABILITY = "shared_memory_min_bytes"
+# Used when the host offers shared memory without a (valid) threshold.
+DEFAULT_MIN_BYTES = 1 << 20
+# Slab segments kept mapped; the host keeps only a few alive at a time.
+MAX_SLABS = 8
+SLAB_PREFIX = "s"
+
+NOT_ENABLED = ("blob content arrived in shared memory, but shared memory was not "
+               "negotiated with this worker (not offered by the host, or its directory "
+               "was unusable)")
+
+
+class ShmError(Exception):
+    """A shared-memory reference cannot be resolved (the message names the segment)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    directory: str
+    min_bytes: int
+
+
+_config: Optional[Config] = None
+
+
+def config() -> Optional[Config]:
+    """The negotiated configuration, or None if shared memory is off."""
+    return _config
+
+
+def negotiate(capabilities: Dict[str, str]) -> Tuple[Optional[Config], str]:
+    """Decide on the host's offer: (config or None, a message saying why)."""
+    if capabilities.get(CAPABILITY) != "1":
+        return None, ""
+    directory = capabilities.get(DIR_CAPABILITY, "")
+    if not directory:
+        return None, f"shared memory declined: the host offered no {DIR_CAPABILITY}"
+    if not os.path.isabs(directory):
+        return None, f"shared memory declined: {DIR_CAPABILITY} '{directory}' is not absolute"
+    if not os.path.isdir(directory):
+        return None, f"shared memory declined: directory '{directory}' does not exist"
+    if not os.access(directory, os.R_OK | os.W_OK | os.X_OK):
+        return None, f"shared memory declined: directory '{directory}' is not accessible"
+    raw = capabilities.get(MIN_BYTES_CAPABILITY, "")
+    note = ""
+    try:
+        min_bytes = int(raw) if raw.isdecimal() else -1
+    except ValueError:
+        min_bytes = -1
+    if min_bytes < 0:
+        min_bytes = DEFAULT_MIN_BYTES
+        note = f" ({MIN_BYTES_CAPABILITY}={raw!r} is not a decimal number; using the default)"
+    cfg = Config(directory, min_bytes)
+    return cfg, (f"shared memory on: directory '{directory}', outputs of at least "
+                 f"{min_bytes} bytes go through it{note}")
+
+
+def configure(cfg: Optional[Config]) -> None:
+    global _config
+    with _slab_lock:
+        if _config != cfg:
+            for name in list(_slabs):
+                _drop(_slabs.pop(name))
+        _config = cfg
+
+
+# ---- input -----------------------------------------------------------------------
+
+class _Mapping:
+    __slots__ = ("mm", "size", "ino")
+
+    def __init__(self, mm: Optional[mmap.mmap], size: int, ino: int) -> None:
+        self.mm, self.size, self.ino = mm, size, ino
+
+    def view(self, segment: str, offset: int, length: int) -> memoryview:
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise ShmError(f"range [{offset}, {offset + length}) is outside segment "
+                           f"'{segment}' ({self.size} bytes)")
+        if self.mm is None:  # empty file: mmap cannot map it
+            return memoryview(b"")
+        return memoryview(self.mm)[offset:offset + length]
+
+    def close(self) -> None:
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:  # user code still holds a view: GC unmaps it later
+                pass
+
+
+def _drop(m: _Mapping) -> None:
+    m.close()
+
+
+def check_segment_name(segment: str) -> None:
+    if not segment or "/" in segment or ".." in segment or "\0" in segment or segment == ".":
+        raise ShmError(f"invalid segment name {segment!r}")
+
+
+def _open(cfg: Config, segment: str) -> _Mapping:
+    path = os.path.join(cfg.directory, segment)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ShmError(f"segment '{segment}' not found in '{cfg.directory}'") from None
+    except OSError as exc:
+        raise ShmError(f"cannot open segment '{segment}' in '{cfg.directory}': "
+                       f"{exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ShmError(f"segment '{segment}' in '{cfg.directory}' is not a regular file")
+        # mmap keeps its own duplicate of the descriptor until the mapping is closed.
+        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if st.st_size else None
+    except OSError as exc:
+        raise ShmError(f"cannot map segment '{segment}' in '{cfg.directory}': "
+                       f"{exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    return _Mapping(mm, st.st_size, st.st_ino)
+
+
+_slab_lock = threading.Lock()
+_slabs: "collections.OrderedDict[str, _Mapping]" = collections.OrderedDict()
+
+
+def _slab_view(cfg: Config, segment: str, offset: int, length: int) -> memoryview:
+    # The view is made under the lock, so that a concurrent eviction cannot unmap the
+    # slab between lookup and view (an evicted slab with live views stays mapped).
+    with _slab_lock:
+        m = _slabs.get(segment)
+        if m is None:
+            _prune_slabs(cfg)
+            m = _open(cfg, segment)
+            _slabs[segment] = m
+        else:
+            _slabs.move_to_end(segment)
+            if offset >= 0 and length >= 0 and offset + length > m.size:
+                # Beyond the mapping: map the slab again in case the host grew the file.
+                _slabs.pop(segment).close()
+                m = _slabs[segment] = _open(cfg, segment)
+        return m.view(segment, offset, length)
+
+
+def _prune_slabs(cfg: Config) -> None:
+    """Before mapping a new slab: unmap slabs whose file is gone, and the least recently
+    used ones beyond MAX_SLABS - 1."""
+    for name, m in list(_slabs.items()):
+        try:
+            gone = os.stat(os.path.join(cfg.directory, name)).st_ino != m.ino
+        except OSError:
+            gone = True
+        if gone:
+            _drop(_slabs.pop(name))
+    while len(_slabs) >= MAX_SLABS:
+        _drop(_slabs.popitem(last=False)[1])
+
+
+def slab_names() -> List[str]:
+    with _slab_lock:
+        return list(_slabs)
+
+
+class Scope:
+    """What one invocation mapped: closed when it ends."""
+
+    __slots__ = ("mappings", "streams")
+
+    def __init__(self) -> None:
+        self.mappings: Dict[str, _Mapping] = {}
+        self.streams: List[Any] = []
+
+    def view(self, cfg: Config, segment: str, offset: int, length: int) -> memoryview:
+        m = self.mappings.get(segment)
+        if m is None:
+            m = self.mappings[segment] = _open(cfg, segment)
+        return m.view(segment, offset, length)
+
+    def close(self) -> None:
+        for s in self.streams:
+            s._release()  # InputStreams over shared memory: invalid after the invocation
+        for m in self.mappings.values():
+            m.close()
+        self.streams.clear()
+        self.mappings.clear()
+
+
+# The running invocation's Scope (None until it maps something); see end_invocation().
+SCOPE: contextvars.ContextVar[Optional[Scope]] = contextvars.ContextVar(
+    "faast_shm_scope", default=None)
+
+
+def current_scope() -> Scope:
+    scope = SCOPE.get()
+    if scope is None:
+        scope = Scope()
+        SCOPE.set(scope)
+    return scope
+
+
+def end_invocation() -> None:
+    """Called when an invocation ends, in its context: unmap what it mapped."""
+    scope = SCOPE.get()
+    if scope is not None:
+        SCOPE.set(None)
+        scope.close()
+
+
+def view(ref: Any) -> memoryview:
+    """A read-only memoryview of a SharedMemoryRef's bytes, valid during the invocation."""
+    cfg = _config
+    if cfg is None:
+        raise ShmError(NOT_ENABLED)
+    segment = ref.segment
+    check_segment_name(segment)
+    if segment.startswith(SLAB_PREFIX):
+        return _slab_view(cfg, segment, ref.offset, ref.length)
+    return current_scope().view(cfg, segment, ref.offset, ref.length)
+
+
+# ---- output ----------------------------------------------------------------------
+
+_counter = itertools.count(1)
+
+
+def write(data: Any) -> Optional[str]:
+    """Write data (a bytes-like object) to a new file in the directory; returns its name,
+    or None (after logging a warning) if that failed and the value should go inline."""
+    cfg = _config
+    if cfg is None:
+        return None
+    pid = os.getpid()
+    for _attempt in range(100):
+        name = f"w{pid}-{next(_counter)}"
+        path = os.path.join(cfg.directory, name)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600)
+        except FileExistsError:  # left over by an earlier process with this pid
+            continue
+        except OSError as exc:
+            log.warning("writing a %d-byte output to shared memory failed (%s); "
+                        "sending it inline", len(data), exc.strerror or exc)
+            return None
+        try:
+            try:
+                os.fchmod(fd, 0o600)  # exactly 0600 whatever the umask
+                view = memoryview(data)
+                total, written = view.nbytes, 0
+                while written < total:
+                    written += os.write(fd, view[written:])
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            log.warning("writing a %d-byte output to shared memory file '%s' failed (%s); "
+                        "sending it inline", len(data), path, exc.strerror or exc)
+            return None
+        return name
+    log.warning("no free output file name in '%s'; sending the output inline", cfg.directory)
+    return None
+
+
+def discard(names: List[str]) -> None:
+    """Delete output files that will not be handed to the host after all."""
+    cfg = _config
+    if cfg is None:
+        return
+    for name in names:
+        try:
+            os.unlink(os.path.join(cfg.directory, name))
+        except OSError:
+            pass
