@@ -1,0 +1,92 @@
+namespace FaaST.Cachelet.Policy;
+
+/// <summary>
+/// An application's cache policy: what <c>faast.json</c> (beside <c>host.json</c>, read once at start)
+/// says, with every key it leaves out at its default. <see cref="Default"/> is the policy of an app
+/// without the file.
+/// </summary>
+/// <remarks>
+/// This record is the one place the defaults live; <c>schemas/faast.schema.json</c> repeats them for
+/// editors and a test keeps the two in agreement. Sizes are bytes. The parser
+/// (<see cref="CachePolicyFile"/>) checks every range and that <see cref="CacheCapacity"/> does not
+/// exceed <see cref="MemoryLimit"/>; a policy built in code is taken as given.
+/// </remarks>
+public sealed record CachePolicy
+{
+    /// <summary>The policy of an app without <c>faast.json</c>.</summary>
+    public static CachePolicy Default { get; } = new();
+
+    /// <summary><c>cache.enabled</c>, default <c>true</c>. When false every blob is read and written
+    /// straight through to storage, as on the vanilla platform.</summary>
+    public bool Enabled { get; init; } = true;
+
+    /// <summary><c>cache.memoryLimit</c>, default 1 GiB (1,073,741,824): the instance's whole memory
+    /// (host, workers and cache) that the memory daemon keeps under. At least 1 MiB.</summary>
+    public long MemoryLimit { get; init; } = 1L << 30;
+
+    /// <summary><c>cache.cacheCapacity</c>, default none (bounded only by <see cref="MemoryLimit"/>):
+    /// an upper bound on cached bytes. At least 1 byte and at most <see cref="MemoryLimit"/>.</summary>
+    public long? CacheCapacity { get; init; }
+
+    /// <summary>The most bytes the cache may hold: <see cref="CacheCapacity"/> if set, else
+    /// <see cref="MemoryLimit"/> (never more than <see cref="MemoryLimit"/>).</summary>
+    public long MaxCachedBytes => Math.Min(CacheCapacity ?? MemoryLimit, MemoryLimit);
+
+    /// <summary><c>cache.headroom</c>, default 0.10: the memory daemon evicts once heap + cache is
+    /// within this fraction of <see cref="MemoryLimit"/> (Faa$T §3.4). Strictly between 0 and 1.</summary>
+    public double Headroom { get; init; } = 0.10;
+
+    /// <summary><c>cache.eviction</c>: which objects go first when memory runs short.</summary>
+    public EvictionOptions Eviction { get; init; } = EvictionOptions.Default;
+
+    /// <summary><c>cache.doNotCache</c>, default empty: globs over <c>container/blob</c>; matching
+    /// blobs are read and written straight through. See <see cref="DoNotCache"/>.</summary>
+    public BlobGlobSet DoNotCacheGlobs { get; init; } = BlobGlobSet.Empty;
+
+    /// <summary><c>cache.consistency</c>, default <c>storage/sync/storage</c>
+    /// (<see cref="ConsistencyPreset.StorageSyncStorage"/>): one of the six presets of Faa$T Table 3.</summary>
+    public ConsistencyPreset Consistency { get; init; } = ConsistencyPreset.Default;
+
+    /// <summary><c>cache.inlineThreshold</c>, default 16 KiB (16,384): values smaller than this go to
+    /// workers inline in the gRPC message, others through shared memory. 0 (always shared memory) to
+    /// 64 MiB.</summary>
+    public long InlineThreshold { get; init; } = 16 * 1024;
+
+    /// <summary><c>cache.memoryDaemonInterval</c>, default 0.5 s: how often the memory daemon samples
+    /// heap and cache size. 10 ms to 1 minute.</summary>
+    public TimeSpan MemoryDaemonInterval { get; init; } = TimeSpan.FromMilliseconds(500);
+
+    /// <summary>Whether <c>container/blob</c> matches a <c>cache.doNotCache</c> glob, so it is read and
+    /// written straight through. Independent of <see cref="Enabled"/>.</summary>
+    public bool DoNotCache(string container, string blob) => DoNotCacheGlobs.Matches(container, blob);
+}
+
+/// <summary><c>cache.eviction</c>: the per-application eviction policy (Faa$T §3.4).</summary>
+public sealed record EvictionOptions
+{
+    /// <summary>LRU, no size threshold in play, no TTL.</summary>
+    public static EvictionOptions Default { get; } = new();
+
+    /// <summary><c>cache.eviction.policy</c>, default <c>"lru"</c>.</summary>
+    public EvictionPolicy Policy { get; init; } = EvictionPolicy.Lru;
+
+    /// <summary><c>cache.eviction.sizeThreshold</c>, default 12 KiB (12,288): what "large" means for
+    /// <see cref="EvictionPolicy.SizeAware"/> (ignored by LRU). At least 1 byte.</summary>
+    public long SizeThreshold { get; init; } = 12 * 1024;
+
+    /// <summary><c>cache.eviction.ttl</c>, default none: when set, a cached object is evicted this long
+    /// after it was cached (fetched or written), on top of either policy. Positive.</summary>
+    public TimeSpan? Ttl { get; init; }
+}
+
+/// <summary>The eviction order when the memory daemon needs room; both evict objects this cachelet
+/// does not own before owned ones.</summary>
+public enum EvictionPolicy
+{
+    /// <summary><c>"lru"</c>: non-owned objects in LRU order, then owned ones in LRU order.</summary>
+    Lru,
+
+    /// <summary><c>"size-aware"</c>: non-owned objects larger than the size threshold, then smaller
+    /// non-owned ones, then owned large ones, then LRU for the rest.</summary>
+    SizeAware,
+}

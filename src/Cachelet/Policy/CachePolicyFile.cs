@@ -1,0 +1,344 @@
+using System.Diagnostics;
+using System.Globalization;
+using System.Text.Json;
+
+namespace FaaST.Cachelet.Policy;
+
+/// <summary>
+/// Reads <c>faast.json</c>, the per-application cache policy beside <c>host.json</c>:
+/// <code>
+/// {
+///   "$schema": "...",                        // optional, ignored
+///   "cache": {
+///     "enabled": true,
+///     "memoryLimit": "1GiB",                 // bytes (number) or "512MiB", "1.5GB", "12 KB"
+///     "cacheCapacity": "512MiB",             // optional; at most memoryLimit
+///     "headroom": 0.10,                      // 0 &lt; h &lt; 1
+///     "eviction": { "policy": "lru", "sizeThreshold": "12KiB", "ttl": "00:10:00" },
+///     "doNotCache": ["logs/*", "**/*.tmp"],  // globs over "container/blob"
+///     "consistency": "storage/sync/storage", // write target/write mode/read target (Faa$T Table 3)
+///     "inlineThreshold": "16KiB",
+///     "memoryDaemonInterval": "00:00:00.5"
+///   }
+/// }
+/// </code>
+/// Comments and trailing commas are allowed, as in <c>host.json</c>. Every key is optional (defaults:
+/// <see cref="CachePolicy"/>); an unknown or duplicate key is an error, so a typo never goes unnoticed.
+/// <c>schemas/faast.schema.json</c> describes the same shape for editors.
+/// </summary>
+public static class CachePolicyFile
+{
+    /// <summary>The file's name in the app directory.</summary>
+    public const string FileName = "faast.json";
+
+    private static readonly JsonDocumentOptions Options = new()
+    {
+        CommentHandling = JsonCommentHandling.Skip,
+        AllowTrailingCommas = true,
+    };
+
+    /// <summary>Reads <c>faast.json</c> in <paramref name="appDirectory"/>; without one, the defaults
+    /// (<see cref="CachePolicy.Default"/>). An invalid file throws <see cref="PolicyFileException"/>.</summary>
+    public static CachePolicy Load(string appDirectory)
+    {
+        ArgumentNullException.ThrowIfNull(appDirectory);
+        if (!Directory.Exists(appDirectory))
+            throw new DirectoryNotFoundException($"app directory {appDirectory} does not exist");
+        var path = Path.Combine(appDirectory, FileName);
+        string json;
+        try
+        {
+            json = File.ReadAllText(path);
+        }
+        catch (FileNotFoundException)
+        {
+            return CachePolicy.Default;
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            throw new PolicyFileException(path, null, "cannot be read: " + e.Message, e);
+        }
+        return Parse(json, path);
+    }
+
+    /// <summary>Parses the text of a policy file; errors name <paramref name="fileNameForErrors"/>.</summary>
+    public static CachePolicy Parse(string json, string fileNameForErrors)
+    {
+        ArgumentNullException.ThrowIfNull(json);
+        ArgumentNullException.ThrowIfNull(fileNameForErrors);
+        JsonDocument document;
+        try
+        {
+            document = JsonDocument.Parse(json, Options);
+        }
+        catch (JsonException e)
+        {
+            var where = e.LineNumber is { } line ? $" (line {line + 1}, position {e.BytePositionInLine + 1})" : "";
+            throw new PolicyFileException(fileNameForErrors, null, $"not valid JSON{where}: {FirstSentence(e.Message)}", e);
+        }
+        using (document)
+            return new Reader(fileNameForErrors).ReadRoot(document.RootElement);
+    }
+
+    /// <summary>The reader's message without its own line/path suffix, on one line (it may quote
+    /// several lines of the file).</summary>
+    private static string FirstSentence(string message)
+    {
+        var i = message.IndexOf(" LineNumber:", StringComparison.Ordinal);
+        if (i < 0)
+            i = message.IndexOf(" Path:", StringComparison.Ordinal);
+        var text = i > 0 ? message[..i] : message;
+        return string.Join(' ', text.Split(['\r', '\n'], StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries));
+    }
+
+    private sealed class Reader(string file)
+    {
+        public CachePolicy ReadRoot(JsonElement root)
+        {
+            if (root.ValueKind != JsonValueKind.Object)
+                throw new PolicyFileException(file, null, $"must hold a JSON object, not {Describe(root)}");
+            var policy = CachePolicy.Default;
+            foreach (var (key, value) in Members(root, ""))
+            {
+                switch (key.Path)
+                {
+                    case "$schema":
+                        RequireKind(value, key, JsonValueKind.String, "a string");
+                        break;
+                    case "cache":
+                        policy = ReadCache(value, key);
+                        break;
+                    default:
+                        throw new UnreachableException(key.Path);
+                }
+            }
+            return policy;
+        }
+
+        private CachePolicy ReadCache(JsonElement cache, PolicyKey cacheKey)
+        {
+            RequireKind(cache, cacheKey, JsonValueKind.Object, "an object");
+            var policy = CachePolicy.Default;
+            foreach (var (key, value) in Members(cache, cacheKey.Path))
+            {
+                policy = key.Name switch
+                {
+                    "enabled" => policy with { Enabled = ReadBoolean(value, key) },
+                    "memoryLimit" => policy with { MemoryLimit = ReadSize(value, key) },
+                    "cacheCapacity" => policy with { CacheCapacity = ReadSize(value, key) },
+                    "headroom" => policy with { Headroom = ReadFraction(value, key) },
+                    "eviction" => policy with { Eviction = ReadEviction(value, key) },
+                    "doNotCache" => policy with { DoNotCacheGlobs = ReadGlobs(value, key) },
+                    "consistency" => policy with { Consistency = ReadPreset(value, key) },
+                    "inlineThreshold" => policy with { InlineThreshold = ReadSize(value, key) },
+                    "memoryDaemonInterval" => policy with { MemoryDaemonInterval = ReadTimeSpan(value, key) },
+                    _ => throw new UnreachableException(key.Path),
+                };
+            }
+            if (policy.CacheCapacity is { } capacity && capacity > policy.MemoryLimit)
+            {
+                throw new PolicyFileException(file, "cache.cacheCapacity",
+                    $"{ByteSize.Format(capacity)} is more than cache.memoryLimit ({ByteSize.Format(policy.MemoryLimit)}); "
+                    + "the cache cannot hold more than the instance's memory");
+            }
+            return policy;
+        }
+
+        private EvictionOptions ReadEviction(JsonElement eviction, PolicyKey evictionKey)
+        {
+            RequireKind(eviction, evictionKey, JsonValueKind.Object, "an object");
+            var options = EvictionOptions.Default;
+            foreach (var (key, value) in Members(eviction, evictionKey.Path))
+            {
+                options = key.Name switch
+                {
+                    "policy" => options with { Policy = (EvictionPolicy)ReadChoice(value, key, "eviction policy") },
+                    "sizeThreshold" => options with { SizeThreshold = ReadSize(value, key) },
+                    "ttl" => options with { Ttl = ReadTimeSpan(value, key) },
+                    _ => throw new UnreachableException(key.Path),
+                };
+            }
+            return options;
+        }
+
+        /// <summary>The members of an object, each with its key; unknown and duplicate keys are errors.</summary>
+        private IEnumerable<(PolicyKey Key, JsonElement Value)> Members(JsonElement obj, string parent)
+        {
+            var seen = new HashSet<string>(StringComparer.Ordinal);
+            foreach (var property in obj.EnumerateObject())
+            {
+                var path = parent.Length == 0 ? property.Name : parent + "." + property.Name;
+                var key = PolicyKeys.Find(path);
+                if (key is null)
+                    throw new PolicyFileException(file, path, UnknownKey(property.Name, parent));
+                if (!seen.Add(property.Name))
+                    throw new PolicyFileException(file, path, "duplicate key; each key may appear once");
+                yield return (key, property.Value);
+            }
+        }
+
+        private static string UnknownKey(string name, string parent)
+        {
+            var allowed = PolicyKeys.ChildrenOf(parent);
+            var suggestion = allowed.Where(a => IsNear(name, a)).Select(a => $" Did you mean \"{a}\"?").FirstOrDefault() ?? "";
+            var where = parent.Length == 0 ? "at the top level" : $"in \"{parent}\"";
+            return $"unknown key \"{name}\".{suggestion} Allowed keys {where}: {string.Join(", ", allowed)}";
+        }
+
+        private bool ReadBoolean(JsonElement value, PolicyKey key) => value.ValueKind switch
+        {
+            JsonValueKind.True => true,
+            JsonValueKind.False => false,
+            _ => throw Error(key, $"must be true or false, not {Describe(value)}"),
+        };
+
+        private long ReadSize(JsonElement value, PolicyKey key)
+        {
+            long bytes;
+            if (value.ValueKind == JsonValueKind.Number)
+            {
+                if (!value.TryGetDecimal(out var d) || d != decimal.Truncate(d) || d < long.MinValue || d > long.MaxValue)
+                    throw Error(key, $"{value.GetRawText()} is not a whole number of bytes; write an integer or a size string like \"512MiB\"");
+                bytes = (long)d;
+            }
+            else if (value.ValueKind == JsonValueKind.String)
+            {
+                if (!ByteSize.TryParse(value.GetString()!, out bytes, out var error))
+                    throw Error(key, error!);
+            }
+            else
+            {
+                throw Error(key, $"must be a number of bytes or a size string like \"512MiB\", not {Describe(value)}");
+            }
+            if (bytes < key.MinBytes || bytes > key.MaxBytes)
+            {
+                var shown = value.ValueKind == JsonValueKind.String ? $"\"{value.GetString()}\"" : value.GetRawText();
+                var range = key.MaxBytes == long.MaxValue
+                    ? $"at least {ByteSize.Format(key.MinBytes)}"
+                    : $"from {ByteSize.Format(key.MinBytes)} to {ByteSize.Format(key.MaxBytes)}";
+                throw Error(key, $"{shown} is out of range; must be {range}");
+            }
+            return bytes;
+        }
+
+        private double ReadFraction(JsonElement value, PolicyKey key)
+        {
+            if (value.ValueKind != JsonValueKind.Number)
+                throw Error(key, $"must be a number, not {Describe(value)}");
+            var d = value.GetDouble();
+            if (!(d > key.ExclusiveMin && d < key.ExclusiveMax))
+            {
+                throw Error(key, $"{value.GetRawText()} is out of range; must be greater than "
+                    + $"{key.ExclusiveMin.ToString(CultureInfo.InvariantCulture)} and less than {key.ExclusiveMax.ToString(CultureInfo.InvariantCulture)}");
+            }
+            return d;
+        }
+
+        private TimeSpan ReadTimeSpan(JsonElement value, PolicyKey key)
+        {
+            if (value.ValueKind != JsonValueKind.String)
+                throw Error(key, $"must be a time span string like \"00:10:00\", not {Describe(value)}");
+            var s = value.GetString()!;
+            if (!PolicyKeys.TimeSpanRegex().IsMatch(s) || s.EndsWith('\n')
+                || !TimeSpan.TryParseExact(s, "c", CultureInfo.InvariantCulture, out var time))
+            {
+                throw Error(key, $"\"{s}\" is not a time span; write [d.]hh:mm:ss[.fffffff] "
+                    + "with hours below 24 and minutes and seconds below 60, like \"00:10:00\", \"00:00:00.5\" or \"1.00:00:00\"");
+            }
+            if (time < key.MinTime || time > key.MaxTime)
+            {
+                var range = key.MaxTime == TimeSpan.MaxValue
+                    ? (key.MinTime == TimeSpan.FromTicks(1) ? "greater than 00:00:00" : $"at least {Format(key.MinTime)}")
+                    : $"from {Format(key.MinTime)} to {Format(key.MaxTime)}";
+                throw Error(key, $"\"{s}\" is out of range; must be {range}");
+            }
+            return time;
+        }
+
+        /// <summary>A time span as written in the file: <c>00:00:00.01</c> rather than <c>00:00:00.0100000</c>.</summary>
+        private static string Format(TimeSpan time)
+        {
+            var s = time.ToString("c", CultureInfo.InvariantCulture);
+            return s.LastIndexOf('.') > s.LastIndexOf(':') ? s.TrimEnd('0') : s;
+        }
+
+        /// <summary>The index of the value in <see cref="PolicyKey.Choices"/>.</summary>
+        private int ReadChoice(JsonElement value, PolicyKey key, string what, string note = "")
+        {
+            var expected = "one of: " + string.Join(", ", key.Choices.Select(c => "\"" + c + "\"")) + note;
+            if (value.ValueKind != JsonValueKind.String)
+                throw Error(key, $"must be a string, {expected}; not {Describe(value)}");
+            var s = value.GetString()!;
+            for (var i = 0; i < key.Choices.Count; i++)
+            {
+                if (key.Choices[i] == s)
+                    return i;
+            }
+            throw Error(key, $"unknown {what} \"{s}\"; expected {expected}");
+        }
+
+        private ConsistencyPreset ReadPreset(JsonElement value, PolicyKey key) =>
+            ConsistencyPreset.All[ReadChoice(value, key, "consistency preset", " (write target/write mode/read target, Faa$T Table 3)")];
+
+        private BlobGlobSet ReadGlobs(JsonElement value, PolicyKey key)
+        {
+            if (value.ValueKind != JsonValueKind.Array)
+                throw Error(key, $"must be an array of glob strings like [\"logs/*\", \"**/*.tmp\"], not {Describe(value)}");
+            var patterns = new List<string>();
+            var i = 0;
+            foreach (var item in value.EnumerateArray())
+            {
+                var itemPath = $"{key.Path}[{i++}]";
+                if (item.ValueKind != JsonValueKind.String)
+                    throw new PolicyFileException(file, itemPath, $"must be a glob string, not {Describe(item)}");
+                var pattern = item.GetString()!;
+                if (!BlobGlobSet.IsValid(pattern, out var error))
+                    throw new PolicyFileException(file, itemPath, $"bad glob \"{pattern}\": {error}");
+                patterns.Add(pattern);
+            }
+            return BlobGlobSet.Create(patterns);
+        }
+
+        private void RequireKind(JsonElement value, PolicyKey key, JsonValueKind kind, string what)
+        {
+            if (value.ValueKind != kind)
+                throw Error(key, $"must be {what}, not {Describe(value)}");
+        }
+
+        private PolicyFileException Error(PolicyKey key, string reason) => new(file, key.Path, reason);
+
+        private static string Describe(JsonElement value) => value.ValueKind switch
+        {
+            JsonValueKind.Object => "an object",
+            JsonValueKind.Array => "an array",
+            JsonValueKind.String => $"a string (\"{value.GetString()}\")",
+            JsonValueKind.Number => $"a number ({value.GetRawText()})",
+            JsonValueKind.True or JsonValueKind.False => $"a boolean ({value.GetRawText()})",
+            _ => "null",
+        };
+
+        /// <summary>Same letters ignoring case, or at most two edits apart: worth suggesting.</summary>
+        private static bool IsNear(string a, string b)
+        {
+            if (string.Equals(a, b, StringComparison.OrdinalIgnoreCase))
+                return true;
+            if (Math.Abs(a.Length - b.Length) > 2)
+                return false;
+            var previous = new int[b.Length + 1];
+            var current = new int[b.Length + 1];
+            for (var j = 0; j <= b.Length; j++)
+                previous[j] = j;
+            for (var i = 1; i <= a.Length; i++)
+            {
+                current[0] = i;
+                for (var j = 1; j <= b.Length; j++)
+                {
+                    var cost = char.ToLowerInvariant(a[i - 1]) == char.ToLowerInvariant(b[j - 1]) ? 0 : 1;
+                    current[j] = Math.Min(Math.Min(current[j - 1] + 1, previous[j] + 1), previous[j - 1] + cost);
+                }
+                (previous, current) = (current, previous);
+            }
+            return previous[b.Length] <= 2;
+        }
+    }
+}

@@ -1,0 +1,96 @@
+using System.Text.RegularExpressions;
+
+namespace FaaST.Cachelet.Policy;
+
+/// <summary>What a key's value must be.</summary>
+internal enum PolicyValueKind
+{
+    Object,
+    String,
+    Boolean,
+    Size,
+    Fraction,
+    TimeSpan,
+    Choice,
+    GlobList,
+}
+
+/// <summary>One key of <c>faast.json</c>, by its dotted path, with its kind and bounds.</summary>
+internal sealed record PolicyKey(string Path, PolicyValueKind Kind)
+{
+    /// <summary>The key's own name, the last part of <see cref="Path"/>.</summary>
+    public string Name => Path[(Path.LastIndexOf('.') + 1)..];
+
+    /// <summary>The path of the object holding the key; "" at the top level.</summary>
+    public string Parent => Path.LastIndexOf('.') is var i and >= 0 ? Path[..i] : "";
+
+    /// <summary>Inclusive bounds of a <see cref="PolicyValueKind.Size"/>.</summary>
+    public long MinBytes { get; init; }
+
+    public long MaxBytes { get; init; } = long.MaxValue;
+
+    /// <summary>Exclusive bounds of a <see cref="PolicyValueKind.Fraction"/>.</summary>
+    public double ExclusiveMin { get; init; } = double.NegativeInfinity;
+
+    public double ExclusiveMax { get; init; } = double.PositiveInfinity;
+
+    /// <summary>Inclusive bounds of a <see cref="PolicyValueKind.TimeSpan"/>.</summary>
+    public TimeSpan MinTime { get; init; } = TimeSpan.Zero;
+
+    public TimeSpan MaxTime { get; init; } = TimeSpan.MaxValue;
+
+    /// <summary>The values a <see cref="PolicyValueKind.Choice"/> accepts.</summary>
+    public IReadOnlyList<string> Choices { get; init; } = [];
+}
+
+/// <summary>
+/// Every key <c>faast.json</c> accepts. The parser takes its allowed keys and bounds from here, and a
+/// test checks <c>schemas/faast.schema.json</c> against it; defaults live in <see cref="CachePolicy"/>.
+/// </summary>
+internal static partial class PolicyKeys
+{
+    /// <summary>The accepted time span form, <c>[d.]hh:mm:ss[.fffffff]</c>; the schema uses the same pattern.</summary>
+    public const string TimeSpanPattern = "^([0-9]+\\.)?[0-9]{1,2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,7})?$";
+
+    /// <summary>Values of <c>cache.eviction.policy</c>, in <see cref="EvictionPolicy"/> order.</summary>
+    public static IReadOnlyList<string> EvictionPolicies { get; } = ["lru", "size-aware"];
+
+    /// <summary>Values of <c>cache.consistency</c>.</summary>
+    public static IReadOnlyList<string> ConsistencyPresets { get; } = [.. ConsistencyPreset.All.Select(p => p.Name)];
+
+    public static IReadOnlyList<PolicyKey> All { get; } =
+    [
+        new("$schema", PolicyValueKind.String),
+        new("cache", PolicyValueKind.Object),
+        new("cache.enabled", PolicyValueKind.Boolean),
+        new("cache.memoryLimit", PolicyValueKind.Size) { MinBytes = ByteSize.MiB },
+        new("cache.cacheCapacity", PolicyValueKind.Size) { MinBytes = 1 },
+        new("cache.headroom", PolicyValueKind.Fraction) { ExclusiveMin = 0, ExclusiveMax = 1 },
+        new("cache.eviction", PolicyValueKind.Object),
+        new("cache.eviction.policy", PolicyValueKind.Choice) { Choices = EvictionPolicies },
+        new("cache.eviction.sizeThreshold", PolicyValueKind.Size) { MinBytes = 1 },
+        new("cache.eviction.ttl", PolicyValueKind.TimeSpan) { MinTime = TimeSpan.FromTicks(1) },
+        new("cache.doNotCache", PolicyValueKind.GlobList),
+        new("cache.consistency", PolicyValueKind.Choice) { Choices = ConsistencyPresets },
+        // Well under the gRPC channel's 256 MiB message limit, leaving room for the rest of the message.
+        new("cache.inlineThreshold", PolicyValueKind.Size) { MinBytes = 0, MaxBytes = 64 * ByteSize.MiB },
+        new("cache.memoryDaemonInterval", PolicyValueKind.TimeSpan)
+        {
+            MinTime = TimeSpan.FromMilliseconds(10),
+            MaxTime = TimeSpan.FromMinutes(1),
+        },
+    ];
+
+    private static readonly Dictionary<string, PolicyKey> ByPath = All.ToDictionary(k => k.Path, StringComparer.Ordinal);
+
+    public static PolicyKey? Find(string path) => ByPath.GetValueOrDefault(path);
+
+    public static PolicyKey Get(string path) => ByPath[path];
+
+    /// <summary>The names of the keys allowed in the object at <paramref name="parent"/> ("" = top level).</summary>
+    public static IReadOnlyList<string> ChildrenOf(string parent) =>
+        [.. All.Where(k => k.Parent == parent).Select(k => k.Name)];
+
+    [GeneratedRegex(TimeSpanPattern, RegexOptions.CultureInvariant)]
+    public static partial Regex TimeSpanRegex();
+}
