@@ -1,6 +1,7 @@
 using BenchmarkDotNet.Configs;
 using BenchmarkDotNet.Jobs;
 using BenchmarkDotNet.Running;
+using BenchmarkDotNet.Toolchains.InProcess.Emit;
 
 namespace FaaST.Bench;
 
@@ -17,14 +18,21 @@ public static class Program
             case "runtime":
                 await RuntimeScenario.RunAsync(home, quick);
                 return 0;
+            case "cachelet":
+                await CacheletScenario.RunAsync(home, quick);
+                return 0;
             case "micro":
+                // In-process: the project file is not named after the assembly, so BenchmarkDotNet's
+                // default out-of-process toolchain cannot find it. Reports land in bench/results/micro.
+                var job = (quick ? Job.ShortRun : Job.Default).WithToolchain(InProcessEmitToolchain.Instance);
                 var config = DefaultConfig.Instance
-                    .WithArtifactsPath(Path.Combine(home, "bench", "BenchmarkDotNet.Artifacts"))
-                    .AddJob(quick ? Job.ShortRun : Job.Default);
-                BenchmarkSwitcher.FromAssembly(typeof(Program).Assembly).RunAll(config);
+                    .WithArtifactsPath(Path.Combine(home, "bench", "results", "micro"))
+                    .AddJob(job);
+                var rest = args.Where(a => a != "micro" && a != "--quick").ToArray();
+                BenchmarkSwitcher.FromAssembly(typeof(Program).Assembly).Run(rest.Length > 0 ? rest : ["--filter", "*"], config);
                 return 0;
             default:
-                await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, micro");
+                await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, micro");
                 return 2;
         }
     }

@@ -59,7 +59,7 @@ public sealed class PolicyFileTests : IDisposable
         Assert.Empty(p.DoNotCacheGlobs.Patterns);
         Assert.False(p.DoNotCache("logs", "a.txt"));
         Assert.Same(ConsistencyPreset.StorageSyncStorage, p.Consistency);
-        Assert.Equal(16 * 1024, p.InlineThreshold);
+        Assert.Equal(64 * 1024, p.InlineThreshold);
         Assert.Equal(TimeSpan.FromMilliseconds(500), p.MemoryDaemonInterval);
     }
 

@@ -17,7 +17,7 @@ namespace FaaST.Cachelet.Policy;
 ///     "eviction": { "policy": "lru", "sizeThreshold": "12KiB", "ttl": "00:10:00" },
 ///     "doNotCache": ["logs/*", "**/*.tmp"],  // globs over "container/blob"
 ///     "consistency": "storage/sync/storage", // write target/write mode/read target (Faa$T Table 3)
-///     "inlineThreshold": "16KiB",
+///     "inlineThreshold": "64KiB",
 ///     "memoryDaemonInterval": "00:00:00.5"
 ///   }
 /// }

@@ -33,41 +33,46 @@ public sealed class CacheletMetrics : IDisposable
     private readonly Counter<long> _readBytes;
     private readonly Counter<long> _writes;
     private readonly Counter<long> _writeBytes;
-    private readonly Counter<long> _evictions;
-    private readonly Counter<long> _evictedBytes;
+    private readonly Func<long> _evictionTotal;
 
-    public CacheletMetrics(string app, Func<long> cachedBytes, Func<long> pinnedBytes, Func<long> objects)
+    public CacheletMetrics(string app, Func<long> cachedBytes, Func<long> pinnedBytes, Func<long> objects, Func<long> evictions)
     {
+        _evictionTotal = evictions;
         _meter = new Meter(Name, "1.0", [new KeyValuePair<string, object?>("app", app)]);
         _reads = _meter.CreateCounter<long>("faast.cachelet.reads", "{read}", "Blob binding reads by path (local_hit, local_miss, remote_hit, remote_miss, passthrough)");
         _readBytes = _meter.CreateCounter<long>("faast.cachelet.read.bytes", "By", "Bytes handed to functions by path");
         _writes = _meter.CreateCounter<long>("faast.cachelet.writes", "{write}", "Blob binding writes through the cache");
         _writeBytes = _meter.CreateCounter<long>("faast.cachelet.write.bytes", "By", "Bytes written through the cache");
-        _evictions = _meter.CreateCounter<long>("faast.cachelet.evictions", "{object}", "Objects evicted");
-        _evictedBytes = _meter.CreateCounter<long>("faast.cachelet.evicted.bytes", "By", "Bytes evicted");
+        _meter.CreateObservableCounter("faast.cachelet.evictions", evictions, "{object}", "Objects evicted (by policy, TTL or the memory daemon)");
         _meter.CreateObservableGauge("faast.cachelet.cached.bytes", cachedBytes, "By", "Bytes held in the cache");
         _meter.CreateObservableGauge("faast.cachelet.pinned.bytes", pinnedBytes, "By", "Bytes pinned by running invocations");
         _meter.CreateObservableGauge("faast.cachelet.objects", objects, "{object}", "Objects in the cache");
     }
+
+    // Plain totals beside the instruments, for /admin/cache and tests (no listener needed).
+    private readonly long[] _readCounts = new long[Enum.GetValues<ReadPath>().Length];
+    private long _writeCount;
 
     public void Read(ReadPath path, long bytes)
     {
         var tags = PathTags[(int)path];
         _reads.Add(1, tags);
         _readBytes.Add(bytes, tags);
+        Interlocked.Increment(ref _readCounts[(int)path]);
     }
 
     public void Write(long bytes)
     {
         _writes.Add(1);
         _writeBytes.Add(bytes);
+        Interlocked.Increment(ref _writeCount);
     }
 
-    public void Evicted(int objects, long bytes)
-    {
-        _evictions.Add(objects);
-        _evictedBytes.Add(bytes);
-    }
+    public long Reads(ReadPath path) => Interlocked.Read(ref _readCounts[(int)path]);
+
+    public long Writes => Interlocked.Read(ref _writeCount);
+
+    public long Evictions => _evictionTotal();
 
     public static string PathName(ReadPath path) => path switch
     {

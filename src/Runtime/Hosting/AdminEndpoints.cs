@@ -1,3 +1,5 @@
+using FaaST.Cachelet.Telemetry;
+
 namespace FaaST.Runtime.Hosting;
 
 /// <summary>/admin/host/status: what the instance runs and which functions have problems.</summary>
@@ -7,11 +9,31 @@ internal static class AdminEndpoints
     {
         // The HTTP floor: no worker, no storage (benchmarks compare functions against it).
         routes.MapGet("/admin/host/ping", () => Results.Ok());
+        routes.MapGet("/admin/cache", () =>
+        {
+            if (host.Cache is not { } cache)
+                return Results.Json(new { enabled = false });
+            var m = cache.Metrics;
+            return Results.Json(new
+            {
+                enabled = true,
+                consistency = cache.Policy.Consistency.Name,
+                directory = cache.Directory,
+                objects = cache.ObjectCount,
+                bytes = cache.CachedBytes,
+                pinnedBytes = cache.PinnedBytes,
+                reads = Enum.GetValues<ReadPath>().ToDictionary(CacheletMetrics.PathName, m.Reads),
+                writes = m.Writes,
+                evictions = m.Evictions,
+            });
+        });
         routes.MapGet("/admin/host/status", () => Results.Json(new
         {
             state = host.ReadyWorkers > 0 ? "Running" : "Initializing",
             workerRuntime = host.App.WorkerRuntime,
             readyWorkers = host.ReadyWorkers,
+            hostProcessId = Environment.ProcessId,
+            workerProcessIds = host.WorkerProcessIds,
             functions = host.FunctionStatus(),
         }));
     }

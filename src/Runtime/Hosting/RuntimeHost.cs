@@ -1,6 +1,9 @@
 using System.Globalization;
 using System.Net;
 using FaaST.Protos.Worker;
+using FaaST.Cachelet;
+using FaaST.Cachelet.Daemon;
+using FaaST.Cachelet.Policy;
 using FaaST.Rpc;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
@@ -10,6 +13,8 @@ using FaaST.Runtime.Triggers;
 using FaaST.Runtime.Workers;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
+using OpenTelemetry.Metrics;
+using OpenTelemetry.Trace;
 
 namespace FaaST.Runtime.Hosting;
 
@@ -27,9 +32,24 @@ public sealed class RuntimeHost : IAsyncDisposable
     private BlobTriggerListener? _triggers;
     private ILogger _logger = Microsoft.Extensions.Logging.Abstractions.NullLogger.Instance;
 
-    private RuntimeHost(FunctionApp app) => App = app;
+    private BlobCache? _cache;
+    private MemoryDaemon? _memoryDaemon;
+    private IDisposable? _meterProvider;
+    private IDisposable? _tracerProvider;
+
+    private RuntimeHost(FunctionApp app, CachePolicy policy)
+    {
+        App = app;
+        Policy = policy;
+    }
 
     public FunctionApp App { get; }
+
+    /// <summary>The app's cache policy (faast.json, or the defaults).</summary>
+    public CachePolicy Policy { get; }
+
+    /// <summary>The cachelet, when the policy enables it.</summary>
+    public BlobCache? Cache => _cache;
 
     /// <summary>Where the app's HTTP functions are served, e.g. http://127.0.0.1:7071.</summary>
     public Uri BaseAddress { get; private set; } = null!;
@@ -49,7 +69,18 @@ public sealed class RuntimeHost : IAsyncDisposable
     public static async Task<RuntimeHost> StartAsync(RuntimeHostOptions options, CancellationToken ct = default)
     {
         var app = FunctionApp.Load(options.AppDirectory, options.Environment);
-        var host = new RuntimeHost(app);
+        CachePolicy policy;
+        try
+        {
+            policy = CachePolicyFile.Load(app.Directory);
+        }
+        catch (PolicyFileException e)
+        {
+            throw new AppConfigException(e.Message);
+        }
+        if (options.CacheEnabled is { } enabled)
+            policy = policy with { Enabled = enabled };
+        var host = new RuntimeHost(app, policy);
         try
         {
             await host.StartCoreAsync(options, ct);
@@ -113,8 +144,20 @@ public sealed class RuntimeHost : IAsyncDisposable
             devStorage = _azurite.ConnectionString;
             _logger.LogInformation("Azurite is listening at {Endpoint}", _azurite.BlobEndpoint);
         }
+        StartTelemetryExport();
         _accounts = new StorageAccounts(App.Settings, devStorage, options.StorageOptions);
-        var blobs = new StorageBlobBindingProvider(_accounts);
+        IBlobBindingProvider blobs = new StorageBlobBindingProvider(_accounts);
+        var capabilities = new Dictionary<string, string>();
+        if (Policy.Enabled)
+        {
+            _cache = new BlobCache(Path.GetFileName(App.Directory), Policy, loggers.CreateLogger("FaaST.Cachelet"));
+            var caching = new CachingBlobBindingProvider(_accounts, _cache);
+            blobs = caching;
+            capabilities[WorkerCapabilities.SharedMemory] = "1";
+            capabilities[WorkerCapabilities.SharedMemoryDirectory] = _cache.Directory;
+            capabilities[WorkerCapabilities.SharedMemoryMinBytes] = Policy.InlineThreshold.ToString(CultureInfo.InvariantCulture);
+            _logger.LogInformation("Cachelet on: {Consistency}, up to {Bytes} bytes in {Directory}", Policy.Consistency, Policy.MaxCachedBytes, _cache.Directory);
+        }
 
         var processCount = options.WorkerProcessCount ??
             (int.TryParse(App.Settings["FUNCTIONS_WORKER_PROCESS_COUNT"], NumberStyles.None, CultureInfo.InvariantCulture, out var n) && n is >= 1 and <= 64 ? n : 1);
@@ -123,11 +166,19 @@ public sealed class RuntimeHost : IAsyncDisposable
             Runtime = App.WorkerRuntime,
             ProcessCount = processCount,
             WorkersDirectory = Path.Combine(home, "workers"),
+            Capabilities = capabilities,
             ExtraEnvironment = devStorage is null ? new Dictionary<string, string>() : new Dictionary<string, string> { ["AzureWebJobsStorage"] = devStorage },
         };
         if (options.WorkerRestartDelay is { } restart)
             workerOptions = workerOptions with { RestartDelay = restart };
-        _workers = new WorkerPool(App, workerOptions, loggers);
+        _workers = new WorkerPool(App, workerOptions, loggers) { SharedMemoryReader = blobs as ISharedMemoryReader };
+        if (_cache is not null)
+        {
+            var workerPool = _workers;
+            _memoryDaemon = new MemoryDaemon(() => workerPool.WorkerProcessIds.Append(Environment.ProcessId),
+                Policy.MemoryLimit, Policy.Headroom, () => _cache.ReservedBytes, _cache.Evict);
+            _memoryDaemon.Start(Policy.MemoryDaemonInterval);
+        }
         var invoker = new FunctionInvoker(App, _workers, blobs, loggers.CreateLogger("FaaST.Invoker"));
         _triggers = new BlobTriggerListener(App, invoker, _accounts, blobs, loggers.CreateLogger("FaaST.BlobTrigger"));
         invoker.WriteObserver = _triggers;
@@ -140,7 +191,7 @@ public sealed class RuntimeHost : IAsyncDisposable
             if (stream.Context.Connection.LocalPort != grpcPort)
                 throw new GrpcException(GrpcStatus.NotFound, "not a worker endpoint");
             return workers.AcceptAsync(stream);
-        });
+        }, workerOptions.MaxMessageSize);
         HttpTriggerEndpoints.Map(web, App, invoker, loggers.CreateLogger("FaaST.Http"));
         AdminEndpoints.Map(web, this);
 
@@ -153,6 +204,28 @@ public sealed class RuntimeHost : IAsyncDisposable
             _logger.LogWarning("Not every {Runtime} worker is up yet; invocations wait for one", App.WorkerRuntime);
         _triggers.Start();
         LogFunctions();
+    }
+
+    /// <summary>
+    /// Exports the cachelet's metrics and spans with OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    /// (the standard OTEL_* variables configure protocol, interval and headers).
+    /// </summary>
+    private void StartTelemetryExport()
+    {
+        if (string.IsNullOrEmpty(Environment.GetEnvironmentVariable("OTEL_EXPORTER_OTLP_ENDPOINT")))
+            return;
+        _meterProvider = OpenTelemetry.Sdk.CreateMeterProviderBuilder()
+            .AddMeter(FaaST.Cachelet.Telemetry.CacheletMetrics.Name)
+            .AddOtlpExporter()
+            .Build();
+        // The request's own activity is not exported (no ASP.NET instrumentation here), so a
+        // parent-based sampler would drop every cachelet span under it: sample them all.
+        _tracerProvider = OpenTelemetry.Sdk.CreateTracerProviderBuilder()
+            .AddSource(FaaST.Cachelet.Telemetry.CacheletMetrics.Name)
+            .SetSampler(new AlwaysOnSampler())
+            .AddOtlpExporter()
+            .Build();
+        _logger.LogInformation("Exporting cachelet metrics and spans over OTLP to {Endpoint}", Environment.GetEnvironmentVariable("OTEL_EXPORTER_OTLP_ENDPOINT"));
     }
 
     private void LogFunctions()
@@ -188,6 +261,8 @@ public sealed class RuntimeHost : IAsyncDisposable
     {
         if (_triggers is not null)
             await _triggers.DisposeAsync();
+        if (_memoryDaemon is not null)
+            await _memoryDaemon.DisposeAsync();
         if (_workers is not null)
             await _workers.DisposeAsync();
         if (_web is not null)
@@ -202,6 +277,11 @@ public sealed class RuntimeHost : IAsyncDisposable
             }
             await _web.DisposeAsync();
         }
+        // Flush write-behind uploads while storage is still up, then drop the segments.
+        if (_cache is not null)
+            await _cache.DisposeAsync();
+        _meterProvider?.Dispose();
+        _tracerProvider?.Dispose();
         _accounts?.Dispose();
         if (_azurite is not null)
             await _azurite.DisposeAsync();

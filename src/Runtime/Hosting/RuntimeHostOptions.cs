@@ -32,6 +32,9 @@ public sealed record RuntimeHostOptions
 
     public TimeSpan? WorkerRestartDelay { get; init; }
 
+    /// <summary>Overrides faast.json's cache.enabled (the --no-cache switch; tests).</summary>
+    public bool? CacheEnabled { get; init; }
+
     /// <summary>Finds the FaaST checkout: $FAAST_HOME, else the nearest parent of the binary with workers/ and package.json.</summary>
     public static string FindHome(string? explicitHome = null)
     {

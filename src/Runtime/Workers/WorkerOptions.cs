@@ -30,7 +30,8 @@ public sealed record WorkerOptions
 
     public TimeSpan ShutdownGrace { get; init; } = TimeSpan.FromSeconds(5);
 
-    public int MaxMessageSize { get; init; } = Rpc.GrpcServer.DefaultMaxMessageSize;
+    /// <summary>Largest message on the worker channel: big enough for a blob inline (vanilla platform).</summary>
+    public int MaxMessageSize { get; init; } = 1 << 30;
 
     /// <summary>Capabilities offered to every worker at init (see <see cref="WorkerCapabilities"/>).</summary>
     public IReadOnlyDictionary<string, string> Capabilities { get; init; } = new Dictionary<string, string>();

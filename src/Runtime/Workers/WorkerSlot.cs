@@ -295,8 +295,10 @@ internal sealed partial class WorkerPool
             }
             if (process is null)
                 return;
+            var pid = 0;
             try
             {
+                pid = process.Id;
                 if (!process.HasExited)
                 {
                     process.Kill(entireProcessTree: true);
@@ -308,6 +310,26 @@ internal sealed partial class WorkerPool
                 // already gone
             }
             process.Dispose();
+            if (pid > 0)
+                SweepOutputFiles(pid);
+        }
+
+        /// <summary>Deletes shared-memory output files a dead worker wrote but never handed over (w&lt;pid&gt;-*).</summary>
+        private void SweepOutputFiles(int pid)
+        {
+            if (!pool._options.Capabilities.TryGetValue(WorkerCapabilities.SharedMemoryDirectory, out var dir) || !Directory.Exists(dir))
+                return;
+            foreach (var file in Directory.EnumerateFiles(dir, $"w{pid.ToString(CultureInfo.InvariantCulture)}-*"))
+            {
+                try
+                {
+                    File.Delete(file);
+                }
+                catch (IOException)
+                {
+                    // best effort: the arena removes the directory at shutdown anyway
+                }
+            }
         }
 
         private static string SafeExitCode(Process p)

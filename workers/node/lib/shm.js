@@ -16,7 +16,7 @@ const CAPABILITY = 'shared_memory';
 const DIR_CAPABILITY = 'shared_memory_dir';
 const MIN_BYTES_CAPABILITY = 'shared_memory_min_bytes';
 const DEFAULT_MIN_BYTES = 1 << 20;
-const MAX_SLABS = 8;
+const MAX_SLABS = 64; // 64 x 64 MiB slab segments: a 4 GiB cache without reopening
 const SLAB_PREFIX = 's';
 const NOT_ENABLED = 'blob content arrived in shared memory, but shared memory was not negotiated with this worker '
   + '(not offered by the host, or its directory was unusable)';

@@ -33,7 +33,7 @@ MIN_BYTES_CAPABILITY = "shared_memory_min_bytes"
 # Used when the host offers shared memory without a (valid) threshold.
 DEFAULT_MIN_BYTES = 1 << 20
 # Slab segments kept mapped; the host keeps only a few alive at a time.
-MAX_SLABS = 8
+MAX_SLABS = 64  # 64 x 64 MiB slab segments covers a 4 GiB cache; a mapping costs only address space
 SLAB_PREFIX = "s"
 
 NOT_ENABLED = ("blob content arrived in shared memory, but shared memory was not "
@@ -142,7 +142,8 @@ def _open(cfg: Config, segment: str) -> _Mapping:
         if not stat.S_ISREG(st.st_mode):
             raise ShmError(f"segment '{segment}' in '{cfg.directory}' is not a regular file")
         # mmap keeps its own duplicate of the descriptor until the mapping is closed.
-        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if st.st_size else None
+        # MAP_POPULATE maps every page in one call instead of one fault per 4 KiB on first touch.
+        mm = mmap.mmap(fd, 0, flags=_MAP_FLAGS, prot=mmap.PROT_READ) if st.st_size else None
     except OSError as exc:
         raise ShmError(f"cannot map segment '{segment}' in '{cfg.directory}': "
                        f"{exc.strerror or exc}") from None
@@ -150,6 +151,8 @@ def _open(cfg: Config, segment: str) -> _Mapping:
         os.close(fd)
     return _Mapping(mm, st.st_size, st.st_ino)
 
+
+_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 
 _slab_lock = threading.Lock()
 _slabs: "collections.OrderedDict[str, _Mapping]" = collections.OrderedDict()

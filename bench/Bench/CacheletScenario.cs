@@ -1,0 +1,162 @@
+using System.Diagnostics;
+using System.Globalization;
+using System.Net.Http.Json;
+using System.Text.Json;
+using FaaST.Storage;
+
+namespace FaaST.Bench;
+
+/// <summary>
+/// ./faast bench cachelet: the same unchanged functions (read the whole input with inblob.read(),
+/// or use the Buffer in Node) on the vanilla platform and with the cachelet, side by side in one
+/// run, at 1 MB and 256 MB, plus one HEAD round trip and the single-copy property.
+/// </summary>
+public static class CacheletScenario
+{
+    public static async Task RunAsync(string home, bool quick)
+    {
+        var warmup = TimeSpan.FromSeconds(quick ? 0.5 : 2);
+        var window = TimeSpan.FromSeconds(quick ? 2 : 8);
+        var bigRuns = quick ? 3 : 7;
+        var report = new Report("cachelet", quick);
+        report.Config("storage", "Azurite (loopback, in memory, unshaped)");
+        report.Config("latency_clients", 1);
+        report.Config("window_s", window.TotalSeconds);
+        report.Config("runs_256mb", bigRuns);
+
+        Console.WriteLine("starting Azurite");
+        await using var azurite = await AzuriteProcess.StartAsync(home);
+        using var store = new BlobStore(azurite.ConnectionString);
+        await store.CreateContainerIfNotExistsAsync("bench");
+        await store.UploadAsync("bench", "1mb.bin", RandomBytes(1 << 20));
+        await store.UploadAsync("bench", "256mb.bin", RandomBytes(256 << 20));
+        var env = new Dictionary<string, string> { ["AzureWebJobsStorage"] = azurite.ConnectionString };
+        using var load = new LoadGenerator();
+        var python = Path.Combine(home, "bench", "apps", "python-bench");
+        var node = Path.Combine(home, "bench", "apps", "node-bench");
+        const string big = """ "memoryLimit": "4GiB" """;
+
+        double vanilla1, vanilla256, local1, local256;
+        Console.WriteLine("vanilla (cache off)");
+        await using (var host = await StartAsync(home, python, $$"""{ "cache": { "enabled": false, {{big}} } }""", 1, env))
+        {
+            vanilla1 = (await load.RunAsync(Url(host, "/api/read/1mb.bin"), 1, warmup, window, Expect(1 << 20))).P50Ms;
+            report.Add("vanilla_1mb_python_p50_ms", vanilla1, "no cache: every read downloads");
+            vanilla256 = await FixedRunsAsync(Url(host, "/api/read/256mb.bin"), bigRuns, 256 << 20);
+            report.Add("vanilla_256mb_python_p50_ms", vanilla256, $"median of {bigRuns}");
+        }
+
+        Console.WriteLine("cachelet, default preset storage/sync/storage");
+        await using (var host = await StartAsync(home, python, $$"""{ "cache": { {{big}} } }""", 1, env))
+        {
+            report.Add("noop_python_p50_ms", (await load.RunAsync(Url(host, "/api/Noop"), 1, warmup, window)).P50Ms, "baseline: no bindings");
+            report.Add("head_p50_ms", await HeadAsync(store, warmup, window), "one blob HEAD from the bench process (baseline)");
+            report.Add("lh_strong_1mb_python_p50_ms", (await load.RunAsync(Url(host, "/api/read/1mb.bin"), 1, warmup, window, Expect(1 << 20))).P50Ms,
+                "local hit after one HEAD");
+        }
+
+        Console.WriteLine("cachelet, local-read preset local/sync/local, 2 workers");
+        await using (var host = await StartAsync(home, python, $$"""{ "cache": { "consistency": "local/sync/local", {{big}} } }""", 2, env))
+        {
+            local1 = (await load.RunAsync(Url(host, "/api/read/1mb.bin"), 1, warmup, window, Expect(1 << 20))).P50Ms;
+            report.Add("lh_1mb_python_p50_ms", local1, "local hit, no HEAD");
+            await FixedRunsAsync(Url(host, "/api/read/256mb.bin"), 1, 256 << 20); // the miss that fills the cache
+            local256 = await FixedRunsAsync(Url(host, "/api/read/256mb.bin"), bigRuns, 256 << 20);
+            report.Add("lh_256mb_python_p50_ms", local256, $"median of {bigRuns}");
+            report.Add("two_workers_256mb_extra_rss_mb", await TwoWorkersExtraAsync(host), "proportional RSS of host + workers, before vs after both read it");
+        }
+        report.Add("lh_speedup_1mb", vanilla1 / local1, "vanilla / local hit");
+        report.Add("lh_speedup_256mb", vanilla256 / local256, "vanilla / local hit");
+
+        Console.WriteLine("cachelet, node, local/sync/local");
+        await using (var host = await StartAsync(home, node, $$"""{ "cache": { "consistency": "local/sync/local", {{big}} } }""", 1, env))
+            report.Add("lh_1mb_node_p50_ms", (await load.RunAsync(Url(host, "/api/read/1mb.bin"), 1, warmup, window, Expect(1 << 20))).P50Ms, "local hit, one copy into a Buffer");
+        report.Write(home);
+    }
+
+    private static Uri Url(HostProcess host, string path) => new(host.BaseAddress, path);
+
+    private static Func<HttpResponseMessage, Task<bool>> Expect(long length) =>
+        async r => (await r.Content.ReadAsStringAsync()).StartsWith(length.ToString(CultureInfo.InvariantCulture), StringComparison.Ordinal);
+
+    /// <summary>Copies the benchmark app to a temporary folder with the given faast.json.</summary>
+    private static Task<HostProcess> StartAsync(string home, string app, string faastJson, int workers, Dictionary<string, string> env)
+    {
+        var dir = Path.Combine(Path.GetTempPath(), "faast-bench-" + Guid.NewGuid().ToString("N")[..8]);
+        foreach (var file in Directory.EnumerateFiles(app, "*", SearchOption.AllDirectories))
+        {
+            var target = Path.Combine(dir, Path.GetRelativePath(app, file));
+            Directory.CreateDirectory(Path.GetDirectoryName(target)!);
+            File.Copy(file, target);
+        }
+        File.WriteAllText(Path.Combine(dir, "faast.json"), faastJson);
+        return HostProcess.StartAsync(home, dir, workers, env);
+    }
+
+    private static async Task<double> FixedRunsAsync(Uri url, int runs, long length)
+    {
+        using var client = new HttpClient { Timeout = TimeSpan.FromMinutes(5) };
+        var times = new List<double>();
+        for (var i = 0; i < runs; i++)
+        {
+            var sw = Stopwatch.StartNew();
+            var body = await client.GetStringAsync(url);
+            times.Add(sw.Elapsed.TotalMilliseconds);
+            if (!body.StartsWith(length.ToString(CultureInfo.InvariantCulture), StringComparison.Ordinal))
+                throw new InvalidOperationException($"{url} answered \"{body}\"");
+        }
+        times.Sort();
+        return times[times.Count / 2];
+    }
+
+    private static async Task<double> HeadAsync(BlobStore store, TimeSpan warmup, TimeSpan window)
+    {
+        var times = new List<double>();
+        foreach (var (span, record) in new[] { (warmup, false), (window, true) })
+        {
+            var end = DateTime.UtcNow + span;
+            while (DateTime.UtcNow < end)
+            {
+                var start = Stopwatch.GetTimestamp();
+                await store.GetPropertiesAsync("bench", "1mb.bin");
+                if (record)
+                    times.Add(Stopwatch.GetElapsedTime(start).TotalMilliseconds);
+            }
+        }
+        times.Sort();
+        return times[times.Count / 2];
+    }
+
+    /// <summary>Two workers read one 256 MB cached object at once through the zero-copy view: how much memory did that add?</summary>
+    private static async Task<double> TwoWorkersExtraAsync(HostProcess host)
+    {
+        using var client = new HttpClient { Timeout = TimeSpan.FromMinutes(5) };
+        var status = await client.GetFromJsonAsync<JsonElement>(Url(host, "/admin/host/status"));
+        var pids = status.GetProperty("workerProcessIds").EnumerateArray().Select(p => p.GetInt32())
+            .Append(status.GetProperty("hostProcessId").GetInt32()).ToArray();
+        if (pids.Length < 3)
+            throw new InvalidOperationException("expected two workers");
+        var before = pids.Sum(Pss);
+        var reads = await Task.WhenAll(client.GetStringAsync(Url(host, "/api/shared/256mb.bin")), client.GetStringAsync(Url(host, "/api/shared/256mb.bin")));
+        if (reads.Any(r => !r.StartsWith("268435456", StringComparison.Ordinal)))
+            throw new InvalidOperationException("a shared read failed: " + string.Join(" | ", reads));
+        var after = pids.Sum(Pss);
+        return (after - before) / (1024.0 * 1024.0);
+    }
+
+    /// <summary>Proportional set size: shared pages are split among the processes that map them, so a sum counts them once.</summary>
+    private static long Pss(int pid)
+    {
+        foreach (var line in File.ReadLines($"/proc/{pid}/smaps_rollup"))
+            if (line.StartsWith("Pss:", StringComparison.Ordinal))
+                return long.Parse(line["Pss:".Length..].Trim().Split(' ')[0], CultureInfo.InvariantCulture) * 1024;
+        return 0;
+    }
+
+    private static byte[] RandomBytes(int n)
+    {
+        var data = GC.AllocateUninitializedArray<byte>(n);
+        new Random(7).NextBytes(data);
+        return data;
+    }
+}

@@ -1,0 +1,370 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using System.Threading.Channels;
+using FaaST.Cachelet.Index;
+using FaaST.Cachelet.Memory;
+using FaaST.Cachelet.Policy;
+using FaaST.Cachelet.Telemetry;
+using FaaST.Storage;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
+
+namespace FaaST.Cachelet;
+
+/// <summary>
+/// One application instance's cachelet: blobs that the app's bindings read and write, kept in a
+/// shared-memory arena that the workers map too. Reads follow the app's consistency preset (the
+/// default checks the ETag with one HEAD before serving cached bytes); writes go through to storage
+/// synchronously or in the background, as the preset says. Objects the cache cannot hold (do-not-cache
+/// globs, larger than the cache, no memory left) are served straight from storage, never failed.
+/// </summary>
+public sealed class BlobCache : IAsyncDisposable
+{
+    public const string ShmRoot = "/dev/shm";
+
+    private readonly CachePolicy _policy;
+    private readonly SharedMemoryArena _arena;
+    private readonly CacheIndex _index;
+    private readonly ILogger _logger;
+    private readonly ConcurrentDictionary<BlobKey, Lazy<Task<CachedRead?>>> _fetches = new();
+    private readonly Channel<PendingWrite> _writeBehind = Channel.CreateUnbounded<PendingWrite>(new UnboundedChannelOptions { SingleReader = true });
+    private readonly Task _writer;
+    private readonly CancellationTokenSource _stopping = new();
+
+    private sealed record PendingWrite(IBlobStore Store, BlobKey Key, CacheEntry Entry, PinHandle Pin);
+
+    public BlobCache(string appName, CachePolicy policy, ILogger? logger = null, string shmRoot = ShmRoot)
+    {
+        _policy = policy;
+        _logger = logger ?? NullLogger.Instance;
+        var prefix = "faast-" + Sanitize(appName);
+        SharedMemoryArena.CleanStale(shmRoot, prefix);
+        Directory = SharedMemoryArena.InstanceDirectory(shmRoot, prefix);
+        _arena = new SharedMemoryArena(Directory, new ArenaOptions { Capacity = policy.MaxCachedBytes });
+        _index = new CacheIndex(_arena, new CacheIndexOptions { Policy = EvictionPolicyFor(policy.Eviction) });
+        Metrics = new CacheletMetrics(appName, () => _arena.Allocated, () => _index.PinnedBytes, () => _index.Count,
+            () => _index.Evictions);
+        _writer = Task.Run(WriteBehindAsync);
+    }
+
+    /// <summary>The instance's segment directory (workers map files from here).</summary>
+    public string Directory { get; }
+
+    public CachePolicy Policy => _policy;
+
+    public CacheletMetrics Metrics { get; }
+
+    public long CachedBytes => _arena.Allocated;
+
+    /// <summary>What the cache holds in /dev/shm (slabs and large files): what the memory daemon counts.</summary>
+    public long ReservedBytes => _arena.Reserved;
+
+    public long PinnedBytes => _index.PinnedBytes;
+
+    public long ObjectCount => _index.Count;
+
+    internal CacheIndex Index => _index;
+
+    /// <summary>Frees at least <paramref name="bytes"/> (never pinned objects); returns what it freed.</summary>
+    public long Evict(long bytes) => _index.Evict(bytes).Bytes;
+
+    private static IEvictionPolicy EvictionPolicyFor(EvictionOptions options)
+    {
+        var policy = options.Policy == EvictionPolicy.SizeAware
+            ? EvictionPolicies.SizeAware(options.SizeThreshold)
+            : EvictionPolicies.LruNonOwnedFirst;
+        return options.Ttl is { } ttl ? EvictionPolicies.WithTtl(policy, ttl) : policy;
+    }
+
+    /// <summary>
+    /// Reads a blob for a binding. The result is pinned until disposed (the invocation holds it);
+    /// null when the blob does not exist.
+    /// </summary>
+    public async ValueTask<CachedRead?> ReadAsync(IBlobStore store, string container, string blob, CancellationToken ct)
+    {
+        using var span = CacheletMetrics.Activities.StartActivity("cachelet.read");
+        span?.SetTag("blob", container + "/" + blob);
+        if (!_policy.Enabled || _policy.DoNotCache(container, blob))
+            return await PassthroughAsync(store, container, blob, ct);
+
+        var key = new BlobKey(store.Endpoint.AbsoluteUri, container, blob);
+        if (_index.TryGet(key, out var entry))
+        {
+            var current = true;
+            if (_policy.Consistency.ValidatesWithStorage)
+            {
+                var head = await store.GetPropertiesAsync(container, blob, ct);
+                if (head is null)
+                {
+                    _index.Remove(key);
+                    return null;
+                }
+                current = head.ETag == entry.ETag;
+            }
+            if (current && _index.TryPin(entry, out var pin))
+            {
+                _index.RecordLocalHit(key);
+                Metrics.Read(ReadPath.LocalHit, entry.Length);
+                span?.SetTag("path", "local_hit");
+                return CachedRead.FromEntry(entry, pin, ReadPath.LocalHit);
+            }
+        }
+
+        // A miss: one fetch per key at a time; concurrent readers share it and pin what it cached.
+        while (true)
+        {
+            var mine = new Lazy<Task<CachedRead?>>(() => FetchAsync(store, key, ct));
+            var fetch = _fetches.GetOrAdd(key, mine);
+            CachedRead? result;
+            try
+            {
+                result = await fetch.Value;
+            }
+            finally
+            {
+                if (ReferenceEquals(fetch, mine))
+                    _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
+            }
+            if (ReferenceEquals(fetch, mine) || result is null)
+            {
+                span?.SetTag("path", result is { } r ? CacheletMetrics.PathName(r.Path) : "missing");
+                return result;
+            }
+            if (result.Value.Entry is null)
+                return result; // not cached: the bytes are shared read-only
+            if (result.Value.Entry is { } shared && _index.TryPin(shared, out var pin))
+            {
+                _index.RecordLocalHit(key);
+                Metrics.Read(ReadPath.LocalHit, shared.Length);
+                return CachedRead.FromEntry(shared, pin, ReadPath.LocalHit);
+            }
+            // Evicted or replaced before we could pin it: fetch again.
+        }
+    }
+
+    private async Task<CachedRead?> FetchAsync(IBlobStore store, BlobKey key, CancellationToken ct)
+    {
+        await Task.Yield();
+        Extent? extent = null;
+        MemoryStream? fallback = null;
+        var properties = await store.DownloadToAsync(key.Container, key.Blob, props =>
+        {
+            if (TryAllocate(props.Length, out var e))
+            {
+                extent = e;
+                return e.OpenWriteStream();
+            }
+            // No room (or larger than the cache): serve this read without caching it.
+            _logger.LogWarning("Blob {Container}/{Blob} ({Length} bytes) is served without caching: no room in the cache", key.Container, key.Blob, props.Length);
+            fallback = new MemoryStream(checked((int)props.Length));
+            return fallback;
+        }, ct: ct);
+        if (properties is null)
+        {
+            if (extent is { } unused)
+                _arena.Free(unused);
+            return null;
+        }
+        if (extent is { } stored)
+        {
+            var entry = _index.AddOrReplace(key, properties.ETag, stored);
+            _index.RecordLocalMiss(key);
+            _index.TryPin(entry, out var pin);
+            Metrics.Read(ReadPath.LocalMiss, properties.Length);
+            return CachedRead.FromEntry(entry, pin!, ReadPath.LocalMiss);
+        }
+        Metrics.Read(ReadPath.Passthrough, properties.Length);
+        return CachedRead.FromBytes(properties.ETag, fallback!.GetBuffer().AsMemory(0, (int)fallback.Length));
+    }
+
+    private async Task<CachedRead?> PassthroughAsync(IBlobStore store, string container, string blob, CancellationToken ct)
+    {
+        var content = await store.DownloadAsync(container, blob, ct);
+        if (content is null)
+            return null;
+        Metrics.Read(ReadPath.Passthrough, content.Data.Length);
+        return CachedRead.FromBytes(content.Properties.ETag, content.Data);
+    }
+
+    private bool TryAllocate(long length, out Extent extent)
+    {
+        extent = default;
+        return length <= _policy.MaxCachedBytes && _index.TryAllocate(length, out extent);
+    }
+
+    /// <summary>Writes an output binding's bytes through the cache.</summary>
+    public ValueTask<BlobProperties> WriteAsync(IBlobStore store, string container, string blob, ReadOnlyMemory<byte> content, CancellationToken ct)
+    {
+        if (!_policy.Enabled || _policy.DoNotCache(container, blob) || !TryAllocate(content.Length, out var extent))
+            return new ValueTask<BlobProperties>(store.UploadAsync(container, blob, content, ct: ct));
+        content.Span.CopyTo(extent.Span);
+        return CommitAsync(store, new BlobKey(store.Endpoint.AbsoluteUri, container, blob), extent, ct);
+    }
+
+    /// <summary>
+    /// Writes an output the worker put in a file of the segment directory: the cache adopts the file
+    /// (no copy for large objects) or, when it cannot cache it, uploads it from the file and deletes it.
+    /// </summary>
+    public async ValueTask<BlobProperties> WriteFileAsync(IBlobStore store, string container, string blob, string fileName, long length, CancellationToken ct)
+    {
+        if (_policy.Enabled && !_policy.DoNotCache(container, blob))
+        {
+            if (length <= _policy.MaxCachedBytes &&
+                (_arena.TryAdopt(fileName, length, out var adopted) || (Evict(length) > 0 && _arena.TryAdopt(fileName, length, out adopted))))
+                return await CommitAsync(store, new BlobKey(store.Endpoint.AbsoluteUri, container, blob), adopted, ct);
+        }
+        var path = ResolveWorkerFile(fileName);
+        try
+        {
+            await using var file = new FileStream(path, FileMode.Open, FileAccess.Read, FileShare.Read, 1, FileOptions.Asynchronous);
+            return await store.UploadAsync(container, blob, file, length, ct: ct);
+        }
+        finally
+        {
+            File.Delete(path);
+        }
+    }
+
+    /// <summary>The path of a file a worker wrote; the name must be a plain file name in the segment directory.</summary>
+    private string ResolveWorkerFile(string fileName)
+    {
+        if (fileName.Length == 0 || fileName.Contains('/', StringComparison.Ordinal) || fileName is "." or "..")
+            throw new InvalidOperationException($"the worker named an invalid shared-memory file \"{fileName}\"");
+        return Path.Combine(Directory, fileName);
+    }
+
+    private async ValueTask<BlobProperties> CommitAsync(IBlobStore store, BlobKey key, Extent extent, CancellationToken ct)
+    {
+        using var span = CacheletMetrics.Activities.StartActivity("cachelet.write");
+        span?.SetTag("blob", key.Container + "/" + key.Blob);
+        Metrics.Write(extent.Length);
+        if (_policy.Consistency.WriteMode == WriteMode.Sync)
+        {
+            BlobProperties written;
+            try
+            {
+                await using var source = extent.OpenReadStream();
+                written = await UploadAsync(store, key, source, extent.Length, ct);
+            }
+            catch
+            {
+                _arena.Free(extent);
+                throw;
+            }
+            _index.AddOrReplace(key, written.ETag, extent);
+            _index.RecordWrite(key);
+            return written;
+        }
+        // Write-behind: the cache has the new version now; storage gets it in the background.
+        var provisional = $"\"faast-pending-{Guid.NewGuid():N}\"";
+        var entry = _index.AddOrReplace(key, provisional, extent);
+        _index.RecordWrite(key);
+        _index.TryPin(entry, out var pin);
+        _writeBehind.Writer.TryWrite(new PendingWrite(store, key, entry, pin!));
+        return new BlobProperties(provisional, extent.Length, DateTimeOffset.UtcNow, null);
+    }
+
+    private static async Task<BlobProperties> UploadAsync(IBlobStore store, BlobKey key, Stream source, long length, CancellationToken ct)
+    {
+        try
+        {
+            return await store.UploadAsync(key.Container, key.Blob, source, length, ct: ct);
+        }
+        catch (BlobStorageException e) when (e.Status == 404)
+        {
+            await store.CreateContainerIfNotExistsAsync(key.Container, ct);
+            source.Position = 0;
+            return await store.UploadAsync(key.Container, key.Blob, source, length, ct: ct);
+        }
+    }
+
+    private async Task WriteBehindAsync()
+    {
+        var stop = _stopping.Token;
+        await foreach (var write in _writeBehind.Reader.ReadAllAsync(CancellationToken.None))
+        {
+            using (write.Pin)
+            {
+                for (var attempt = 1; ; attempt++)
+                {
+                    try
+                    {
+                        await using var source = write.Entry.Extent.OpenReadStream();
+                        var written = await UploadAsync(write.Store, write.Key, source, write.Entry.Length, CancellationToken.None);
+                        _index.UpdateVersion(write.Entry, written.ETag);
+                        break;
+                    }
+                    catch (Exception e) when (e is StorageUnavailableException or BlobStorageException or IOException)
+                    {
+                        _logger.LogWarning("Write-behind of {Container}/{Blob} failed (attempt {Attempt}): {Message}", write.Key.Container, write.Key.Blob, attempt, e.Message);
+                        if (stop.IsCancellationRequested && attempt >= 3)
+                        {
+                            _logger.LogError("Giving up the write-behind of {Container}/{Blob} at shutdown", write.Key.Container, write.Key.Blob);
+                            break;
+                        }
+                        await Task.Delay(TimeSpan.FromMilliseconds(Math.Min(5000, 100 << Math.Min(attempt, 6))), CancellationToken.None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// <summary>Flushes pending write-behind uploads (bounded wait), then removes the segments.</summary>
+    public async ValueTask DisposeAsync()
+    {
+        _writeBehind.Writer.TryComplete();
+        await _stopping.CancelAsync();
+        try
+        {
+            await _writer.WaitAsync(TimeSpan.FromSeconds(30));
+        }
+        catch (TimeoutException)
+        {
+            _logger.LogError("Write-behind uploads still pending at shutdown were abandoned");
+        }
+        Metrics.Dispose();
+        _index.Dispose();
+        _arena.Dispose();
+        _stopping.Dispose();
+    }
+
+    private static string Sanitize(string name)
+    {
+        var chars = name.ToLowerInvariant().Select(c => char.IsAsciiLetterOrDigit(c) ? c : '-').ToArray();
+        return new string(chars).Trim('-') is { Length: > 0 } s ? s : "app";
+    }
+}
+
+/// <summary>A blob served to a binding: cached (pinned extent) or plain bytes. Dispose unpins.</summary>
+public readonly struct CachedRead : IDisposable
+{
+    private readonly IDisposable? _pin;
+
+    private CachedRead(ReadPath path, string etag, long length, CacheEntry? entry, ReadOnlyMemory<byte> bytes, IDisposable? pin)
+    {
+        Path = path;
+        ETag = etag;
+        Length = length;
+        Entry = entry;
+        Bytes = bytes;
+        _pin = pin;
+    }
+
+    public ReadPath Path { get; }
+    public string ETag { get; }
+    public long Length { get; }
+
+    /// <summary>The cached object (its extent names the segment, offset and length); null when not cached.</summary>
+    public CacheEntry? Entry { get; }
+
+    /// <summary>The bytes, when the read was not cached.</summary>
+    public ReadOnlyMemory<byte> Bytes { get; }
+
+    internal static CachedRead FromEntry(CacheEntry entry, IDisposable pin, ReadPath path) =>
+        new(path, entry.ETag, entry.Length, entry, default, pin);
+
+    internal static CachedRead FromBytes(string etag, ReadOnlyMemory<byte> bytes) =>
+        new(ReadPath.Passthrough, etag, bytes.Length, null, bytes, null);
+
+    public void Dispose() => _pin?.Dispose();
+}
