@@ -68,7 +68,7 @@ public sealed class BlobCache : IAsyncDisposable
     /// <summary>Frees at least <paramref name="bytes"/> (never pinned objects); returns what it freed.</summary>
     public long Evict(long bytes) => _index.Evict(bytes).Bytes;
 
-    private static IEvictionPolicy EvictionPolicyFor(EvictionOptions options)
+    internal static IEvictionPolicy EvictionPolicyFor(EvictionOptions options)
     {
         var policy = options.Policy == EvictionPolicy.SizeAware
             ? EvictionPolicies.SizeAware(options.SizeThreshold)

@@ -176,6 +176,29 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         Assert.Equal(1, Reads(status, "local_hit"));
     }
 
+    [Theory]
+    [InlineData("python-app")]
+    [InlineData("node-app")]
+    public async Task A_large_output_written_through_shared_memory_fires_the_next_stage_from_the_cache(string sample)
+    {
+        await using var host = await HostUnderTest.StartAsync(TestApp.CopySample(sample), azurite.ConnectionString);
+        var name = $"{Guid.NewGuid():N}.txt";
+        var words = string.Join("  ", Enumerable.Range(0, 40_000).Select(i => $"Word{i % 7}"));  // ~270 KB
+        var post = await host.Http.PostAsync($"/api/ingest/{name}", new StringContent(words));
+        Assert.Equal(HttpStatusCode.Accepted, post.StatusCode);
+        string? clean = null;
+        await HostUnderTest.EventuallyAsync(async () =>
+        {
+            var blob = await host.Blobs!.DownloadAsync("pipeline-clean", name);
+            clean = blob is null ? null : Encoding.UTF8.GetString(blob.Data);
+            return clean is not null;
+        }, "pipeline-clean/" + name);
+        Assert.Equal(string.Join(" ", Enumerable.Range(0, 40_000).Select(i => $"word{i % 7}")), clean);
+        var status = await CacheStatus(host);
+        Assert.True(status.GetProperty("writes").GetInt64() >= 2);
+        Assert.True(Reads(status, "local_hit") >= 1, "stage 2 read the raw blob from the cache");
+    }
+
     [Fact]
     public async Task Write_behind_reaches_storage_after_the_response()
     {

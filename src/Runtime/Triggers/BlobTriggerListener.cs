@@ -88,7 +88,8 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
     public void OnBlobWritten(BlobAddress blob, BlobProperties properties, BlobOutput output)
     {
         // Inline bytes travel with the trigger; an adopted shared-memory value is read back through the cache.
-        ReadOnlyMemory<byte>? content = output.IsSharedMemory ? null : output.Bytes;
+        // (Cast: a bare null would convert to an empty array, i.e. empty content.)
+        var content = output.IsSharedMemory ? (ReadOnlyMemory<byte>?)null : output.Bytes;
         var connection = _accounts.ConnectionString(blob.Connection);
         foreach (var watch in _watches)
         {
