@@ -130,8 +130,10 @@ public sealed class BlobCache : IAsyncDisposable
                 span?.SetTag("path", result is { } r ? CacheletMetrics.PathName(r.Path) : "missing");
                 return result;
             }
-            if (result.Value.Entry is null)
+            if (result.Value.Entry is null && result.Value.File is null)
                 return result; // not cached: the bytes are shared read-only
+            if (result.Value.Entry is null)
+                continue; // its file belongs to the reader that fetched it: fetch our own
             if (result.Value.Entry is { } shared && _index.TryPin(shared, out var pin))
             {
                 _index.RecordLocalHit(key);
@@ -147,22 +149,37 @@ public sealed class BlobCache : IAsyncDisposable
         await Task.Yield();
         Extent? extent = null;
         MemoryStream? fallback = null;
-        var properties = await store.DownloadToAsync(key.Container, key.Blob, props =>
+        TemporaryFile? temporary = null;
+        BlobProperties? properties;
+        try
         {
-            if (TryAllocate(props.Length, out var e))
+            properties = await store.DownloadToAsync(key.Container, key.Blob, props =>
             {
-                extent = e;
-                return e.OpenWriteStream();
-            }
-            // No room (or larger than the cache): serve this read without caching it.
-            _logger.LogWarning("Blob {Container}/{Blob} ({Length} bytes) is served without caching: no room in the cache", key.Container, key.Blob, props.Length);
-            fallback = new MemoryStream(checked((int)props.Length));
-            return fallback;
-        }, ct: ct);
+                if (TryAllocate(props.Length, out var e))
+                {
+                    extent = e;
+                    return e.OpenWriteStream();
+                }
+                // No room (or larger than the cache): serve this read without caching it, streamed
+                // into a file of its own that the worker maps and that goes when the invocation ends.
+                _logger.LogWarning("Blob {Container}/{Blob} ({Length} bytes) is served without caching: no room in the cache",
+                    key.Container, key.Blob, props.Length);
+                if (props.Length < _policy.InlineThreshold)
+                    return fallback = new MemoryStream((int)props.Length);
+                temporary = TemporaryFile.Create(Directory, Interlocked.Increment(ref _temporaryFiles));
+                return temporary.Stream;
+            }, ct: ct);
+        }
+        catch
+        {
+            temporary?.Dispose();
+            throw;
+        }
         if (properties is null)
         {
             if (extent is { } unused)
                 _arena.Free(unused);
+            temporary?.Dispose();
             return null;
         }
         if (extent is { } stored)
@@ -174,8 +191,15 @@ public sealed class BlobCache : IAsyncDisposable
             return CachedRead.FromEntry(entry, pin!, ReadPath.LocalMiss);
         }
         Metrics.Read(ReadPath.Passthrough, properties.Length);
+        if (temporary is not null)
+        {
+            temporary.CloseStream();
+            return CachedRead.FromFile(properties.ETag, properties.Length, temporary);
+        }
         return CachedRead.FromBytes(properties.ETag, fallback!.GetBuffer().AsMemory(0, (int)fallback.Length));
     }
+
+    private long _temporaryFiles;
 
     private async Task<CachedRead?> PassthroughAsync(IBlobStore store, string container, string blob, CancellationToken ct)
     {
@@ -335,12 +359,15 @@ public sealed class BlobCache : IAsyncDisposable
     }
 }
 
-/// <summary>A blob served to a binding: cached (pinned extent) or plain bytes. Dispose unpins.</summary>
+/// <summary>
+/// A blob served to a binding: cached (a pinned extent), or not cached (plain bytes, or a file of its
+/// own in the segment directory for large ones). Dispose unpins, or deletes the file.
+/// </summary>
 public readonly struct CachedRead : IDisposable
 {
     private readonly IDisposable? _pin;
 
-    private CachedRead(ReadPath path, string etag, long length, CacheEntry? entry, ReadOnlyMemory<byte> bytes, IDisposable? pin)
+    private CachedRead(ReadPath path, string etag, long length, CacheEntry? entry, ReadOnlyMemory<byte> bytes, IDisposable? pin, string? file = null)
     {
         Path = path;
         ETag = etag;
@@ -348,7 +375,14 @@ public readonly struct CachedRead : IDisposable
         Entry = entry;
         Bytes = bytes;
         _pin = pin;
+        File = file;
     }
+
+    /// <summary>An uncached object's file in the segment directory (its name is its segment), or null.</summary>
+    public string? File { get; }
+
+    internal static CachedRead FromFile(string etag, long length, TemporaryFile file) =>
+        new(ReadPath.Passthrough, etag, length, null, default, file, file.Name);
 
     public ReadPath Path { get; }
     public string ETag { get; }
@@ -367,4 +401,52 @@ public readonly struct CachedRead : IDisposable
         new(ReadPath.Passthrough, etag, bytes.Length, null, bytes, null);
 
     public void Dispose() => _pin?.Dispose();
+}
+
+/// <summary>A file in the segment directory holding one uncached object for one invocation.</summary>
+internal sealed class TemporaryFile : IDisposable
+{
+    private TemporaryFile(string path, FileStream stream)
+    {
+        FilePath = path;
+        Stream = stream;
+    }
+
+    public string FilePath { get; }
+
+    /// <summary>The segment name workers map ("t" + a number never reused by this instance).</summary>
+    public string Name => System.IO.Path.GetFileName(FilePath);
+
+    public FileStream Stream { get; }
+
+    public static TemporaryFile Create(string directory, long number)
+    {
+        var path = System.IO.Path.Combine(directory, "t" + number.ToString("D6", System.Globalization.CultureInfo.InvariantCulture));
+        var options = new FileStreamOptions
+        {
+            Mode = FileMode.CreateNew,
+            Access = FileAccess.Write,
+            Options = FileOptions.Asynchronous,
+            BufferSize = 0,
+        };
+        if (!OperatingSystem.IsWindows())
+            options.UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite;
+        var stream = new FileStream(path, options);
+        return new TemporaryFile(path, stream);
+    }
+
+    public void CloseStream() => Stream.Dispose();
+
+    public void Dispose()
+    {
+        Stream.Dispose();
+        try
+        {
+            File.Delete(FilePath);
+        }
+        catch (IOException)
+        {
+            // the arena removes the whole directory at shutdown
+        }
+    }
 }

@@ -224,6 +224,21 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         var status = await CacheStatus(host);
         Assert.Equal(1, Reads(status, "passthrough"));
         Assert.Equal(0, status.GetProperty("objects").GetInt64());
+        // It was streamed through a file of its own, gone once the invocation ended.
+        Assert.Empty(Directory.GetFiles(status.GetProperty("directory").GetString()!, "t*"));
+    }
+
+    [Fact]
+    public async Task A_node_worker_reads_an_object_larger_than_the_cache()
+    {
+        using var app = new TestApp("node").Function("Read", ReadJson, ("index.js", NodeRead));
+        File.WriteAllText(Path.Combine(app.Directory, "faast.json"), """{ "cache": { "cacheCapacity": "1MiB" } }""");
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
+        var data = Random(5 << 20);
+        var name = $"bignode-{Guid.NewGuid():N}";
+        await Put(host, name, data);
+        Assert.Equal(Expected(data), await host.Http.GetStringAsync($"/api/read/{name}"));
+        Assert.Equal(1, Reads(await CacheStatus(host), "passthrough"));
     }
 
     [Fact]

@@ -15,9 +15,7 @@ namespace FaaST.Runtime.Bindings;
 internal sealed class CachingBlobBindingProvider(StorageAccounts accounts, BlobCache cache) : IBlobBindingProvider, ISharedMemoryReader
 {
     // The extent behind each reference handed out, for workers that want bytes inline instead.
-    private readonly ConditionalWeakTable<SharedMemoryRef, CacheEntryHandle> _references = new();
-
-    private sealed record CacheEntryHandle(FaaST.Cachelet.Index.CacheEntry Entry);
+    private readonly ConditionalWeakTable<SharedMemoryRef, Func<ByteString>> _references = new();
 
     public async ValueTask<BlobData?> ReadAsync(BlobAddress blob, InvocationContext invocation, CancellationToken ct)
     {
@@ -33,7 +31,15 @@ internal sealed class CachingBlobBindingProvider(StorageAccounts accounts, BlobC
             Length = r.Length,
             Etag = r.ETag,
         };
-        if (r.Entry is not { } entry)
+        if (r.File is { } file)
+        {
+            // Larger than the cache: streamed into a file of its own, mapped by the worker like a segment.
+            var reference = new SharedMemoryRef { Segment = file, Offset = 0, Length = r.Length, Version = r.ETag };
+            var path = Path.Combine(cache.Directory, file);
+            _references.AddOrUpdate(reference, () => ByteString.CopyFrom(File.ReadAllBytes(path)));
+            data.SharedMemory = reference;
+        }
+        else if (r.Entry is not { } entry)
         {
             data.Bytes = UnsafeByteOperations.UnsafeWrap(r.Bytes);
         }
@@ -50,7 +56,7 @@ internal sealed class CachingBlobBindingProvider(StorageAccounts accounts, BlobC
                 Length = entry.Extent.Length,
                 Version = entry.ETag,
             };
-            _references.AddOrUpdate(reference, new CacheEntryHandle(entry));
+            _references.AddOrUpdate(reference, () => CopyOut(entry));
             data.SharedMemory = reference;
         }
         return data;
@@ -65,8 +71,8 @@ internal sealed class CachingBlobBindingProvider(StorageAccounts accounts, BlobC
     }
 
     public ByteString Read(SharedMemoryRef reference) =>
-        _references.TryGetValue(reference, out var handle)
-            ? CopyOut(handle.Entry)
+        _references.TryGetValue(reference, out var read)
+            ? read()
             : throw new InvalidOperationException($"no cached object behind shared-memory segment {reference.Segment}");
 
     private static ByteString CopyOut(FaaST.Cachelet.Index.CacheEntry entry)
