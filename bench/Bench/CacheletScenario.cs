@@ -29,7 +29,9 @@ public static class CacheletScenario
         using var store = new BlobStore(azurite.ConnectionString);
         await store.CreateContainerIfNotExistsAsync("bench");
         await store.UploadAsync("bench", "1mb.bin", RandomBytes(1 << 20));
-        await store.UploadAsync("bench", "256mb.bin", RandomBytes(256 << 20));
+        var big256 = RandomBytes(256 << 20);
+        await store.UploadAsync("bench", "256mb.bin", big256);
+        await store.UploadAsync("bench", "256mb-shared.bin", big256); // read first by the two-worker measurement
         var env = new Dictionary<string, string> { ["AzureWebJobsStorage"] = azurite.ConnectionString };
         using var load = new LoadGenerator();
         var python = Path.Combine(home, "bench", "apps", "python-bench");
@@ -127,7 +129,10 @@ public static class CacheletScenario
         return times[times.Count / 2];
     }
 
-    /// <summary>Two workers read one 256 MB cached object at once through the zero-copy view: how much memory did that add?</summary>
+    /// <summary>
+    /// Two workers read one 256 MB object, not cached before, at the same time through the zero-copy
+    /// view: how much memory did that add? One cached copy, shared by all three processes, is ~256 MB.
+    /// </summary>
     private static async Task<double> TwoWorkersExtraAsync(HostProcess host)
     {
         using var client = new HttpClient { Timeout = TimeSpan.FromMinutes(5) };
@@ -137,7 +142,7 @@ public static class CacheletScenario
         if (pids.Length < 3)
             throw new InvalidOperationException("expected two workers");
         var before = pids.Sum(Pss);
-        var reads = await Task.WhenAll(client.GetStringAsync(Url(host, "/api/shared/256mb.bin")), client.GetStringAsync(Url(host, "/api/shared/256mb.bin")));
+        var reads = await Task.WhenAll(client.GetStringAsync(Url(host, "/api/shared/256mb-shared.bin")), client.GetStringAsync(Url(host, "/api/shared/256mb-shared.bin")));
         if (reads.Any(r => !r.StartsWith("268435456", StringComparison.Ordinal)))
             throw new InvalidOperationException("a shared read failed: " + string.Join(" | ", reads));
         var after = pids.Sum(Pss);

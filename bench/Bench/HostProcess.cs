@@ -17,7 +17,7 @@ public sealed class HostProcess : IAsyncDisposable
 
     public Uri BaseAddress { get; }
 
-    public static async Task<HostProcess> StartAsync(string home, string appDirectory, int workers, IDictionary<string, string> environment)
+    public static async Task<HostProcess> StartAsync(string home, string appDirectory, int workers, IDictionary<string, string> environment, params string[] extraArguments)
     {
         var port = FreePort();
         var dll = Path.Combine(home, "src", "Runtime", "bin", "Release", "net10.0", "FaaST.Runtime.dll");
@@ -30,6 +30,8 @@ public sealed class HostProcess : IAsyncDisposable
             UseShellExecute = false,
         };
         foreach (var a in new[] { dll, appDirectory, "--port", port.ToString(System.Globalization.CultureInfo.InvariantCulture), "--workers", workers.ToString(System.Globalization.CultureInfo.InvariantCulture), "--azurite-in-memory" })
+            info.ArgumentList.Add(a);
+        foreach (var a in extraArguments)
             info.ArgumentList.Add(a);
         foreach (var (k, v) in environment)
             info.Environment[k] = v;

@@ -4,7 +4,7 @@ using FaaST.Storage;
 namespace FaaST.Bench;
 
 /// <summary>
-/// ./faast bench runtime: the vanilla platform. No-op HTTP functions in Python and Node, and a
+/// ./faast bench runtime: the vanilla platform (--no-cache). No-op HTTP functions in Python and Node, and a
 /// Python function that reads a 1 MB input blob, each beside its floor (the host's own HTTP
 /// endpoint; a direct storage GET of the same blob) in the same run.
 /// </summary>
@@ -35,7 +35,7 @@ public static class RuntimeScenario
         using var load = new LoadGenerator();
 
         Console.WriteLine("python host: 2 workers");
-        await using (var python = await HostProcess.StartAsync(home, Path.Combine(home, "bench", "apps", "python-bench"), workers, env))
+        await using (var python = await HostProcess.StartAsync(home, Path.Combine(home, "bench", "apps", "python-bench"), workers, env, "--no-cache"))
         {
             var floor = await load.RunAsync(new Uri(python.BaseAddress, "/admin/host/ping"), 1, warmup, window);
             report.Add("http_floor_p50_ms", floor.P50Ms, "host's own endpoint, no worker (baseline)");
@@ -55,7 +55,7 @@ public static class RuntimeScenario
         }
 
         Console.WriteLine("node host: 2 workers");
-        await using (var node = await HostProcess.StartAsync(home, Path.Combine(home, "bench", "apps", "node-bench"), workers, env))
+        await using (var node = await HostProcess.StartAsync(home, Path.Combine(home, "bench", "apps", "node-bench"), workers, env, "--no-cache"))
         {
             var noop = await load.RunAsync(new Uri(node.BaseAddress, "/api/Noop"), 1, warmup, window);
             report.Add("noop_node_p50_ms", noop.P50Ms, "1 client");

@@ -4,7 +4,7 @@ using FaaST.Runtime.Hosting;
 
 namespace FaaST.Runtime;
 
-/// <summary>faast-host APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory]</summary>
+/// <summary>faast-host APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache]</summary>
 public static class Program
 {
     public static async Task<int> Main(string[] args)
@@ -17,7 +17,7 @@ public static class Program
         catch (ArgumentException e)
         {
             await Console.Error.WriteLineAsync($"faast: {e.Message}");
-            await Console.Error.WriteLineAsync("usage: faast start APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory]");
+            await Console.Error.WriteLineAsync("usage: faast start APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache]");
             return 2;
         }
 
@@ -72,6 +72,7 @@ public static class Program
         string? app = null, listen = null, azuriteData = null;
         int? port = null, workers = null;
         var inMemory = false;
+        bool? cache = null;
         for (var i = 0; i < args.Length; i++)
         {
             string Value() => i + 1 < args.Length ? args[++i] : throw new ArgumentException($"{args[i]} needs a value");
@@ -90,6 +91,7 @@ public static class Program
                 case "--workers": workers = Number(1, 64); break;
                 case "--azurite-data": azuriteData = Value(); break;
                 case "--azurite-in-memory": inMemory = true; break;
+                case "--no-cache": cache = false; break;
                 case var a when a.StartsWith("--", StringComparison.Ordinal): throw new ArgumentException($"unknown option {a}");
                 default:
                     if (app is not null)
@@ -110,6 +112,7 @@ public static class Program
             ListenAddress = listen ?? "127.0.0.1",
             WorkerProcessCount = workers,
             AzuriteDataDirectory = inMemory ? null : azuriteData ?? Path.Combine(full, ".faast", "azurite"),
+            CacheEnabled = cache,
         };
     }
 }

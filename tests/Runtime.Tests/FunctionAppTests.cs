@@ -140,7 +140,9 @@ public class FunctionAppTests
         Assert.Throws<ArgumentException>(() => Program.ParseArguments([]));
         var e = Assert.Throws<ArgumentException>(() => Program.ParseArguments(["app", "--port", "x"]));
         Assert.Contains("--port", e.Message);
-        var o = Program.ParseArguments(["app", "--port", "0", "--workers", "2", "--azurite-in-memory"]);
+        var o = Program.ParseArguments(["app", "--port", "0", "--workers", "2", "--azurite-in-memory", "--no-cache"]);
+        Assert.False(o.CacheEnabled);
+        Assert.Null(Program.ParseArguments(["app"]).CacheEnabled);
         Assert.Equal(0, o.HttpPort);
         Assert.Equal(2, o.WorkerProcessCount);
         Assert.Null(o.AzuriteDataDirectory);
