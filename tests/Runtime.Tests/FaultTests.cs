@@ -10,11 +10,7 @@ namespace FaaST.Runtime.Tests;
 [Collection("azurite")]
 public sealed class FaultTests(AzuriteFixture azurite)
 {
-    private const string HttpFunction = """
-        { "bindings": [
-          { "type": "httpTrigger", "direction": "in", "name": "req", "authLevel": "anonymous" },
-          { "type": "http", "direction": "out", "name": "$return" } ] }
-        """;
+    private const string HttpFunction = TestApp.HttpFunctionJson;
 
     private const string PyOk = """
         import azure.functions as func

@@ -8,11 +8,7 @@ namespace FaaST.Runtime.Tests;
 [Collection("azurite")]
 public sealed class HostBehaviourTests(AzuriteFixture azurite)
 {
-    private const string HttpFunction = """
-        { "bindings": [
-          { "type": "httpTrigger", "direction": "in", "name": "req" },
-          { "type": "http", "direction": "out", "name": "$return" } ] }
-        """;
+    private const string HttpFunction = TestApp.HttpFunctionJson;
 
     [Fact]
     public async Task Invocations_spread_over_several_worker_processes()

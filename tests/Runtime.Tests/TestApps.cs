@@ -3,6 +3,13 @@ namespace FaaST.Runtime.Tests;
 /// <summary>Writes small function apps into temporary folders.</summary>
 public sealed class TestApp : IDisposable
 {
+    /// <summary>function.json of an HTTP function (any method, route = its name) answering with its return value.</summary>
+    public const string HttpFunctionJson = """
+        { "bindings": [
+          { "type": "httpTrigger", "direction": "in", "name": "req", "authLevel": "anonymous" },
+          { "type": "http", "direction": "out", "name": "$return" } ] }
+        """;
+
     public TestApp(string runtime, string? hostJson = null, Dictionary<string, string>? settings = null)
     {
         Directory = Path.Combine(Path.GetTempPath(), "faast-test-" + Guid.NewGuid().ToString("N")[..12]);

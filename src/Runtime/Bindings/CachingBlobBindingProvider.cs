@@ -77,6 +77,8 @@ internal sealed class CachingBlobBindingProvider(StorageAccounts accounts, BlobC
 
     private static ByteString CopyOut(FaaST.Cachelet.Index.CacheEntry entry)
     {
+        if (entry.Length <= int.MaxValue)
+            return ByteString.CopyFrom(entry.Extent.Span);
         using var source = entry.Extent.OpenReadStream();
         return ByteString.FromStream(source);
     }
