@@ -133,7 +133,12 @@ public sealed class BlobCache : IAsyncDisposable
             if (result.Value.Entry is null && result.Value.File is null)
                 return result; // not cached: the bytes are shared read-only
             if (result.Value.Entry is null)
-                continue; // its file belongs to the reader that fetched it: fetch our own
+            {
+                // Its file belongs to the reader that fetched it: drop that finished fetch (its
+                // owner may not have yet) and fetch our own.
+                _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
+                continue;
+            }
             if (result.Value.Entry is { } shared && _index.TryPin(shared, out var pin))
             {
                 _index.RecordLocalHit(key);
@@ -141,6 +146,7 @@ public sealed class BlobCache : IAsyncDisposable
                 return CachedRead.FromEntry(shared, pin, ReadPath.LocalHit);
             }
             // Evicted or replaced before we could pin it: fetch again.
+            _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
         }
     }
 

@@ -104,6 +104,21 @@ public sealed class CacheletTests(AzuriteFixture azurite)
     }
 
     [Fact]
+    public async Task Concurrent_misses_of_one_blob_download_it_once()
+    {
+        using var app = PythonApp("""{ "cache": { "consistency": "local/sync/local" } }""");
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
+        var data = Random(16 << 20);
+        var name = $"flight-{Guid.NewGuid():N}";
+        await Put(host, name, data);
+        var answers = await Task.WhenAll(Enumerable.Range(0, 6).Select(_ => host.Http.GetStringAsync($"/api/read/{name}")));
+        Assert.All(answers, a => Assert.Equal(Expected(data), a));
+        var status = await CacheStatus(host);
+        Assert.Equal(1, Reads(status, "local_miss"));
+        Assert.Equal(5, Reads(status, "local_hit"));
+    }
+
+    [Fact]
     public async Task Node_gets_cached_bytes_as_a_buffer()
     {
         using var app = new TestApp("node").Function("Read", ReadJson, ("index.js", NodeRead));
