@@ -226,6 +226,9 @@ internal sealed partial class WorkerPool
             foreach (var (name, value) in options.ExtraEnvironment)
                 info.Environment[name] = value;
             info.Environment["PYTHONUNBUFFERED"] = "1";
+            if (options.Runtime == "python" && options.PythonMallocTunables is { Length: > 0 } tunables
+                && !info.Environment.ContainsKey("GLIBC_TUNABLES"))
+                info.Environment["GLIBC_TUNABLES"] = tunables;
             var process = new Process { StartInfo = info, EnableRaisingEvents = true };
             process.OutputDataReceived += (_, e) => Forward(workerId, e.Data, LogLevel.Information);
             process.ErrorDataReceived += (_, e) => Forward(workerId, e.Data, LogLevel.Warning);
