@@ -41,6 +41,9 @@ internal sealed class WorkerChannel
     /// <summary>The worker accepted shared memory at init: blob data may reach it as segment references.</summary>
     public bool SharedMemory { get; set; }
 
+    /// <summary>The worker keeps mappings between invocations and must hear which files the host deleted.</summary>
+    public bool SharedMemoryRelease { get; set; }
+
     /// <summary>Invocations sent and not yet answered.</summary>
     public int InFlight => Volatile.Read(ref _inFlight);
 

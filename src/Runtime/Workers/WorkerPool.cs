@@ -109,6 +109,20 @@ internal sealed partial class WorkerPool : IAsyncDisposable
         }
     }
 
+    /// <summary>
+    /// Tells the workers that keep mappings that the cache deleted <paramref name="segment"/>. Only
+    /// queues a message (it runs under the arena's lock); the channel's writer sends it.
+    /// </summary>
+    public void ReleaseSegment(string segment)
+    {
+        StreamingMessage? message = null;
+        foreach (var slot in _slots)
+        {
+            if (slot.Ready is { IsClosed: false, SharedMemoryRelease: true } channel)
+                channel.Send(message ??= new StreamingMessage { SharedMemoryReleased = new SharedMemoryReleased { Segments = { segment } } });
+        }
+    }
+
     /// <summary>Reads shared-memory references for workers that take blobs inline (set when the cachelet is on).</summary>
     public ISharedMemoryReader? SharedMemoryReader { get; set; }
 

@@ -22,6 +22,10 @@ PARENT_CHECK_INTERVAL_S = 0.5
 CONNECT_TIMEOUT_S = float(os.environ.get("FAAST_WORKER_CONNECT_TIMEOUT", "30"))
 # After WorkerTerminate: how long to wait for the host to close its side of the stream.
 CLOSE_WAIT_S = 0.5
+# The host starts Python workers with malloc tuned to keep a grown heap between
+# invocations (see WorkerOptions.PythonMallocTunables); after this long with nothing
+# running, the worker gives the free part of its heap back to the OS.
+IDLE_TRIM_S = float(os.environ.get("FAAST_WORKER_IDLE_TRIM_S", "1"))
 
 # invocation id -> (function, its task or pool future)
 Inflight = Tuple[loader.FunctionInfo, Union[asyncio.Task, Job]]
@@ -57,6 +61,7 @@ class Worker:
         self.stream_closed: asyncio.Event
         self.call: Any = None
         self._background: set = set()  # strong refs: the loop only keeps weak ones
+        self._idle_trim: Optional[asyncio.TimerHandle] = None
 
     # ---- lifecycle ---------------------------------------------------------------
 
@@ -168,6 +173,7 @@ class Worker:
             "function_load_request": self._on_load,
             "worker_init_request": self._on_init,
             "worker_terminate": self._on_terminate,
+            "shared_memory_released": self._on_released,
         }
         try:
             while True:
@@ -204,6 +210,8 @@ class Worker:
         shm.configure(cfg)
         if cfg is not None:
             resp.capabilities[shm.CAPABILITY] = "1"
+            if cfg.keep_mappings:
+                resp.capabilities[shm.RELEASE_CAPABILITY] = "1"
             log.info("%s", why)
         elif why:
             log.warning("%s", why)
@@ -240,7 +248,13 @@ class Worker:
             logs.CURRENT.reset(token)
         self.send(out)
 
+    def _on_released(self, msg: "pb.StreamingMessage") -> None:
+        shm.release(msg.shared_memory_released.segments)
+
     def _on_invocation(self, msg: "pb.StreamingMessage") -> None:
+        if self._idle_trim is not None:
+            self._idle_trim.cancel()
+            self._idle_trim = None
         req = msg.invocation_request
         inv_id = req.invocation_id
         fi = self.functions.get(req.function_id)
@@ -270,8 +284,16 @@ class Worker:
         put = self.outbox.put_nowait
         for m in msgs:
             put(m)
-        if self.idle is not None and not self.inflight:
-            self.idle.set()
+        if not self.inflight:
+            if self.idle is not None:
+                self.idle.set()
+            if self._idle_trim is None and _malloc_trim is not None:
+                self._idle_trim = self.loop.call_later(IDLE_TRIM_S, self._trim_heap)
+
+    def _trim_heap(self) -> None:
+        self._idle_trim = None
+        if not self.inflight:
+            _malloc_trim(0)  # type: ignore[misc]
 
     def _reject(self, req: "pb.InvocationRequest") -> None:
         if not self.accepting:
@@ -324,6 +346,17 @@ class Worker:
         """Log category of a running invocation (for threads using thread_local_storage)."""
         entry = self.inflight.get(invocation_id)
         return entry[0].log_category if entry is not None else None
+
+
+def _find_malloc_trim() -> Any:
+    try:
+        import ctypes
+        return ctypes.CDLL(None).malloc_trim  # glibc
+    except (OSError, AttributeError):
+        return None
+
+
+_malloc_trim = _find_malloc_trim()
 
 
 def _short(exc: BaseException) -> str:

@@ -4,11 +4,14 @@ Negotiated at WorkerInitRequest (capabilities "shared_memory", "shared_memory_di
 "shared_memory_min_bytes"). Then:
 
 - Input: a BlobData whose content is `shared_memory` refers to <dir>/<segment>, bytes
-  [offset, offset + length). The file is mapped read-only. Segments named "s..." are
-  long-lived slabs: their mappings are cached (at most MAX_SLABS, dropped when the file is
-  gone). Any other segment (the host's "l..." large objects) is mapped for one invocation
-  and unmapped when it ends, unless user code still holds a view of it; then the garbage
-  collector unmaps it when the last view goes.
+  [offset, offset + length). The file is mapped read-only. Mappings are kept between
+  invocations (at most MAX_MAPPINGS, least recently used dropped first) for slab segments
+  ("s..."), and, when the host promised "shared_memory_release", for every segment but
+  its temporary "t..." files: the host then says which files it deleted
+  (SharedMemoryReleased) and the worker unmaps them, so a deleted file's memory is not
+  held. Other segments are mapped for one invocation and unmapped when it ends, unless
+  user code still holds a view of it; then the garbage collector unmaps it when the last
+  view goes.
 - Output: a blob output of at least `min_bytes` is written to a new file
   "w<pid>-<counter>" (O_EXCL, mode 0600) which the host takes over.
 """
@@ -23,18 +26,21 @@ import os
 import stat
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 log = logging.getLogger("faast_worker.shm")
 
 CAPABILITY = "shared_memory"
 DIR_CAPABILITY = "shared_memory_dir"
 MIN_BYTES_CAPABILITY = "shared_memory_min_bytes"
+RELEASE_CAPABILITY = "shared_memory_release"
 # Used when the host offers shared memory without a (valid) threshold.
 DEFAULT_MIN_BYTES = 1 << 20
-# Slab segments kept mapped; the host keeps only a few alive at a time.
-MAX_SLABS = 64  # 64 x 64 MiB slab segments covers a 4 GiB cache; a mapping costs only address space
+# Segments kept mapped between invocations. A mapping costs address space, page tables and
+# (Python < 3.13 keeps a duplicate) one file descriptor.
+MAX_MAPPINGS = 128
 SLAB_PREFIX = "s"
+TEMPORARY_PREFIX = "t"
 
 NOT_ENABLED = ("blob content arrived in shared memory, but shared memory was not "
                "negotiated with this worker (not offered by the host, or its directory "
@@ -49,6 +55,7 @@ class ShmError(Exception):
 class Config:
     directory: str
     min_bytes: int
+    keep_mappings: bool = False  # the host sends SharedMemoryReleased for files it deletes
 
 
 _config: Optional[Config] = None
@@ -81,17 +88,18 @@ def negotiate(capabilities: Dict[str, str]) -> Tuple[Optional[Config], str]:
     if min_bytes < 0:
         min_bytes = DEFAULT_MIN_BYTES
         note = f" ({MIN_BYTES_CAPABILITY}={raw!r} is not a decimal number; using the default)"
-    cfg = Config(directory, min_bytes)
+    cfg = Config(directory, min_bytes, capabilities.get(RELEASE_CAPABILITY) == "1")
     return cfg, (f"shared memory on: directory '{directory}', outputs of at least "
-                 f"{min_bytes} bytes go through it{note}")
+                 f"{min_bytes} bytes go through it"
+                 f"{', mappings kept between invocations' if cfg.keep_mappings else ''}{note}")
 
 
 def configure(cfg: Optional[Config]) -> None:
     global _config
-    with _slab_lock:
+    with _mapped_lock:
         if _config != cfg:
-            for name in list(_slabs):
-                _drop(_slabs.pop(name))
+            for name in list(_mapped):
+                _mapped.pop(name).close()
         _config = cfg
 
 
@@ -117,10 +125,6 @@ class _Mapping:
                 self.mm.close()
             except BufferError:  # user code still holds a view: GC unmaps it later
                 pass
-
-
-def _drop(m: _Mapping) -> None:
-    m.close()
 
 
 def check_segment_name(segment: str) -> None:
@@ -154,45 +158,55 @@ def _open(cfg: Config, segment: str) -> _Mapping:
 
 _MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
 
-_slab_lock = threading.Lock()
-_slabs: "collections.OrderedDict[str, _Mapping]" = collections.OrderedDict()
+_mapped_lock = threading.Lock()
+_mapped: "collections.OrderedDict[str, _Mapping]" = collections.OrderedDict()
 
 
-def _slab_view(cfg: Config, segment: str, offset: int, length: int) -> memoryview:
-    # The view is made under the lock, so that a concurrent eviction cannot unmap the
-    # slab between lookup and view (an evicted slab with live views stays mapped).
-    with _slab_lock:
-        m = _slabs.get(segment)
+def _kept_view(cfg: Config, segment: str, offset: int, length: int) -> memoryview:
+    # The view is made under the lock, so that a concurrent release cannot unmap the
+    # segment between lookup and view (a released mapping with live views stays mapped).
+    with _mapped_lock:
+        m = _mapped.get(segment)
         if m is None:
-            _prune_slabs(cfg)
+            _prune(cfg)
             m = _open(cfg, segment)
-            _slabs[segment] = m
+            _mapped[segment] = m
         else:
-            _slabs.move_to_end(segment)
+            _mapped.move_to_end(segment)
             if offset >= 0 and length >= 0 and offset + length > m.size:
-                # Beyond the mapping: map the slab again in case the host grew the file.
-                _slabs.pop(segment).close()
-                m = _slabs[segment] = _open(cfg, segment)
+                # Beyond the mapping: map it again in case the host grew the file.
+                _mapped.pop(segment).close()
+                m = _mapped[segment] = _open(cfg, segment)
         return m.view(segment, offset, length)
 
 
-def _prune_slabs(cfg: Config) -> None:
-    """Before mapping a new slab: unmap slabs whose file is gone, and the least recently
-    used ones beyond MAX_SLABS - 1."""
-    for name, m in list(_slabs.items()):
-        try:
-            gone = os.stat(os.path.join(cfg.directory, name)).st_ino != m.ino
-        except OSError:
-            gone = True
-        if gone:
-            _drop(_slabs.pop(name))
-    while len(_slabs) >= MAX_SLABS:
-        _drop(_slabs.popitem(last=False)[1])
+def _prune(cfg: Config) -> None:
+    """Before mapping a new segment: unmap those whose file is gone (needed only without
+    release messages), and the least recently used ones beyond MAX_MAPPINGS - 1."""
+    if not cfg.keep_mappings:
+        for name, m in list(_mapped.items()):
+            try:
+                gone = os.stat(os.path.join(cfg.directory, name)).st_ino != m.ino
+            except OSError:
+                gone = True
+            if gone:
+                _mapped.pop(name).close()
+    while len(_mapped) >= MAX_MAPPINGS:
+        _mapped.popitem(last=False)[1].close()
 
 
-def slab_names() -> List[str]:
-    with _slab_lock:
-        return list(_slabs)
+def release(segments: Iterable[str]) -> None:
+    """The host deleted these files: unmap them (views still held are unmapped by the GC)."""
+    with _mapped_lock:
+        for name in segments:
+            m = _mapped.pop(name, None)
+            if m is not None:
+                m.close()
+
+
+def mapped_names() -> List[str]:
+    with _mapped_lock:
+        return list(_mapped)
 
 
 class Scope:
@@ -247,8 +261,8 @@ def view(ref: Any) -> memoryview:
         raise ShmError(NOT_ENABLED)
     segment = ref.segment
     check_segment_name(segment)
-    if segment.startswith(SLAB_PREFIX):
-        return _slab_view(cfg, segment, ref.offset, ref.length)
+    if segment.startswith(SLAB_PREFIX) or (cfg.keep_mappings and not segment.startswith(TEMPORARY_PREFIX)):
+        return _kept_view(cfg, segment, ref.offset, ref.length)
     return current_scope().view(cfg, segment, ref.offset, ref.length)
 
 

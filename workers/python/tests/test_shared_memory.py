@@ -221,6 +221,59 @@ def test_large_segment_held_by_user_view_is_unmapped_when_released(shm_session) 
     assert not [p for p in worker_open_paths(pid) if str(large) in p]
 
 
+@pytest.fixture
+def keeping_session(host: FakeHost, spawn, tmp_path: Path, shm_dir: Path):
+    """A worker whose host promised SharedMemoryReleased: it keeps its mappings."""
+    caps = {**shm_capabilities(shm_dir), "shared_memory_release": "1"}
+    s = start_session(host, spawn, App(tmp_path / "app"), capabilities=caps)
+    assert s.init is not None and dict(s.init.capabilities) == {
+        "concurrent": "1", "shared_memory": "1", "shared_memory_release": "1"}
+    s.shm_dir = shm_dir  # type: ignore[attr-defined]
+    s.add_function("Len", """
+        import azure.functions as func
+        def main(req, big: func.InputStream) -> str:
+            return str(len(big.read()))
+    """, bindings={"req": ("httpTrigger", IN), "big": ("blob", IN), "$return": ("http", OUT)})
+    return s
+
+
+def mapped(session, path: Path) -> bool:
+    return any(str(path) in p for p in worker_open_paths(session.worker.proc.pid))
+
+
+def test_with_release_messages_a_large_segment_stays_mapped_until_released(keeping_session) -> None:
+    s = keeping_session
+    large = write_segment(s.shm_dir, "l000007", os.urandom(LARGE), offset=0)
+    for _ in range(2):  # the second invocation reuses the mapping
+        out = s.call("Len", req=http(), big=shm_blob("l000007", 0, LARGE))
+        assert out.result.status == SUCCESS, out.result.exception.message
+        assert out.return_value.string == str(LARGE)
+    assert mapped(s, large), "the mapping should be kept for the next invocation"
+    large.unlink()  # what the host does before it says so
+    assert mapped(s, large), "a deleted file stays mapped until the host says it is gone"
+    s.host.send(pb.StreamingMessage(shared_memory_released=pb.SharedMemoryReleased(
+        segments=["l000007", "l-never-mapped"])))
+    # Messages are handled in order: once this invocation answers, the release was handled.
+    assert s.call("Len", req=http(), big=blob(b"abc")).return_value.string == "3"
+    assert not mapped(s, large), "released: the mapping (and its memory) must be gone"
+
+
+def test_with_release_messages_temporary_files_are_still_unmapped_at_once(keeping_session) -> None:
+    s = keeping_session
+    temporary = write_segment(s.shm_dir, "t000001", os.urandom(LARGE), offset=0)
+    out = s.call("Len", req=http(), big=shm_blob("t000001", 0, LARGE))
+    assert out.result.status == SUCCESS, out.result.exception.message
+    assert not mapped(s, temporary), "a per-invocation file must not outlive the invocation"
+
+
+def test_release_is_ignored_for_files_never_mapped(keeping_session) -> None:
+    s = keeping_session
+    s.host.send(pb.StreamingMessage(shared_memory_released=pb.SharedMemoryReleased(
+        segments=["l999999"])))
+    assert s.call("Len", req=http(), big=blob(b"abcd")).return_value.string == "4"
+    assert not [log for log in s.host.logs() if log.level >= pb.RpcLog.WARNING]
+
+
 BAD_REFS = [
     ("../escape", 0, 4, "invalid segment name"),
     ("sub/seg", 0, 4, "invalid segment name"),
@@ -340,7 +393,7 @@ def test_many_slabs_keep_a_bounded_number_mapped(shm_session) -> None:
         def main(req, doc: bytes) -> str:
             return str(len(doc))
     """, bindings={"req": ("httpTrigger", IN), "doc": ("blob", IN), "$return": ("http", OUT)})
-    names = [f"s-{i}" for i in range(shm.MAX_SLABS + 4)]
+    names = [f"s-{i}" for i in range(shm.MAX_MAPPINGS + 4)]
     for name in names:
         write_segment(shm_session.shm_dir, name, PAYLOAD)
         out = shm_session.call("One", req=http(), doc=shm_blob(name, PAYLOAD_OFFSET, len(PAYLOAD)))
@@ -353,7 +406,7 @@ def test_many_slabs_keep_a_bounded_number_mapped(shm_session) -> None:
     paths = worker_open_paths(shm_session.worker.proc.pid)
     mapped = {n for n in names + ["s-next"]
               if any(p.split("/")[-1].split(" ")[0] == n for p in paths)}
-    assert len(mapped) <= shm.MAX_SLABS
+    assert len(mapped) <= shm.MAX_MAPPINGS
     assert "s-next" in mapped and names[-1] not in mapped and names[0] not in mapped
 
 
