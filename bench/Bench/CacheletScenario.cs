@@ -81,10 +81,11 @@ public static class CacheletScenario
     private static Func<HttpResponseMessage, Task<bool>> Expect(long length) =>
         async r => (await r.Content.ReadAsStringAsync()).StartsWith(length.ToString(CultureInfo.InvariantCulture), StringComparison.Ordinal);
 
-    /// <summary>Copies the benchmark app to a temporary folder with the given faast.json.</summary>
+    /// <summary>Copies the benchmark app to a temporary folder with the given faast.json. It keeps its
+    /// name, which names the user its workers run as (as root), so runs reuse one user.</summary>
     private static Task<HostProcess> StartAsync(string home, string app, string faastJson, int workers, Dictionary<string, string> env)
     {
-        var dir = Path.Combine(Path.GetTempPath(), "faast-bench-" + Guid.NewGuid().ToString("N")[..8]);
+        var dir = Path.Combine(Path.GetTempPath(), "faast-bench-" + Guid.NewGuid().ToString("N")[..8], Path.GetFileName(app));
         foreach (var file in Directory.EnumerateFiles(app, "*", SearchOption.AllDirectories))
         {
             var target = Path.Combine(dir, Path.GetRelativePath(app, file));

@@ -4,7 +4,7 @@ using FaaST.Runtime.Hosting;
 
 namespace FaaST.Runtime;
 
-/// <summary>faast-host APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache]</summary>
+/// <summary>faast-host APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off]</summary>
 public static class Program
 {
     public static async Task<int> Main(string[] args)
@@ -17,7 +17,7 @@ public static class Program
         catch (ArgumentException e)
         {
             await Console.Error.WriteLineAsync($"faast: {e.Message}");
-            await Console.Error.WriteLineAsync("usage: faast start APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache]");
+            await Console.Error.WriteLineAsync("usage: faast start APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off]");
             return 2;
         }
 
@@ -73,6 +73,7 @@ public static class Program
         int? port = null, workers = null;
         var inMemory = false;
         bool? cache = null;
+        var isolation = Workers.IsolationMode.Auto;
         for (var i = 0; i < args.Length; i++)
         {
             string Value() => i + 1 < args.Length ? args[++i] : throw new ArgumentException($"{args[i]} needs a value");
@@ -92,6 +93,16 @@ public static class Program
                 case "--azurite-data": azuriteData = Value(); break;
                 case "--azurite-in-memory": inMemory = true; break;
                 case "--no-cache": cache = false; break;
+                case "--isolation":
+                    var mode = Value();
+                    isolation = mode switch
+                    {
+                        "auto" => Workers.IsolationMode.Auto,
+                        "required" => Workers.IsolationMode.Required,
+                        "off" => Workers.IsolationMode.Off,
+                        _ => throw new ArgumentException($"--isolation must be auto, required or off, not \"{mode}\""),
+                    };
+                    break;
                 case var a when a.StartsWith("--", StringComparison.Ordinal): throw new ArgumentException($"unknown option {a}");
                 default:
                     if (app is not null)
@@ -113,6 +124,7 @@ public static class Program
             WorkerProcessCount = workers,
             AzuriteDataDirectory = inMemory ? null : azuriteData ?? Path.Combine(full, ".faast", "azurite"),
             CacheEnabled = cache,
+            Isolation = isolation,
         };
     }
 }

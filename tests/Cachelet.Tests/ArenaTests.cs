@@ -97,6 +97,31 @@ public sealed class ArenaTests : IDisposable
     }
 
     [Fact]
+    public void With_an_owner_the_directory_and_every_file_belong_to_it_with_the_same_modes()
+    {
+        // Giving files away needs root, as the suites run. 65534 is nobody/nogroup.
+        var owner = new FileOwner(65534, 65534);
+        using var arena = _scope.NewArena(new ArenaOptions { Capacity = 64L << 20, SlabSegmentSize = 8L << 20, Owner = owner });
+        Assert.True(arena.TryAllocate(1000, out _));
+        Assert.True(arena.TryAllocate(1 << 20, out _));
+        using (FaaST.Cachelet.TemporaryFile.Create(arena.Directory, 1, owner))
+        {
+            var files = Directory.GetFiles(arena.Directory);
+            Assert.Equal(["l", "s", "t"], files.Select(f => Path.GetFileName(f)[..1]).Order());
+            Assert.Equal("65534:65534 700", Stat(arena.Directory));
+            Assert.All(files, f => Assert.Equal("65534:65534 600", Stat(f)));
+        }
+    }
+
+    private static string Stat(string path)
+    {
+        using var stat = Process.Start(new ProcessStartInfo("stat", ["-c", "%u:%g %a", path]) { RedirectStandardOutput = true })!;
+        var output = stat.StandardOutput.ReadToEnd().Trim();
+        stat.WaitForExit();
+        return output;
+    }
+
+    [Fact]
     public void Segment_file_names_are_never_reused()
     {
         // 2 MiB segments: a few hundred 12 KB objects need several, and they go away when emptied.

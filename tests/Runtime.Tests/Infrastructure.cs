@@ -79,6 +79,8 @@ public sealed class HostUnderTest : IAsyncDisposable
             LoggerProvider = logs,
             MinimumLogLevel = LogLevel.Information,
             WorkerRestartDelay = TimeSpan.FromMilliseconds(100),
+            // Workers run isolated (the suites run as root) as one shared user, not one user per test app.
+            WorkerUser = "faast-tests",
         };
         if (configure is not null)
             options = configure(options);

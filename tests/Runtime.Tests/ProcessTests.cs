@@ -10,7 +10,8 @@ public sealed partial class ProcessTests(AzuriteFixture azurite)
     [Fact]
     public async Task The_host_process_serves_a_sample_and_stops_cleanly_on_sigterm()
     {
-        var app = TestApp.CopySample("python-app");
+        // Under its own name: as root, the workers run as faast-python-app (one user, not one per run).
+        var app = TestApp.CopySample("python-app", keepName: true);
         var dll = Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll");
         var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
         foreach (var a in new[] { dll, app, "--port", "0", "--azurite-in-memory" })
@@ -40,6 +41,9 @@ public sealed partial class ProcessTests(AzuriteFixture azurite)
             using var status = System.Text.Json.JsonDocument.Parse(await http.GetStringAsync("admin/host/status"));
             var workers = status.RootElement.GetProperty("workerProcessIds").EnumerateArray().Select(p => p.GetInt32()).ToArray();
             Assert.NotEmpty(workers);
+            var isolation = status.RootElement.GetProperty("isolation");
+            if (Environment.IsPrivilegedProcess)
+                Assert.Equal("faast-python-app", isolation.GetProperty("user").GetString());
 
             Process.Start("kill", ["-TERM", host.Id.ToString(System.Globalization.CultureInfo.InvariantCulture)])!.WaitForExit();
             await Task.WhenAny(host.WaitForExitAsync(), Task.Delay(TimeSpan.FromSeconds(30)));
@@ -54,7 +58,7 @@ public sealed partial class ProcessTests(AzuriteFixture azurite)
         {
             if (!host.HasExited)
                 host.Kill(entireProcessTree: true);
-            Directory.Delete(app, recursive: true);
+            Directory.Delete(Path.GetDirectoryName(app)!, recursive: true);
         }
     }
 

@@ -10,9 +10,13 @@ public sealed class TestApp : IDisposable
           { "type": "http", "direction": "out", "name": "$return" } ] }
         """;
 
-    public TestApp(string runtime, string? hostJson = null, Dictionary<string, string>? settings = null)
+    private readonly string _root;
+
+    /// <param name="name">The app's folder name (its name, which names its worker user), in a fresh folder; default a unique one.</param>
+    public TestApp(string runtime, string? hostJson = null, Dictionary<string, string>? settings = null, string? name = null)
     {
-        Directory = Path.Combine(Path.GetTempPath(), "faast-test-" + Guid.NewGuid().ToString("N")[..12]);
+        _root = Path.Combine(Path.GetTempPath(), "faast-test-" + Guid.NewGuid().ToString("N")[..12]);
+        Directory = name is null ? _root : Path.Combine(_root, name);
         System.IO.Directory.CreateDirectory(Directory);
         File.WriteAllText(Path.Combine(Directory, "host.json"), hostJson ?? """{ "version": "2.0" }""");
         var values = new Dictionary<string, string> { ["FUNCTIONS_WORKER_RUNTIME"] = runtime };
@@ -35,11 +39,13 @@ public sealed class TestApp : IDisposable
         return this;
     }
 
-    /// <summary>Copies a sample app from samples/.</summary>
-    public static string CopySample(string sample)
+    /// <summary>Copies a sample app from samples/; with <paramref name="keepName"/> into a fresh folder under its own name.</summary>
+    public static string CopySample(string sample, bool keepName = false)
     {
         var source = Path.Combine(Repo.Root, "samples", sample);
         var target = Path.Combine(Path.GetTempPath(), "faast-sample-" + Guid.NewGuid().ToString("N")[..12]);
+        if (keepName)
+            target = Path.Combine(target, sample);
         foreach (var file in System.IO.Directory.EnumerateFiles(source, "*", SearchOption.AllDirectories))
         {
             var rel = Path.GetRelativePath(source, file);
@@ -57,7 +63,7 @@ public sealed class TestApp : IDisposable
     {
         try
         {
-            System.IO.Directory.Delete(Directory, recursive: true);
+            System.IO.Directory.Delete(_root, recursive: true);
         }
         catch (IOException)
         {

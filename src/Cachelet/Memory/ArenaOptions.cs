@@ -37,6 +37,10 @@ public sealed record ArenaOptions
     /// 87.5%. Stranded bytes do not grow with the capacity, so a large cache may lower it.</summary>
     public double FragmentationReserve { get; init; } = 1.0 / 16;
 
+    /// <summary>Owner of the directory and of every file the arena creates (the user the app's workers
+    /// run as), default none: they stay the creating process's. Setting it needs root.</summary>
+    public FileOwner? Owner { get; init; }
+
     /// <summary>Test hook: called before the arena reserves file space (file name, offset, bytes);
     /// returning true makes the reservation fail as if /dev/shm were full (ENOSPC).</summary>
     internal Func<string, long, long, bool>? SimulateNoSpace { get; init; }

@@ -34,6 +34,9 @@ internal static class AdminEndpoints
             readyWorkers = host.ReadyWorkers,
             hostProcessId = Environment.ProcessId,
             workerProcessIds = host.WorkerProcessIds,
+            isolation = host.WorkerIdentity is { } user
+                ? new { user = user.UserName, uid = (int?)user.UserId, gid = (int?)user.GroupId, reason = (string?)null }
+                : new { user = "none", uid = (int?)null, gid = (int?)null, reason = host.IsolationReason },
             functions = host.FunctionStatus(),
         }));
     }

@@ -35,6 +35,12 @@ public sealed record RuntimeHostOptions
     /// <summary>Overrides faast.json's cache.enabled (the --no-cache switch; tests).</summary>
     public bool? CacheEnabled { get; init; }
 
+    /// <summary>Whether workers run as a per-app Unix user (--isolation; see README).</summary>
+    public Workers.IsolationMode Isolation { get; init; } = Workers.IsolationMode.Auto;
+
+    /// <summary>The user isolated workers run as; null: "faast-" + the app's name (tests share one).</summary>
+    public string? WorkerUser { get; init; }
+
     /// <summary>Finds the FaaST checkout: $FAAST_HOME, else the nearest parent of the binary with workers/ and package.json.</summary>
     public static string FindHome(string? explicitHome = null)
     {

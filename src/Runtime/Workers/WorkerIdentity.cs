@@ -1,0 +1,188 @@
+using System.Diagnostics;
+using System.Globalization;
+using System.Security.Cryptography;
+using System.Text;
+using FaaST.Cachelet.Memory;
+using FaaST.Runtime.App;
+
+namespace FaaST.Runtime.Workers;
+
+/// <summary>Whether an app's workers run as a Unix user of their own (--isolation).</summary>
+public enum IsolationMode
+{
+    /// <summary>The app's user when the host is root and that user can read what the workers need;
+    /// otherwise the host's user, with a log line saying why.</summary>
+    Auto,
+
+    /// <summary>The app's user, or the host does not start.</summary>
+    Required,
+
+    /// <summary>Workers run as the host's user.</summary>
+    Off,
+}
+
+/// <summary>
+/// The Unix user an app's workers run as: a system user per app ("faast-" + the app's name), created
+/// on first use. It owns the app's shared-memory segments (0700/0600), so the workers of another app,
+/// another user, cannot open them.
+/// </summary>
+public sealed record WorkerIdentity(string UserName, int UserId, int GroupId)
+{
+    private const string Prefix = "faast-";
+    private const int MaxUserName = 32; // useradd's limit on Linux
+    private const string UserAdd = "/usr/sbin/useradd";
+    private static readonly Lock Gate = new();
+
+    /// <summary>The owner the cache gives its segment directory and files to.</summary>
+    public FileOwner Owner => new(UserId, GroupId);
+
+    /// <summary>"faast-" + the app's name in lowercase letters, digits and '-', starting with a letter;
+    /// a name too long for Linux is cut and ends with a hash of the whole app name instead.</summary>
+    public static string UserNameFor(string appName)
+    {
+        var body = new string(appName.ToLowerInvariant().Select(c => char.IsAsciiLetterLower(c) || char.IsAsciiDigit(c) ? c : '-').ToArray());
+        body = body.TrimStart(['-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9']).TrimEnd('-');
+        if (body.Length == 0)
+            body = "app";
+        if (Prefix.Length + body.Length <= MaxUserName)
+            return Prefix + body;
+        var hash = Convert.ToHexStringLower(SHA256.HashData(Encoding.UTF8.GetBytes(appName)))[..8];
+        return Prefix + body[..(MaxUserName - Prefix.Length - hash.Length - 1)].TrimEnd('-') + "-" + hash;
+    }
+
+    /// <summary>Looks the user up, first creating it (a system user with its own group, no home, no
+    /// shell) if it does not exist. Needs root to create.</summary>
+    /// <exception cref="InvalidOperationException">useradd failed, or could not be run.</exception>
+    public static WorkerIdentity Ensure(string userName)
+    {
+        lock (Gate)
+        {
+            if (Lookup(userName) is { } known)
+                return known;
+            for (var attempt = 1; ; attempt++)
+            {
+                var (exit, _, error) = Run(new ProcessStartInfo(File.Exists(UserAdd) ? UserAdd : "useradd",
+                    ["--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", "--user-group", userName]));
+                // 9: it exists (another host created it first). 1: /etc/passwd is locked by another useradd, for a moment.
+                if (exit is 0 or 9)
+                    break;
+                if (exit == 1 && attempt < 10)
+                {
+                    Thread.Sleep(200);
+                    if (Lookup(userName) is { } created)
+                        return created;
+                    continue;
+                }
+                throw new InvalidOperationException($"useradd {userName} failed (exit {exit}): {error}");
+            }
+            return Lookup(userName) ?? throw new InvalidOperationException($"useradd created {userName}, but getent passwd does not find it");
+        }
+    }
+
+    /// <summary>
+    /// The first of <paramref name="paths"/> this user cannot read (a directory: list and enter), found
+    /// by running test(1) as the user, so ACLs, parent directories and groups all count; null when it
+    /// can read them all.
+    /// </summary>
+    /// <exception cref="InvalidOperationException">The test could not run as the user.</exception>
+    public string? FirstUnreadable(IEnumerable<string> paths)
+    {
+        var info = AsThisUser(new ProcessStartInfo("/bin/sh") { WorkingDirectory = "/" });
+        info.ArgumentList.Add("-c");
+        info.ArgumentList.Add("""for p do if [ -d "$p" ]; then [ -r "$p" ] && [ -x "$p" ]; else [ -r "$p" ]; fi || { printf '%s\n' "$p"; exit 1; }; done""");
+        info.ArgumentList.Add("sh");
+        foreach (var path in paths)
+            info.ArgumentList.Add(path);
+        var (exit, output, error) = Run(info);
+        return exit switch
+        {
+            0 => null,
+            1 when output.Length > 0 => output,
+            _ => throw new InvalidOperationException($"cannot run a test as {UserName} (exit {exit}): {error}"),
+        };
+    }
+
+    /// <summary>Makes <paramref name="info"/> start its process as this user (the child calls
+    /// setgroups, setgid and setuid before exec), with a HOME that is no one's.</summary>
+    public ProcessStartInfo AsThisUser(ProcessStartInfo info)
+    {
+        info.UserName = UserName;
+        info.Environment["HOME"] = "/nonexistent";
+        info.Environment["USER"] = UserName;
+        info.Environment["LOGNAME"] = UserName;
+        return info;
+    }
+
+    /// <summary>
+    /// Decides whom the app's workers run as. Returns the app's user, or null (the host's user) with
+    /// <paramref name="reason"/> saying why, after logging it.
+    /// </summary>
+    /// <param name="mustRead">What the workers read: the app directory, the worker's folder, node_modules.</param>
+    /// <exception cref="AppConfigException">Isolation is required and not possible; the message says why.</exception>
+    internal static WorkerIdentity? Choose(IsolationMode mode, string userName, IEnumerable<string> mustRead, ILogger logger, out string reason)
+    {
+        if (mode == IsolationMode.Off)
+        {
+            reason = "isolation is off (--isolation off)";
+            logger.LogInformation("Workers run as the host's user ({User}): {Reason}", Environment.UserName, reason);
+            return null;
+        }
+        WorkerIdentity? identity = null;
+        if (!Environment.IsPrivilegedProcess)
+        {
+            reason = $"per-app isolation needs root; the host runs as {Environment.UserName}";
+        }
+        else
+        {
+            try
+            {
+                identity = Ensure(userName);
+                reason = identity.FirstUnreadable(mustRead) is { } path
+                    ? $"the app user {userName} cannot read {path}"
+                    : "";
+            }
+            catch (Exception e) when (e is InvalidOperationException or System.ComponentModel.Win32Exception)
+            {
+                reason = $"cannot run workers as {userName}: {e.Message}";
+            }
+        }
+        if (reason.Length == 0)
+        {
+            logger.LogInformation("Workers run as {User} (uid {Uid}, gid {Gid}), which owns the app's shared-memory segments",
+                identity!.UserName, identity.UserId, identity.GroupId);
+            return identity;
+        }
+        if (mode == IsolationMode.Required)
+            throw new AppConfigException($"--isolation required: {reason}");
+        if (Environment.IsPrivilegedProcess)
+            logger.LogWarning("{Reason}; workers run as the host user without isolation", reason);
+        else
+            logger.LogInformation("{Reason}; workers run as the host user without isolation", reason);
+        return null;
+    }
+
+    private static WorkerIdentity? Lookup(string userName)
+    {
+        var (exit, output, error) = Run(new ProcessStartInfo("getent", ["passwd", userName]));
+        if (exit == 2)
+            return null; // no such user
+        var fields = output.Split(':');
+        if (exit != 0 || fields.Length < 4
+            || !int.TryParse(fields[2], NumberStyles.None, CultureInfo.InvariantCulture, out var uid)
+            || !int.TryParse(fields[3], NumberStyles.None, CultureInfo.InvariantCulture, out var gid))
+            throw new InvalidOperationException($"getent passwd {userName} failed (exit {exit}): {error}{output}");
+        return new WorkerIdentity(userName, uid, gid);
+    }
+
+    private static (int Exit, string Output, string Error) Run(ProcessStartInfo info)
+    {
+        info.UseShellExecute = false;
+        info.RedirectStandardOutput = true;
+        info.RedirectStandardError = true;
+        using var process = Process.Start(info) ?? throw new InvalidOperationException($"cannot start {info.FileName}");
+        var error = process.StandardError.ReadToEndAsync();
+        var output = process.StandardOutput.ReadToEnd();
+        process.WaitForExit();
+        return (process.ExitCode, output.Trim(), error.Result.Trim());
+    }
+}
