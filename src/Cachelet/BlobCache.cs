@@ -33,14 +33,15 @@ public sealed class BlobCache : IAsyncDisposable
 
     private sealed record PendingWrite(IBlobStore Store, BlobKey Key, CacheEntry Entry, PinHandle Pin);
 
-    public BlobCache(string appName, CachePolicy policy, ILogger? logger = null, string shmRoot = ShmRoot)
+    /// <param name="owner">Owner of the segment directory and files (the user the app's workers run as); null keeps this process's.</param>
+    public BlobCache(string appName, CachePolicy policy, ILogger? logger = null, string shmRoot = ShmRoot, FileOwner? owner = null)
     {
         _policy = policy;
         _logger = logger ?? NullLogger.Instance;
         var prefix = "faast-" + Sanitize(appName);
         SharedMemoryArena.CleanStale(shmRoot, prefix);
         Directory = SharedMemoryArena.InstanceDirectory(shmRoot, prefix);
-        _arena = new SharedMemoryArena(Directory, new ArenaOptions { Capacity = policy.MaxCachedBytes });
+        _arena = new SharedMemoryArena(Directory, new ArenaOptions { Capacity = policy.MaxCachedBytes, Owner = owner });
         _index = new CacheIndex(_arena, new CacheIndexOptions { Policy = EvictionPolicyFor(policy.Eviction) });
         Metrics = new CacheletMetrics(appName, () => _arena.Allocated, () => _index.PinnedBytes, () => _index.Count,
             () => _index.Evictions);
@@ -51,6 +52,13 @@ public sealed class BlobCache : IAsyncDisposable
     public string Directory { get; }
 
     public CachePolicy Policy => _policy;
+
+    /// <summary>A file in <see cref="Directory"/> was deleted (see <see cref="SharedMemoryArena.FileDeleted"/>).</summary>
+    public event Action<string>? SegmentDeleted
+    {
+        add => _arena.FileDeleted += value;
+        remove => _arena.FileDeleted -= value;
+    }
 
     public CacheletMetrics Metrics { get; }
 
@@ -172,7 +180,7 @@ public sealed class BlobCache : IAsyncDisposable
                     key.Container, key.Blob, props.Length);
                 if (props.Length < _policy.InlineThreshold)
                     return fallback = new MemoryStream((int)props.Length);
-                temporary = TemporaryFile.Create(Directory, Interlocked.Increment(ref _temporaryFiles));
+                temporary = TemporaryFile.Create(Directory, Interlocked.Increment(ref _temporaryFiles), _arena.Options.Owner);
                 return temporary.Stream;
             }, ct: ct);
         }
@@ -425,7 +433,7 @@ internal sealed class TemporaryFile : IDisposable
 
     public FileStream Stream { get; }
 
-    public static TemporaryFile Create(string directory, long number)
+    public static TemporaryFile Create(string directory, long number, FileOwner? owner = null)
     {
         var path = System.IO.Path.Combine(directory, "t" + number.ToString("D6", System.Globalization.CultureInfo.InvariantCulture));
         var options = new FileStreamOptions
@@ -438,6 +446,16 @@ internal sealed class TemporaryFile : IDisposable
         if (!OperatingSystem.IsWindows())
             options.UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite;
         var stream = new FileStream(path, options);
+        try
+        {
+            owner?.ApplyTo(stream.SafeFileHandle, path);
+        }
+        catch
+        {
+            stream.Dispose();
+            File.Delete(path);
+            throw;
+        }
         return new TemporaryFile(path, stream);
     }
 

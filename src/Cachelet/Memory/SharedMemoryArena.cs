@@ -87,6 +87,7 @@ public sealed class SharedMemoryArena : IDisposable
             throw new IOException($"{Directory} already holds files: another arena uses it, or a crashed run left it (see CleanStale)");
         System.IO.Directory.CreateDirectory(Directory, DirectoryMode);
         File.SetUnixFileMode(Directory, DirectoryMode);
+        options.Owner?.ApplyTo(Directory);
     }
 
     /// <summary>The directory holding the segment files (absolute).</summary>
@@ -112,6 +113,13 @@ public sealed class SharedMemoryArena : IDisposable
 
     /// <summary>Bytes of live slots plus large objects (page-rounded): <see cref="Allocated"/> plus internal waste.</summary>
     public long Used => Volatile.Read(ref _used);
+
+    /// <summary>
+    /// Raised with a file's name after the arena deleted it (a freed large object, an empty slab
+    /// segment), so that processes which keep it mapped can unmap it and its memory goes back to the
+    /// OS. May be raised under an arena lock: handlers must only queue work.
+    /// </summary>
+    public event Action<string>? FileDeleted;
 
     /// <summary>Bytes held in /dev/shm: slabs assigned to size classes plus large files (page-rounded). At most <see cref="Capacity"/>.</summary>
     public long Reserved => Volatile.Read(ref _reserved);
@@ -494,6 +502,7 @@ public sealed class SharedMemoryArena : IDisposable
             _segments.Remove(segment);
             segment.Dispose();
             TryDelete(segment.Path);
+            FileDeleted?.Invoke(segment.Name);
         }
     }
 
@@ -585,6 +594,7 @@ public sealed class SharedMemoryArena : IDisposable
             throw new InvalidOperationException($"{extent} is not allocated (freed twice?)");
         file.Dispose();
         TryDelete(file.Path);
+        FileDeleted?.Invoke(file.Name);
         var charge = RoundUp(file.Size, _osPage);
         Interlocked.Add(ref _used, -charge);
         Interlocked.Add(ref _reserved, -charge);
@@ -600,13 +610,26 @@ public sealed class SharedMemoryArena : IDisposable
         return (id, name, Path.Combine(Directory, name));
     }
 
-    private static FileStream CreateFile(string path) => new(path, new FileStreamOptions
+    private FileStream CreateFile(string path)
     {
-        Mode = FileMode.CreateNew,
-        Access = FileAccess.ReadWrite,
-        Share = FileShare.ReadWrite | FileShare.Delete,
-        UnixCreateMode = FileMode600,
-    });
+        var stream = new FileStream(path, new FileStreamOptions
+        {
+            Mode = FileMode.CreateNew,
+            Access = FileAccess.ReadWrite,
+            Share = FileShare.ReadWrite | FileShare.Delete,
+            UnixCreateMode = FileMode600,
+        });
+        try
+        {
+            _options.Owner?.ApplyTo(stream.SafeFileHandle, path);
+            return stream;
+        }
+        catch
+        {
+            stream.Dispose();
+            throw;
+        }
+    }
 
     /// <summary>Full path of a worker's output file, or an exception saying why it cannot be adopted.</summary>
     private string AdoptablePath(string fileName)

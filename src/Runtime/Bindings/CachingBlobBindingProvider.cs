@@ -1,4 +1,3 @@
-using System.Runtime.CompilerServices;
 using FaaST.Cachelet;
 using FaaST.Protos.Worker;
 using FaaST.Runtime.Invocation;
@@ -14,9 +13,6 @@ namespace FaaST.Runtime.Bindings;
 /// </summary>
 internal sealed class CachingBlobBindingProvider(StorageAccounts accounts, BlobCache cache) : IBlobBindingProvider, ISharedMemoryReader
 {
-    // The extent behind each reference handed out, for workers that want bytes inline instead.
-    private readonly ConditionalWeakTable<SharedMemoryRef, Func<ByteString>> _references = new();
-
     public async ValueTask<BlobData?> ReadAsync(BlobAddress blob, InvocationContext invocation, CancellationToken ct)
     {
         var store = accounts.Get(blob.Connection);
@@ -34,10 +30,7 @@ internal sealed class CachingBlobBindingProvider(StorageAccounts accounts, BlobC
         if (r.File is { } file)
         {
             // Larger than the cache: streamed into a file of its own, mapped by the worker like a segment.
-            var reference = new SharedMemoryRef { Segment = file, Offset = 0, Length = r.Length, Version = r.ETag };
-            var path = Path.Combine(cache.Directory, file);
-            _references.AddOrUpdate(reference, () => ByteString.CopyFrom(File.ReadAllBytes(path)));
-            data.SharedMemory = reference;
+            data.SharedMemory = new SharedMemoryRef { Segment = file, Offset = 0, Length = r.Length, Version = r.ETag };
         }
         else if (r.Entry is not { } entry)
         {
@@ -49,15 +42,13 @@ internal sealed class CachingBlobBindingProvider(StorageAccounts accounts, BlobC
         }
         else
         {
-            var reference = new SharedMemoryRef
+            data.SharedMemory = new SharedMemoryRef
             {
                 Segment = entry.Extent.Segment,
                 Offset = entry.Extent.Offset,
                 Length = entry.Extent.Length,
                 Version = entry.ETag,
             };
-            _references.AddOrUpdate(reference, () => CopyOut(entry));
-            data.SharedMemory = reference;
         }
         return data;
     }
@@ -70,10 +61,23 @@ internal sealed class CachingBlobBindingProvider(StorageAccounts accounts, BlobC
             : await cache.WriteAsync(store, blob.Container, blob.Name, output.Bytes, ct);
     }
 
-    public ByteString Read(SharedMemoryRef reference) =>
-        _references.TryGetValue(reference, out var read)
-            ? read()
-            : throw new InvalidOperationException($"no cached object behind shared-memory segment {reference.Segment}");
+    /// <summary>The bytes behind a reference this provider handed out (still pinned by its invocation).</summary>
+    public ByteString Read(SharedMemoryRef reference)
+    {
+        if (reference.Length > int.MaxValue)
+            throw new InvalidOperationException($"{reference.Segment}: {reference.Length} bytes cannot go inline to a worker");
+        using var handle = File.OpenHandle(Path.Combine(cache.Directory, reference.Segment));
+        var bytes = GC.AllocateUninitializedArray<byte>((int)reference.Length);
+        var done = 0;
+        while (done < bytes.Length)
+        {
+            var n = RandomAccess.Read(handle, bytes.AsSpan(done), reference.Offset + done);
+            if (n == 0)
+                throw new EndOfStreamException($"{reference.Segment} ended after {done} of {reference.Length} bytes");
+            done += n;
+        }
+        return UnsafeByteOperations.UnsafeWrap(bytes);
+    }
 
     private static ByteString CopyOut(FaaST.Cachelet.Index.CacheEntry entry)
     {

@@ -62,6 +62,12 @@ public sealed class RuntimeHost : IAsyncDisposable
 
     public int ReadyWorkers => _workers?.ReadyWorkers ?? 0;
 
+    /// <summary>The app's user, which the workers run as and which owns the segments; null: the host's user.</summary>
+    public WorkerIdentity? WorkerIdentity { get; private set; }
+
+    /// <summary>Why the workers run as the host's user (when <see cref="WorkerIdentity"/> is null).</summary>
+    public string? IsolationReason { get; private set; }
+
     /// <summary>Blob-triggered invocations finished since start (tests wait on it).</summary>
     public long BlobTriggerCompletions => _triggers?.Completed ?? 0;
 
@@ -136,6 +142,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         foreach (var f in App.Functions.Where(f => f.Error is not null))
             _logger.LogError("Function {Function} is disabled: {Error}", f.Name, f.Error);
 
+        ChooseWorkerIdentity(options, home);
         string? devStorage = null;
         if (StorageAccounts.NeedsDevelopmentStorage(App.Settings))
         {
@@ -150,12 +157,13 @@ public sealed class RuntimeHost : IAsyncDisposable
         var capabilities = new Dictionary<string, string>();
         if (Policy.Enabled)
         {
-            _cache = new BlobCache(Path.GetFileName(App.Directory), Policy, loggers.CreateLogger("FaaST.Cachelet"));
+            _cache = new BlobCache(Path.GetFileName(App.Directory), Policy, loggers.CreateLogger("FaaST.Cachelet"), owner: WorkerIdentity?.Owner);
             var caching = new CachingBlobBindingProvider(_accounts, _cache);
             blobs = caching;
             capabilities[WorkerCapabilities.SharedMemory] = "1";
             capabilities[WorkerCapabilities.SharedMemoryDirectory] = _cache.Directory;
             capabilities[WorkerCapabilities.SharedMemoryMinBytes] = Policy.InlineThreshold.ToString(CultureInfo.InvariantCulture);
+            capabilities[WorkerCapabilities.SharedMemoryRelease] = "1";
             _logger.LogInformation("Cachelet on: {Consistency}, up to {Bytes} bytes in {Directory}", Policy.Consistency, Policy.MaxCachedBytes, _cache.Directory);
         }
 
@@ -168,6 +176,7 @@ public sealed class RuntimeHost : IAsyncDisposable
             WorkersDirectory = Path.Combine(home, "workers"),
             Capabilities = capabilities,
             ExtraEnvironment = devStorage is null ? new Dictionary<string, string>() : new Dictionary<string, string> { ["AzureWebJobsStorage"] = devStorage },
+            Identity = WorkerIdentity,
         };
         if (options.WorkerRestartDelay is { } restart)
             workerOptions = workerOptions with { RestartDelay = restart };
@@ -175,6 +184,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         if (_cache is not null)
         {
             var workerPool = _workers;
+            _cache.SegmentDeleted += workerPool.ReleaseSegment;
             _memoryDaemon = new MemoryDaemon(() => workerPool.WorkerProcessIds.Append(Environment.ProcessId),
                 Policy.MemoryLimit, Policy.Headroom, () => _cache.ReservedBytes, _cache.Evict);
             _memoryDaemon.Start(Policy.MemoryDaemonInterval);
@@ -204,6 +214,18 @@ public sealed class RuntimeHost : IAsyncDisposable
             _logger.LogWarning("Not every {Runtime} worker is up yet; invocations wait for one", App.WorkerRuntime);
         _triggers.Start();
         LogFunctions();
+    }
+
+    /// <summary>Picks the user the workers run as; it must be able to read the app and the worker's code.</summary>
+    private void ChooseWorkerIdentity(RuntimeHostOptions options, string home)
+    {
+        var mustRead = new List<string> { App.Directory, Path.Combine(home, "workers", App.WorkerRuntime) };
+        if (App.WorkerRuntime == "node" && Directory.Exists(Path.Combine(home, "node_modules")))
+            mustRead.Add(Path.Combine(home, "node_modules"));
+        mustRead.AddRange(App.Runnable.Select(f => f.ScriptFile).Where(File.Exists));
+        var user = options.WorkerUser ?? Workers.WorkerIdentity.UserNameFor(Path.GetFileName(App.Directory));
+        WorkerIdentity = Workers.WorkerIdentity.Choose(options.Isolation, user, mustRead, _logger, out var reason);
+        IsolationReason = WorkerIdentity is null ? reason : null;
     }
 
     /// <summary>

@@ -48,6 +48,9 @@ public sealed record WorkerOptions
 
     /// <summary>Environment for workers on top of the app settings (e.g. the Azurite connection string).</summary>
     public IReadOnlyDictionary<string, string> ExtraEnvironment { get; init; } = new Dictionary<string, string>();
+
+    /// <summary>The app's user, which the workers run as; null: the host's user.</summary>
+    public WorkerIdentity? Identity { get; init; }
 }
 
 /// <summary>Names of the capabilities host and workers negotiate at init.</summary>
@@ -61,4 +64,8 @@ public static class WorkerCapabilities
 
     /// <summary>Values at least this long use shared memory; smaller ones stay inline.</summary>
     public const string SharedMemoryMinBytes = "shared_memory_min_bytes";
+
+    /// <summary>"1": the host sends SharedMemoryReleased for each file it deletes, so a worker may keep
+    /// its mappings between invocations (accepted with "1" by workers that do).</summary>
+    public const string SharedMemoryRelease = "shared_memory_release";
 }

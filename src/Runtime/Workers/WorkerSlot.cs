@@ -150,6 +150,8 @@ internal sealed partial class WorkerPool
                 throw new WorkerUnavailableException($"worker init failed: {response.Result?.Exception?.Message}");
             channel.SharedMemory = options.Capabilities.ContainsKey(WorkerCapabilities.SharedMemory) &&
                 response.Capabilities.TryGetValue(WorkerCapabilities.SharedMemory, out var shm) && shm == "1";
+            channel.SharedMemoryRelease = channel.SharedMemory &&
+                response.Capabilities.TryGetValue(WorkerCapabilities.SharedMemoryRelease, out var release) && release == "1";
             if (options.Capabilities.ContainsKey(WorkerCapabilities.SharedMemory) && !channel.SharedMemory)
                 pool._logger.LogWarning("Worker {WorkerId} declined shared memory; blobs reach it inline", channel.WorkerId);
             var loads = pool._app.Runnable.Select(f => LoadAsync(channel, f, ct)).ToArray();
@@ -229,6 +231,9 @@ internal sealed partial class WorkerPool
             if (options.Runtime == "python" && options.PythonMallocTunables is { Length: > 0 } tunables
                 && !info.Environment.ContainsKey("GLIBC_TUNABLES"))
                 info.Environment["GLIBC_TUNABLES"] = tunables;
+            // As the app's user, the worker can open the app's segments and no other app's; the host
+            // (root) still reads its output files and kills it.
+            options.Identity?.AsThisUser(info);
             var process = new Process { StartInfo = info, EnableRaisingEvents = true };
             process.OutputDataReceived += (_, e) => Forward(workerId, e.Data, LogLevel.Information);
             process.ErrorDataReceived += (_, e) => Forward(workerId, e.Data, LogLevel.Warning);
