@@ -145,6 +145,39 @@ public sealed class GrpcResponseReader<TResponse>(HttpResponseMessage response, 
         }
     }
 
+    /// <summary>
+    /// The next message's undecoded bytes, handed to <paramref name="handle"/> (valid only during the
+    /// call); false at the end of the stream.
+    /// </summary>
+    public async ValueTask<bool> ReadPayloadAsync(Action<ReadOnlySequence<byte>> handle, CancellationToken ct)
+    {
+        if (response.StatusCode != HttpStatusCode.OK)
+            throw new GrpcException(GrpcStatus.Unavailable, $"HTTP {(int)response.StatusCode} from {response.RequestMessage?.RequestUri}");
+        while (true)
+        {
+            var result = await reader.ReadAsync(ct);
+            var buffer = result.Buffer;
+            if (GrpcFraming.TryRead(ref buffer, maxMessageSize, out var payload))
+            {
+                try
+                {
+                    handle(payload);
+                }
+                finally
+                {
+                    reader.AdvanceTo(buffer.Start);
+                }
+                return true;
+            }
+            if (result.IsCompleted)
+            {
+                reader.AdvanceTo(buffer.End);
+                return false;
+            }
+            reader.AdvanceTo(buffer.Start, buffer.End);
+        }
+    }
+
     /// <summary>Throws <see cref="GrpcException"/> unless the call ended with status OK.</summary>
     public ValueTask CheckStatusAsync()
     {
@@ -184,10 +217,20 @@ public sealed class GrpcDuplexCall<TRequest, TResponse> : IAsyncDisposable
         await _requests.FlushAsync(ct);
     }
 
+    /// <summary>Frames a message of one bytes field (see <see cref="GrpcFraming.WriteBytesField"/>); <see cref="FlushAsync"/> sends it.</summary>
+    public void WriteBytesField(int fieldNumber, ReadOnlySpan<byte> data) => GrpcFraming.WriteBytesField(_requests, fieldNumber, data);
+
+    /// <summary>Sends what was framed so far (waits while the transport applies back-pressure).</summary>
+    public async ValueTask FlushAsync(CancellationToken ct = default) => await _requests.FlushAsync(ct);
+
     /// <summary>Tells the server no more requests follow.</summary>
     public ValueTask CompleteRequestsAsync() => _requests.CompleteAsync();
 
     public ValueTask<TResponse?> ReadAsync(CancellationToken ct = default) => _responses.ReadAsync(ct);
+
+    /// <inheritdoc cref="GrpcResponseReader{TResponse}.ReadPayloadAsync"/>
+    public ValueTask<bool> ReadPayloadAsync(Action<ReadOnlySequence<byte>> handle, CancellationToken ct = default) =>
+        _responses.ReadPayloadAsync(handle, ct);
 
     public ValueTask CheckStatusAsync() => _responses.CheckStatusAsync();
 

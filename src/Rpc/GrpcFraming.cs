@@ -24,6 +24,71 @@ public static class GrpcFraming
     }
 
     /// <summary>
+    /// Writes one framed message made of a single length-delimited field holding <paramref name="data"/>
+    /// (e.g. the bytes arm of a oneof), copying the bytes once, straight into the writer. This is how
+    /// bulk data leaves shared memory without first becoming a ByteString.
+    /// </summary>
+    public static void WriteBytesField(IBufferWriter<byte> writer, int fieldNumber, ReadOnlySpan<byte> data)
+    {
+        Span<byte> prefix = stackalloc byte[HeaderSize + 10];
+        var tag = (uint)(fieldNumber << 3 | 2);
+        var n = HeaderSize + WriteVarint(prefix[HeaderSize..], tag);
+        n += WriteVarint(prefix[n..], (uint)data.Length);
+        prefix[0] = 0;
+        BinaryPrimitives.WriteUInt32BigEndian(prefix[1..], (uint)(n - HeaderSize + data.Length));
+        writer.Write(prefix[..n]);
+        while (!data.IsEmpty)
+        {
+            var target = writer.GetSpan(Math.Min(data.Length, 64 * 1024));
+            var chunk = Math.Min(target.Length, data.Length);
+            data[..chunk].CopyTo(target);
+            writer.Advance(chunk);
+            data = data[chunk..];
+        }
+    }
+
+    /// <summary>
+    /// If <paramref name="payload"/> is exactly one length-delimited field numbered
+    /// <paramref name="fieldNumber"/>, its bytes (a slice of the payload, not a copy).
+    /// </summary>
+    public static bool TryReadBytesField(in ReadOnlySequence<byte> payload, int fieldNumber, out ReadOnlySequence<byte> data)
+    {
+        data = default;
+        var reader = new SequenceReader<byte>(payload);
+        if (!TryReadVarint(ref reader, out var tag) || tag != (ulong)(fieldNumber << 3 | 2) ||
+            !TryReadVarint(ref reader, out var length) || length != (ulong)reader.Remaining)
+            return false;
+        data = reader.UnreadSequence;
+        return true;
+    }
+
+    private static int WriteVarint(Span<byte> target, uint value)
+    {
+        var i = 0;
+        while (value >= 0x80)
+        {
+            target[i++] = (byte)(value | 0x80);
+            value >>= 7;
+        }
+        target[i++] = (byte)value;
+        return i;
+    }
+
+    private static bool TryReadVarint(ref SequenceReader<byte> reader, out ulong value)
+    {
+        value = 0;
+        for (var shift = 0; shift < 64; shift += 7)
+        {
+            if (!reader.TryRead(out var b))
+                return false;
+            value |= (ulong)(b & 0x7F) << shift;
+            if (b < 0x80)
+                return true;
+        }
+        return false;
+    }
+
+    /// <summary>
     /// Takes one complete framed message off the front of <paramref name="buffer"/>, if there is one.
     /// Throws <see cref="GrpcException"/> for a compressed or oversized message.
     /// </summary>

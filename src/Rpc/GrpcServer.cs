@@ -150,8 +150,44 @@ public sealed class GrpcServerStream<TRequest, TResponse>
         }
     }
 
+    /// <summary>
+    /// The next message's undecoded bytes, handed to <paramref name="handle"/> (valid only during the
+    /// call), so bulk data can be copied once to where it belongs; false when the client has finished.
+    /// </summary>
+    public async ValueTask<bool> ReadPayloadAsync(Action<ReadOnlySequence<byte>> handle, CancellationToken ct)
+    {
+        while (true)
+        {
+            var result = await _reader.ReadAsync(ct);
+            var buffer = result.Buffer;
+            if (GrpcFraming.TryRead(ref buffer, _maxMessageSize, out var payload))
+            {
+                try
+                {
+                    handle(payload);
+                }
+                finally
+                {
+                    _reader.AdvanceTo(buffer.Start);
+                }
+                return true;
+            }
+            if (result.IsCompleted)
+            {
+                if (!buffer.IsEmpty)
+                    throw new GrpcException(GrpcStatus.Internal, "the stream ended inside a message");
+                _reader.AdvanceTo(buffer.End);
+                return false;
+            }
+            _reader.AdvanceTo(buffer.Start, buffer.End);
+        }
+    }
+
     /// <summary>Frames a message into the response buffer without sending it yet.</summary>
     public void Write(TResponse message) => GrpcFraming.Write(_writer, message);
+
+    /// <summary>Frames a message of one bytes field (see <see cref="GrpcFraming.WriteBytesField"/>) without sending it yet.</summary>
+    public void WriteBytesField(int fieldNumber, ReadOnlySpan<byte> data) => GrpcFraming.WriteBytesField(_writer, fieldNumber, data);
 
     /// <summary>Sends everything written so far.</summary>
     public async ValueTask FlushAsync(CancellationToken ct)
