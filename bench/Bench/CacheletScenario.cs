@@ -62,6 +62,8 @@ public static class CacheletScenario
         {
             local1 = (await load.RunAsync(Url(host, "/api/read/1mb.bin"), 1, warmup, window, Expect(1 << 20))).P50Ms;
             report.Add("lh_1mb_python_p50_ms", local1, "local hit, no HEAD");
+            report.Add("lh_1mb_view_python_p50_ms", (await load.RunAsync(Url(host, "/api/shared/1mb.bin"), 1, warmup, window, Expect(1 << 20))).P50Ms,
+                "local hit through getbuffer(): no copy into bytes");
             await FixedRunsAsync(Url(host, "/api/read/256mb.bin"), 1, 256 << 20); // the miss that fills the cache
             local256 = await FixedRunsAsync(Url(host, "/api/read/256mb.bin"), bigRuns, 256 << 20);
             report.Add("lh_256mb_python_p50_ms", local256, $"median of {bigRuns}");

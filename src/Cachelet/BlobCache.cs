@@ -3,6 +3,7 @@ using System.Diagnostics;
 using System.Threading.Channels;
 using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Memory;
+using FaaST.Cachelet.Peers;
 using FaaST.Cachelet.Policy;
 using FaaST.Cachelet.Telemetry;
 using FaaST.Storage;
@@ -18,7 +19,7 @@ namespace FaaST.Cachelet;
 /// synchronously or in the background, as the preset says. Objects the cache cannot hold (do-not-cache
 /// globs, larger than the cache, no memory left) are served straight from storage, never failed.
 /// </summary>
-public sealed class BlobCache : IAsyncDisposable
+public sealed partial class BlobCache : IAsyncDisposable
 {
     public const string ShmRoot = "/dev/shm";
 
@@ -31,7 +32,8 @@ public sealed class BlobCache : IAsyncDisposable
     private readonly Task _writer;
     private readonly CancellationTokenSource _stopping = new();
 
-    private sealed record PendingWrite(IBlobStore Store, BlobKey Key, CacheEntry Entry, PinHandle Pin);
+    // Owner set: the write goes to that peer (owner/async presets); else to storage.
+    private sealed record PendingWrite(IBlobStore Store, BlobKey Key, CacheEntry Entry, PinHandle Pin, Peer? Owner = null);
 
     /// <param name="owner">Owner of the segment directory and files (the user the app's workers run as); null keeps this process's.</param>
     public BlobCache(string appName, CachePolicy policy, ILogger? logger = null, string shmRoot = ShmRoot, FileOwner? owner = null)
@@ -96,18 +98,30 @@ public sealed class BlobCache : IAsyncDisposable
             return await PassthroughAsync(store, container, blob, ct);
 
         var key = new BlobKey(store.Endpoint.AbsoluteUri, container, blob);
+        var owner = OwnerOf(key);
         if (_index.TryGet(key, out var entry))
         {
             var current = true;
-            if (_policy.Consistency.ValidatesWithStorage)
+            if (_policy.Consistency.ReadTarget == DataTarget.Owner && owner is not null)
             {
-                var head = await store.GetPropertiesAsync(container, blob, ct);
-                if (head is null)
+                // The owner holds the current version: ask it, sending our version (no bytes if it matches).
+                var answer = await TryFetchFromOwnerAsync(store, key, owner, entry.ETag, validate: false, ct);
+                if (answer.NotFound)
                 {
                     _index.Remove(key);
                     return null;
                 }
-                current = head.ETag == entry.ETag;
+                if (answer.Read is { } fresh)
+                    return Tag(span, fresh);
+                // Not modified, or the owner is unreachable: then storage decides.
+                current = answer.NotModified || await MatchesStorageAsync(store, key, entry, ct) is true;
+            }
+            else if (_policy.Consistency.ValidatesWithStorage)
+            {
+                var matches = await MatchesStorageAsync(store, key, entry, ct);
+                if (matches is null)
+                    return null;
+                current = matches.Value;
             }
             if (current && _index.TryPin(entry, out var pin))
             {
@@ -121,7 +135,7 @@ public sealed class BlobCache : IAsyncDisposable
         // A miss: one fetch per key at a time; concurrent readers share it and pin what it cached.
         while (true)
         {
-            var mine = new Lazy<Task<CachedRead?>>(() => FetchAsync(store, key, ct));
+            var mine = new Lazy<Task<CachedRead?>>(() => FetchAsync(store, key, owner, ct));
             var fetch = _fetches.GetOrAdd(key, mine);
             CachedRead? result;
             try
@@ -134,10 +148,7 @@ public sealed class BlobCache : IAsyncDisposable
                     _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
             }
             if (ReferenceEquals(fetch, mine) || result is null)
-            {
-                span?.SetTag("path", result is { } r ? CacheletMetrics.PathName(r.Path) : "missing");
-                return result;
-            }
+                return result is { } r ? Tag(span, r) : result;
             if (result.Value.Entry is null && result.Value.File is null)
                 return result; // not cached: the bytes are shared read-only
             if (result.Value.Entry is null)
@@ -158,7 +169,39 @@ public sealed class BlobCache : IAsyncDisposable
         }
     }
 
-    private async Task<CachedRead?> FetchAsync(IBlobStore store, BlobKey key, CancellationToken ct)
+    private static CachedRead Tag(Activity? span, CachedRead read)
+    {
+        span?.SetTag("path", CacheletMetrics.PathName(read.Path));
+        return read;
+    }
+
+    /// <summary>One HEAD: true if storage still has the cached version, false if not, null if the blob is gone (then uncached).</summary>
+    private async ValueTask<bool?> MatchesStorageAsync(IBlobStore store, BlobKey key, CacheEntry entry, CancellationToken ct)
+    {
+        var head = await store.GetPropertiesAsync(key.Container, key.Blob, ct);
+        if (head is null)
+        {
+            _index.Remove(key);
+            return null;
+        }
+        return head.ETag == entry.ETag;
+    }
+
+    /// <summary>A miss: from the owner if that is another instance (a remote hit or miss), else from storage (a local miss).</summary>
+    private async Task<CachedRead?> FetchAsync(IBlobStore store, BlobKey key, Peer? owner, CancellationToken ct)
+    {
+        if (owner is not null)
+        {
+            var answer = await TryFetchFromOwnerAsync(store, key, owner, null, validate: _policy.Consistency.ValidatesWithStorage, ct);
+            if (answer.NotFound)
+                return null;
+            if (answer.Read is { } read)
+                return read;
+        }
+        return await FetchFromStorageAsync(store, key, ct);
+    }
+
+    private async Task<CachedRead?> FetchFromStorageAsync(IBlobStore store, BlobKey key, CancellationToken ct)
     {
         await Task.Yield();
         Extent? extent = null;
@@ -198,7 +241,7 @@ public sealed class BlobCache : IAsyncDisposable
         }
         if (extent is { } stored)
         {
-            var entry = _index.AddOrReplace(key, properties.ETag, stored);
+            var entry = _index.AddOrReplace(key, properties.ETag, stored, owned: OwnerOf(key) is null);
             _index.RecordLocalMiss(key);
             _index.TryPin(entry, out var pin);
             Metrics.Read(ReadPath.LocalMiss, properties.Length);
@@ -271,35 +314,53 @@ public sealed class BlobCache : IAsyncDisposable
         return Path.Combine(Directory, fileName);
     }
 
+    /// <summary>
+    /// Caches a written object and sends it where the preset says: to the owner (owner/* presets, when
+    /// the owner is another instance), else to storage; synchronously or in the background.
+    /// </summary>
     private async ValueTask<BlobProperties> CommitAsync(IBlobStore store, BlobKey key, Extent extent, CancellationToken ct)
     {
         using var span = CacheletMetrics.Activities.StartActivity("cachelet.write");
         span?.SetTag("blob", key.Container + "/" + key.Blob);
         Metrics.Write(extent.Length);
+        var owner = OwnerOf(key);
+        var toOwner = _policy.Consistency.WriteTarget == DataTarget.Owner && owner is not null;
         if (_policy.Consistency.WriteMode == WriteMode.Sync)
         {
-            BlobProperties written;
+            string version;
             try
             {
-                await using var source = extent.OpenReadStream();
-                written = await UploadAsync(store, key, source, extent.Length, ct);
+                version = toOwner && await TryPutToOwnerAsync(store, key, extent, owner!, uploadSync: true, ct) is { } owned
+                    ? owned
+                    : (await UploadExtentAsync(store, key, extent, ct)).ETag;
             }
             catch
             {
                 _arena.Free(extent);
                 throw;
             }
-            _index.AddOrReplace(key, written.ETag, extent);
+            _index.AddOrReplace(key, version, extent, owned: owner is null);
             _index.RecordWrite(key);
-            return written;
+            if (owner is not null && !toOwner)
+                InvalidateAtOwner(owner, key, version);
+            return new BlobProperties(version, extent.Length, DateTimeOffset.UtcNow, null);
         }
-        // Write-behind: the cache has the new version now; storage gets it in the background.
-        var provisional = $"\"faast-pending-{Guid.NewGuid():N}\"";
-        var entry = _index.AddOrReplace(key, provisional, extent);
+        // Write-behind: the cache has the new version now; the owner or storage gets it in the background.
+        var provisional = ProvisionalVersion();
+        var entry = _index.AddOrReplace(key, provisional, extent, owned: owner is null);
         _index.RecordWrite(key);
         _index.TryPin(entry, out var pin);
-        _writeBehind.Writer.TryWrite(new PendingWrite(store, key, entry, pin!));
+        _writeBehind.Writer.TryWrite(new PendingWrite(store, key, entry, pin!, toOwner ? owner : null));
         return new BlobProperties(provisional, extent.Length, DateTimeOffset.UtcNow, null);
+    }
+
+    /// <summary>The version of a write storage has not acknowledged yet.</summary>
+    private static string ProvisionalVersion() => $"\"faast-pending-{Guid.NewGuid():N}\"";
+
+    private static async Task<BlobProperties> UploadExtentAsync(IBlobStore store, BlobKey key, Extent extent, CancellationToken ct)
+    {
+        await using var source = extent.OpenReadStream();
+        return await UploadAsync(store, key, source, extent.Length, ct);
     }
 
     private static async Task<BlobProperties> UploadAsync(IBlobStore store, BlobKey key, Stream source, long length, CancellationToken ct)
@@ -327,8 +388,14 @@ public sealed class BlobCache : IAsyncDisposable
                 {
                     try
                     {
-                        await using var source = write.Entry.Extent.OpenReadStream();
-                        var written = await UploadAsync(write.Store, write.Key, source, write.Entry.Length, CancellationToken.None);
+                        // To the owner if the preset says so and it takes it; storage otherwise.
+                        if (write.Owner is { } owner && attempt == 1 &&
+                            await TryPutToOwnerAsync(write.Store, write.Key, write.Entry.Extent, owner, uploadSync: false, CancellationToken.None) is { } version)
+                        {
+                            _index.UpdateVersion(write.Entry, version);
+                            break;
+                        }
+                        var written = await UploadExtentAsync(write.Store, write.Key, write.Entry.Extent, CancellationToken.None);
                         _index.UpdateVersion(write.Entry, written.ETag);
                         break;
                     }
@@ -395,8 +462,8 @@ public readonly struct CachedRead : IDisposable
     /// <summary>An uncached object's file in the segment directory (its name is its segment), or null.</summary>
     public string? File { get; }
 
-    internal static CachedRead FromFile(string etag, long length, TemporaryFile file) =>
-        new(ReadPath.Passthrough, etag, length, null, default, file, file.Name);
+    internal static CachedRead FromFile(string etag, long length, TemporaryFile file, ReadPath path = ReadPath.Passthrough) =>
+        new(path, etag, length, null, default, file, file.Name);
 
     public ReadPath Path { get; }
     public string ETag { get; }
@@ -411,8 +478,8 @@ public readonly struct CachedRead : IDisposable
     internal static CachedRead FromEntry(CacheEntry entry, IDisposable pin, ReadPath path) =>
         new(path, entry.ETag, entry.Length, entry, default, pin);
 
-    internal static CachedRead FromBytes(string etag, ReadOnlyMemory<byte> bytes) =>
-        new(ReadPath.Passthrough, etag, bytes.Length, null, bytes, null);
+    internal static CachedRead FromBytes(string etag, ReadOnlyMemory<byte> bytes, ReadPath path = ReadPath.Passthrough) =>
+        new(path, etag, bytes.Length, null, bytes, null);
 
     public void Dispose() => _pin?.Dispose();
 }

@@ -54,20 +54,50 @@ public sealed class GrpcClient : IDisposable
         return result ?? throw new GrpcException(GrpcStatus.Internal, $"{path} returned no message");
     }
 
-    /// <summary>Opens a bidirectional stream. Dispose the call to cancel it.</summary>
-    public async Task<GrpcDuplexCall<TRequest, TResponse>> DuplexAsync<TRequest, TResponse>(string path,
+    /// <summary>
+    /// A server-streaming call: one request, then responses read from the returned call as they
+    /// arrive. Dispose the call to end it early.
+    /// </summary>
+    public async Task<GrpcStreamingCall<TResponse>> ServerStreamingAsync<TRequest, TResponse>(string path, TRequest request,
         MessageParser<TResponse> parser, CancellationToken ct = default)
         where TRequest : IMessage<TRequest>
         where TResponse : class, IMessage<TResponse>
     {
-        var requestPipe = new Pipe();
-        var content = new PipeContent(requestPipe.Reader);
-        var message = NewRequest(path, content);
-        var cts = CancellationTokenSource.CreateLinkedTokenSource(ct);
-        var response = await _invoker.SendAsync(message, cts.Token);
-        var reader = PipeReader.Create(await response.Content.ReadAsStreamAsync(cts.Token));
-        return new GrpcDuplexCall<TRequest, TResponse>(requestPipe.Writer,
-            new GrpcResponseReader<TResponse>(response, reader, parser, _maxMessageSize), cts, message);
+        var buffer = new ArrayBufferWriter<byte>(GrpcFraming.HeaderSize + request.CalculateSize());
+        GrpcFraming.Write(buffer, request);
+        var message = NewRequest(path, new ReadOnlyMemoryContent(buffer.WrittenMemory));
+        try
+        {
+            var response = await _invoker.SendAsync(message, ct);
+            var reader = PipeReader.Create(await response.Content.ReadAsStreamAsync(ct));
+            return new GrpcStreamingCall<TResponse>(new GrpcResponseReader<TResponse>(response, reader, parser, _maxMessageSize), response, message);
+        }
+        catch
+        {
+            message.Dispose();
+            throw;
+        }
+    }
+
+    /// <summary>
+    /// A client-streaming call: <paramref name="writeBody"/> writes the framed requests to the request
+    /// stream (e.g. with <see cref="GrpcFraming"/>), then the single response is read.
+    /// </summary>
+    public async Task<TResponse> ClientStreamingAsync<TResponse>(string path, Func<Stream, CancellationToken, Task> writeBody,
+        MessageParser<TResponse> parser, CancellationToken ct = default)
+        where TResponse : class, IMessage<TResponse>
+    {
+        using var message = NewRequest(path, new PushContent(writeBody));
+        using var response = await _invoker.SendAsync(message, ct);
+        var reader = PipeReader.Create(await response.Content.ReadAsStreamAsync(ct));
+        var call = new GrpcResponseReader<TResponse>(response, reader, parser, _maxMessageSize);
+        var result = await call.ReadAsync(ct);
+        while (await call.ReadAsync(ct) is not null)
+        {
+            // drain to the trailers
+        }
+        await call.CheckStatusAsync();
+        return result ?? throw new GrpcException(GrpcStatus.Internal, $"{path} returned no message");
     }
 
     private HttpRequestMessage NewRequest(string path, HttpContent content)
@@ -87,23 +117,10 @@ public sealed class GrpcClient : IDisposable
 
     public void Dispose() => _invoker.Dispose();
 
-    /// <summary>Request content that streams whatever is written to a pipe until it completes.</summary>
-    private sealed class PipeContent(PipeReader source) : HttpContent
+    /// <summary>Request content written by a callback, straight to the HTTP/2 request stream.</summary>
+    private sealed class PushContent(Func<Stream, CancellationToken, Task> write) : HttpContent
     {
-        protected override async Task SerializeToStreamAsync(Stream stream, TransportContext? context, CancellationToken ct)
-        {
-            while (true)
-            {
-                var result = await source.ReadAsync(ct);
-                foreach (var segment in result.Buffer)
-                    await stream.WriteAsync(segment, ct);
-                source.AdvanceTo(result.Buffer.End);
-                await stream.FlushAsync(ct);
-                if (result.IsCompleted || result.IsCanceled)
-                    break;
-            }
-            await source.CompleteAsync();
-        }
+        protected override Task SerializeToStreamAsync(Stream stream, TransportContext? context, CancellationToken ct) => write(stream, ct);
 
         protected override Task SerializeToStreamAsync(Stream stream, TransportContext? context) =>
             SerializeToStreamAsync(stream, context, CancellationToken.None);
@@ -192,39 +209,20 @@ public sealed class GrpcResponseReader<TResponse>(HttpResponseMessage response, 
     }
 }
 
-/// <summary>A client's bidirectional stream: one writer and one reader at a time.</summary>
-public sealed class GrpcDuplexCall<TRequest, TResponse> : IAsyncDisposable
-    where TRequest : IMessage<TRequest>
+/// <summary>A server-streaming call in progress: read messages until null, then the status.</summary>
+public sealed class GrpcStreamingCall<TResponse> : IDisposable
     where TResponse : class, IMessage<TResponse>
 {
-    private readonly PipeWriter _requests;
     private readonly GrpcResponseReader<TResponse> _responses;
-    private readonly CancellationTokenSource _cts;
-    private readonly HttpRequestMessage _message;
+    private readonly HttpResponseMessage _response;
+    private readonly HttpRequestMessage _request;
 
-    internal GrpcDuplexCall(PipeWriter requests, GrpcResponseReader<TResponse> responses,
-        CancellationTokenSource cts, HttpRequestMessage message)
+    internal GrpcStreamingCall(GrpcResponseReader<TResponse> responses, HttpResponseMessage response, HttpRequestMessage request)
     {
-        _requests = requests;
         _responses = responses;
-        _cts = cts;
-        _message = message;
+        _response = response;
+        _request = request;
     }
-
-    public async ValueTask WriteAsync(TRequest message, CancellationToken ct = default)
-    {
-        GrpcFraming.Write(_requests, message);
-        await _requests.FlushAsync(ct);
-    }
-
-    /// <summary>Frames a message of one bytes field (see <see cref="GrpcFraming.WriteBytesField"/>); <see cref="FlushAsync"/> sends it.</summary>
-    public void WriteBytesField(int fieldNumber, ReadOnlySpan<byte> data) => GrpcFraming.WriteBytesField(_requests, fieldNumber, data);
-
-    /// <summary>Sends what was framed so far (waits while the transport applies back-pressure).</summary>
-    public async ValueTask FlushAsync(CancellationToken ct = default) => await _requests.FlushAsync(ct);
-
-    /// <summary>Tells the server no more requests follow.</summary>
-    public ValueTask CompleteRequestsAsync() => _requests.CompleteAsync();
 
     public ValueTask<TResponse?> ReadAsync(CancellationToken ct = default) => _responses.ReadAsync(ct);
 
@@ -234,11 +232,10 @@ public sealed class GrpcDuplexCall<TRequest, TResponse> : IAsyncDisposable
 
     public ValueTask CheckStatusAsync() => _responses.CheckStatusAsync();
 
-    public async ValueTask DisposeAsync()
+    /// <summary>Ends the call (a call not read to its end is reset).</summary>
+    public void Dispose()
     {
-        await _requests.CompleteAsync();
-        await _cts.CancelAsync();
-        _cts.Dispose();
-        _message.Dispose();
+        _response.Dispose();
+        _request.Dispose();
     }
 }

@@ -30,13 +30,8 @@ public static class GrpcFraming
     /// </summary>
     public static void WriteBytesField(IBufferWriter<byte> writer, int fieldNumber, ReadOnlySpan<byte> data)
     {
-        Span<byte> prefix = stackalloc byte[HeaderSize + 10];
-        var tag = (uint)(fieldNumber << 3 | 2);
-        var n = HeaderSize + WriteVarint(prefix[HeaderSize..], tag);
-        n += WriteVarint(prefix[n..], (uint)data.Length);
-        prefix[0] = 0;
-        BinaryPrimitives.WriteUInt32BigEndian(prefix[1..], (uint)(n - HeaderSize + data.Length));
-        writer.Write(prefix[..n]);
+        Span<byte> prefix = stackalloc byte[BytesFieldPrefixMax];
+        writer.Write(prefix[..WriteBytesFieldPrefix(prefix, fieldNumber, data.Length)]);
         while (!data.IsEmpty)
         {
             var target = writer.GetSpan(Math.Min(data.Length, 64 * 1024));
@@ -45,6 +40,22 @@ public static class GrpcFraming
             writer.Advance(chunk);
             data = data[chunk..];
         }
+    }
+
+    /// <summary>Longest prefix <see cref="WriteBytesFieldPrefix"/> writes.</summary>
+    public const int BytesFieldPrefixMax = HeaderSize + 10;
+
+    /// <summary>
+    /// The frame header, field tag and length of a message made of one bytes field of
+    /// <paramref name="length"/> bytes; the bytes themselves follow. Returns the prefix's size.
+    /// </summary>
+    public static int WriteBytesFieldPrefix(Span<byte> prefix, int fieldNumber, int length)
+    {
+        var n = HeaderSize + WriteVarint(prefix[HeaderSize..], (uint)(fieldNumber << 3 | 2));
+        n += WriteVarint(prefix[n..], (uint)length);
+        prefix[0] = 0;
+        BinaryPrimitives.WriteUInt32BigEndian(prefix[1..], (uint)(n - HeaderSize + length));
+        return n;
     }
 
     /// <summary>
@@ -126,6 +137,7 @@ public enum GrpcStatus
     ResourceExhausted = 8,
     FailedPrecondition = 9,
     Aborted = 10,
+    OutOfRange = 11,
     Unimplemented = 12,
     Internal = 13,
     Unavailable = 14,

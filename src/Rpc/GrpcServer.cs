@@ -135,8 +135,19 @@ public sealed class GrpcServerStream<TRequest, TResponse>
             var buffer = result.Buffer;
             if (GrpcFraming.TryRead(ref buffer, _maxMessageSize, out var payload))
             {
-                var message = _parser.ParseFrom(payload);
-                _reader.AdvanceTo(buffer.Start);
+                TRequest message;
+                try
+                {
+                    message = _parser.ParseFrom(payload);
+                }
+                catch (InvalidProtocolBufferException e)
+                {
+                    throw new GrpcException(GrpcStatus.InvalidArgument, $"malformed {typeof(TRequest).Name} message: {e.Message}");
+                }
+                finally
+                {
+                    _reader.AdvanceTo(buffer.Start);
+                }
                 return message;
             }
             if (result.IsCompleted)

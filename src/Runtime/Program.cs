@@ -4,7 +4,7 @@ using FaaST.Runtime.Hosting;
 
 namespace FaaST.Runtime;
 
-/// <summary>faast-host APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off]</summary>
+/// <summary>faast-host APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off] [--no-peers] [--peer-port N] [--peer-listen ADDR] [--instance-id ID]</summary>
 public static class Program
 {
     public static async Task<int> Main(string[] args)
@@ -17,7 +17,7 @@ public static class Program
         catch (ArgumentException e)
         {
             await Console.Error.WriteLineAsync($"faast: {e.Message}");
-            await Console.Error.WriteLineAsync("usage: faast start APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off]");
+            await Console.Error.WriteLineAsync("usage: faast start APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off] [--no-peers] [--peer-port N] [--peer-listen ADDR] [--instance-id ID]");
             return 2;
         }
 
@@ -74,6 +74,9 @@ public static class Program
         var inMemory = false;
         bool? cache = null;
         var isolation = Workers.IsolationMode.Auto;
+        var peers = true;
+        var peerPort = 0;
+        string? peerListen = null, instanceId = null;
         for (var i = 0; i < args.Length; i++)
         {
             string Value() => i + 1 < args.Length ? args[++i] : throw new ArgumentException($"{args[i]} needs a value");
@@ -93,6 +96,10 @@ public static class Program
                 case "--azurite-data": azuriteData = Value(); break;
                 case "--azurite-in-memory": inMemory = true; break;
                 case "--no-cache": cache = false; break;
+                case "--no-peers": peers = false; break;
+                case "--peer-port": peerPort = Number(0, 65535); break;
+                case "--peer-listen": peerListen = Value(); break;
+                case "--instance-id": instanceId = Value(); break;
                 case "--isolation":
                     var mode = Value();
                     isolation = mode switch
@@ -115,6 +122,8 @@ public static class Program
             throw new ArgumentException("no app directory given");
         if (listen is not null && !System.Net.IPAddress.TryParse(listen, out _))
             throw new ArgumentException($"--listen must be an IP address, not \"{listen}\"");
+        if (peerListen is not null && !System.Net.IPAddress.TryParse(peerListen, out _))
+            throw new ArgumentException($"--peer-listen must be an IP address, not \"{peerListen}\"");
         var full = Path.GetFullPath(app);
         return new RuntimeHostOptions
         {
@@ -125,6 +134,10 @@ public static class Program
             AzuriteDataDirectory = inMemory ? null : azuriteData ?? Path.Combine(full, ".faast", "azurite"),
             CacheEnabled = cache,
             Isolation = isolation,
+            Peers = peers,
+            PeerPort = peerPort,
+            PeerListenAddress = peerListen,
+            InstanceId = instanceId,
         };
     }
 }

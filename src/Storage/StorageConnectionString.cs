@@ -50,6 +50,17 @@ public sealed class StorageConnectionString
     internal byte[]? AccountKey { get; }
 
     /// <summary>
+    /// A key for <paramref name="purpose"/> derived from this account's credential (HMAC-SHA256 of the purpose
+    /// under the account key or SAS), so that processes sharing the account share a secret without the
+    /// credential itself going anywhere. Null for an anonymous connection.
+    /// </summary>
+    public byte[]? DeriveKey(string purpose)
+    {
+        var credential = AccountKey ?? (SharedAccessSignature is { } sas ? System.Text.Encoding.UTF8.GetBytes(sas) : null);
+        return credential is null ? null : System.Security.Cryptography.HMACSHA256.HashData(credential, System.Text.Encoding.UTF8.GetBytes(purpose));
+    }
+
+    /// <summary>
     /// The connection string of an Azurite blob service listening on <paramref name="host"/>:<paramref name="port"/>
     /// with the default development account.
     /// </summary>

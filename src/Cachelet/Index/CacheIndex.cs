@@ -129,6 +129,9 @@ public sealed class CacheIndex : IDisposable
     /// <summary>Entries in the index.</summary>
     public int Count => Volatile.Read(ref _count);
 
+    /// <summary>The cached entries (a moving view: entries may come and go while it is enumerated).</summary>
+    public IEnumerable<CacheEntry> Entries => _entries.Values;
+
     /// <summary>Object bytes of the entries in the index.</summary>
     public long Bytes => Volatile.Read(ref _bytes);
 

@@ -59,6 +59,31 @@ public readonly unsafe struct Extent : IEquatable<Extent>
         return length == 0 ? [] : new Span<byte>(Pointer + start, length);
     }
 
+    /// <summary>
+    /// A window of the bytes as Memory, for async writers that cannot hold a span (valid only while
+    /// the extent is pinned or otherwise kept alive).
+    /// </summary>
+    public ReadOnlyMemory<byte> GetMemory(long start, int length)
+    {
+        GetSpan(start, length); // bounds
+        return length == 0 ? ReadOnlyMemory<byte>.Empty : new MappedMemory(Pointer + start, length).Memory;
+    }
+
+    private sealed class MappedMemory(byte* pointer, int length) : System.Buffers.MemoryManager<byte>
+    {
+        public override Span<byte> GetSpan() => new(pointer, length);
+
+        public override System.Buffers.MemoryHandle Pin(int elementIndex = 0) => new(pointer + elementIndex);
+
+        public override void Unpin()
+        {
+        }
+
+        protected override void Dispose(bool disposing)
+        {
+        }
+    }
+
     /// <summary>Reads the bytes, for objects of any size (an UnmanagedMemoryStream over the mapping).</summary>
     public Stream OpenReadStream() =>
         File is null ? new MemoryStream([], writable: false) : new UnmanagedMemoryStream(Pointer, Length, Length, FileAccess.Read);

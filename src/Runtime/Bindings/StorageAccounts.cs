@@ -23,6 +23,16 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
     /// <summary>The store for a connection setting; throws naming the setting when it is not set.</summary>
     public IBlobStore Get(string connection) => _stores.GetOrAdd(connection, Create);
 
+    /// <summary>The store (among those the app's bindings opened, plus the default account) at a blob endpoint; null if none.</summary>
+    public IBlobStore? ForEndpoint(string endpoint)
+    {
+        foreach (var store in _stores.Values)
+            if (string.Equals(store.Endpoint.AbsoluteUri, endpoint, StringComparison.Ordinal))
+                return store;
+        var main = Get("AzureWebJobsStorage");
+        return string.Equals(main.Endpoint.AbsoluteUri, endpoint, StringComparison.Ordinal) ? main : null;
+    }
+
     /// <summary>The connection string a setting resolves to (for workers' environment and errors).</summary>
     public string? ConnectionString(string connection)
     {

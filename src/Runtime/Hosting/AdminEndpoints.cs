@@ -37,6 +37,8 @@ internal static class AdminEndpoints
             isolation = host.WorkerIdentity is { } user
                 ? new { user = user.UserName, uid = (int?)user.UserId, gid = (int?)user.GroupId, reason = (string?)null }
                 : new { user = "none", uid = (int?)null, gid = (int?)null, reason = host.IsolationReason },
+            instance = host.Self is { } self ? new { id = self.Id, peerAddress = self.PeerAddress.ToString() } : null,
+            members = host.Members.Select(m => new { id = m.Id, peerAddress = m.PeerAddress.ToString() }),
             functions = host.FunctionStatus(),
         }));
     }

@@ -3,6 +3,8 @@ using System.Net;
 using FaaST.Protos.Worker;
 using FaaST.Cachelet;
 using FaaST.Cachelet.Daemon;
+using FaaST.Cachelet.Peers;
+using FaaST.Membership;
 using FaaST.Cachelet.Policy;
 using FaaST.Rpc;
 using FaaST.Runtime.App;
@@ -33,6 +35,8 @@ public sealed class RuntimeHost : IAsyncDisposable
     private ILogger _logger = Microsoft.Extensions.Logging.Abstractions.NullLogger.Instance;
 
     private BlobCache? _cache;
+    private MembershipService? _membership;
+    private PeerClient? _peerClient;
     private MemoryDaemon? _memoryDaemon;
     private IDisposable? _meterProvider;
     private IDisposable? _tracerProvider;
@@ -67,6 +71,12 @@ public sealed class RuntimeHost : IAsyncDisposable
 
     /// <summary>Why the workers run as the host's user (when <see cref="WorkerIdentity"/> is null).</summary>
     public string? IsolationReason { get; private set; }
+
+    /// <summary>The app's instances in this one's current view (just itself without peers).</summary>
+    public IReadOnlyList<Member> Members => _membership?.Members ?? [];
+
+    /// <summary>This instance's membership id and peer endpoint, when it has peers.</summary>
+    public Member? Self => _membership?.Self;
 
     /// <summary>Blob-triggered invocations finished since start (tests wait on it).</summary>
     public long BlobTriggerCompletions => _triggers?.Completed ?? 0;
@@ -115,7 +125,9 @@ public sealed class RuntimeHost : IAsyncDisposable
             builder.Logging.AddProvider(extra);
 
         var httpPort = options.HttpPort ?? App.Settings.LocalHttpPort ?? 7071;
-        ListenOptions? httpListen = null, grpcListen = null;
+        ListenOptions? httpListen = null, grpcListen = null, peerListen = null;
+        var peers = Policy.Enabled && options.Peers;
+        var peerAddress = options.PeerListenAddress ?? options.ListenAddress;
         builder.WebHost.ConfigureKestrel(k =>
         {
             k.AddServerHeader = false;
@@ -134,6 +146,12 @@ public sealed class RuntimeHost : IAsyncDisposable
                 l.Protocols = HttpProtocols.Http2;
                 grpcListen = l;
             });
+            if (peers)
+                k.Listen(IPAddress.Parse(peerAddress), options.PeerPort, l =>
+                {
+                    l.Protocols = HttpProtocols.Http2;
+                    peerListen = l;
+                });
         });
         var web = builder.Build();
         _web = web;
@@ -202,6 +220,23 @@ public sealed class RuntimeHost : IAsyncDisposable
                 throw new GrpcException(GrpcStatus.NotFound, "not a worker endpoint");
             return workers.AcceptAsync(stream);
         }, workerOptions.MaxMessageSize);
+        var peerPort = 0;
+        if (peers && _cache is not null)
+        {
+            var peerOptions = new PeerOptions
+            {
+                AuthorizationHeader = PeerAuth.HeaderValue(PeerSecret(), Path.GetFileName(App.Directory)),
+                Timeout = options.PeerTimeout ?? TimeSpan.FromSeconds(5),
+            };
+            _peerClient = new PeerClient(peerOptions);
+            var accounts = _accounts;
+            web.MapPeerEndpoints(_cache, new PeerServerOptions
+            {
+                AuthorizationHeader = peerOptions.AuthorizationHeader,
+                StoreFor = account => accounts.ForEndpoint(account),
+                Accepts = context => context.Connection.LocalPort == peerPort,
+            }, loggers.CreateLogger("FaaST.Peers"));
+        }
         HttpTriggerEndpoints.Map(web, App, invoker, loggers.CreateLogger("FaaST.Http"));
         AdminEndpoints.Map(web, this);
 
@@ -209,11 +244,47 @@ public sealed class RuntimeHost : IAsyncDisposable
         grpcPort = grpcListen!.IPEndPoint!.Port;
         BaseAddress = new Uri($"http://{options.ListenAddress}:{httpListen!.IPEndPoint!.Port}");
         _workers.GrpcPort = grpcPort;
+        if (peerListen is not null && _cache is not null && _peerClient is not null)
+        {
+            peerPort = peerListen.IPEndPoint!.Port;
+            await JoinPeersAsync(options, new Uri($"http://{peerAddress}:{peerPort}/"), loggers, ct);
+        }
         _workers.Start();
         if (!await _workers.WaitAllReadyAsync(workerOptions.StartupTimeout))
             _logger.LogWarning("Not every {Runtime} worker is up yet; invocations wait for one", App.WorkerRuntime);
         _triggers.Start();
         LogFunctions();
+    }
+
+    /// <summary>Registers in the app's membership and connects the cachelet to the other instances.</summary>
+    private async Task JoinPeersAsync(RuntimeHostOptions options, Uri peerAddress, ILoggerFactory loggers, CancellationToken ct)
+    {
+        var id = options.InstanceId ?? $"{Environment.MachineName}-{Environment.ProcessId}-{Guid.NewGuid().ToString("N")[..6]}".ToLowerInvariant();
+        var self = new Member(id, peerAddress, DateTimeOffset.UtcNow);
+        var store = _accounts!.Get("AzureWebJobsStorage");
+        _membership = new MembershipService(store, Path.GetFileName(App.Directory), self, options.Membership, loggers.CreateLogger("FaaST.Membership"));
+        var cache = _cache!;
+        _membership.Changed += change =>
+        {
+            cache.OnOwnershipChanged();
+            _logger.LogInformation("Membership: {Count} instance(s){Joined}{Left}", change.Ring.Members.Count,
+                change.Joined.Count > 0 ? "; joined " + string.Join(", ", change.Joined.Select(m => m.Id)) : "",
+                change.Left.Count > 0 ? "; left " + string.Join(", ", change.Left.Select(m => m.Id)) : "");
+        };
+        await _membership.StartAsync(ct);
+        cache.ConnectPeers(new RingOwnerDirectory(_membership), _peerClient!);
+        _logger.LogInformation("Instance {Id} serves peers at {Address}; {Count} instance(s) in view", id, peerAddress, _membership.Members.Count);
+    }
+
+    /// <summary>The app's peer secret: FAAST_PEER_SECRET, else derived from the storage credential all instances share.</summary>
+    private byte[] PeerSecret()
+    {
+        if (App.Settings["FAAST_PEER_SECRET"] is { Length: > 0 } secret)
+            return System.Text.Encoding.UTF8.GetBytes(secret);
+        var cs = _accounts!.ConnectionString("AzureWebJobsStorage");
+        return (cs is null ? null : FaaST.Storage.StorageConnectionString.Parse(cs).DeriveKey("faast-peer-v1"))
+            ?? throw new AppConfigException("the cooperative cache needs a shared secret: set FAAST_PEER_SECRET in the app settings " +
+                "(AzureWebJobsStorage has no key or SAS to derive one from), or start with --no-peers");
     }
 
     /// <summary>Picks the user the workers run as; it must be able to read the app and the worker's code.</summary>
@@ -281,6 +352,9 @@ public sealed class RuntimeHost : IAsyncDisposable
     /// </summary>
     public async ValueTask DisposeAsync()
     {
+        // Leave the view first, so that peers stop sending this instance work.
+        if (_membership is not null)
+            await _membership.DisposeAsync();
         if (_triggers is not null)
             await _triggers.DisposeAsync();
         if (_memoryDaemon is not null)
@@ -302,6 +376,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         // Flush write-behind uploads while storage is still up, then drop the segments.
         if (_cache is not null)
             await _cache.DisposeAsync();
+        _peerClient?.Dispose();
         _meterProvider?.Dispose();
         _tracerProvider?.Dispose();
         _accounts?.Dispose();

@@ -41,6 +41,24 @@ public sealed record RuntimeHostOptions
     /// <summary>The user isolated workers run as; null: "faast-" + the app's name (tests share one).</summary>
     public string? WorkerUser { get; init; }
 
+    /// <summary>Join the app's other instances as a cooperative cache (when the cache is on). Default true.</summary>
+    public bool Peers { get; init; } = true;
+
+    /// <summary>Port of the peer endpoint (gRPC, HTTP/2); 0 (default) picks a free one.</summary>
+    public int PeerPort { get; init; }
+
+    /// <summary>Address the peer endpoint listens on and is advertised as; default <see cref="ListenAddress"/>.</summary>
+    public string? PeerListenAddress { get; init; }
+
+    /// <summary>This instance's membership id; default host name, process id and a random suffix.</summary>
+    public string? InstanceId { get; init; }
+
+    /// <summary>Membership heartbeats (default 1 s, an instance is gone after 3 missed ones).</summary>
+    public FaaST.Membership.MembershipOptions? Membership { get; init; }
+
+    /// <summary>Longest wait for one message from a peer before the read goes to storage (default 5 s).</summary>
+    public TimeSpan? PeerTimeout { get; init; }
+
     /// <summary>Finds the FaaST checkout: $FAAST_HOME, else the nearest parent of the binary with workers/ and package.json.</summary>
     public static string FindHome(string? explicitHome = null)
     {

@@ -1,0 +1,169 @@
+using System.Buffers;
+using System.Collections.Concurrent;
+using FaaST.Protos.Peer;
+using FaaST.Rpc;
+using Google.Protobuf;
+
+namespace FaaST.Cachelet.Peers;
+
+/// <summary>
+/// The requesting side of the peer protocol. One HTTP/2 client per peer, shared by all calls: calls
+/// multiplex on its connections, and a transfer moves in <see cref="PeerOptions.ChunkSize"/> messages,
+/// so a small request is never queued behind a large one. Data is copied once, from the connection's
+/// buffers straight into the destination (a shared-memory extent).
+/// </summary>
+public sealed class PeerClient(PeerOptions options) : IDisposable
+{
+    public const string GetPath = "/faast.peer.v1.CacheletPeer/Get";
+    public const string PutPath = "/faast.peer.v1.CacheletPeer/Put";
+    public const string InvalidatePath = "/faast.peer.v1.CacheletPeer/Invalidate";
+    public const string StatsPath = "/faast.peer.v1.CacheletPeer/Stats";
+    private const int DataField = 2;
+
+    private readonly ConcurrentDictionary<Uri, GrpcClient> _clients = new();
+
+    public PeerOptions Options => options;
+
+    private GrpcClient ClientFor(Uri peer) => _clients.GetOrAdd(peer, address =>
+    {
+        var client = new GrpcClient(address);
+        client.Headers[PeerAuth.HeaderName] = options.AuthorizationHeader;
+        return client;
+    });
+
+    /// <summary>
+    /// Gets an object (or range) from <paramref name="peer"/>. For an OK answer, <paramref name="destination"/>
+    /// gets the header and returns the stream the range is copied into (null to abandon the call); the
+    /// header is returned once every byte arrived. Throws <see cref="PeerException"/> on any failure, after
+    /// which the destination holds a partial range and must be discarded.
+    /// </summary>
+    public async Task<ObjectHeader> GetAsync(Uri peer, GetRequest request, Func<ObjectHeader, Stream?> destination, CancellationToken ct)
+    {
+        using var timeout = CancellationTokenSource.CreateLinkedTokenSource(ct);
+        try
+        {
+            timeout.CancelAfter(options.Timeout);
+            using var call = await ClientFor(peer).ServerStreamingAsync(GetPath, request, GetChunk.Parser, timeout.Token);
+            var first = await call.ReadAsync(timeout.Token);
+            if (first is null)
+            {
+                await call.CheckStatusAsync();
+                throw new PeerException($"{peer} ended Get {Describe(request.Blob)} without a header");
+            }
+            if (first.ContentCase != GetChunk.ContentOneofCase.Header)
+                throw new PeerException($"{peer} answered Get {Describe(request.Blob)} with data before the header");
+            var header = first.Header;
+            if (header.Status != ObjectHeader.Types.Status.Ok)
+                return header;
+            if (header.RangeLength < 0 || header.Offset < 0 || header.Offset + header.RangeLength > header.Length)
+                throw new PeerException($"{peer} announced an invalid range {header.Offset}+{header.RangeLength} of {header.Length} bytes for {Describe(request.Blob)}");
+            var target = destination(header) ?? throw new OperationCanceledException("the destination declined the object");
+            long received = 0;
+            var expected = header.RangeLength;
+            void Copy(ReadOnlySequence<byte> payload)
+            {
+                if (!GrpcFraming.TryReadBytesField(payload, DataField, out var data))
+                    throw new PeerException($"{peer} sent a malformed data message for {Describe(request.Blob)}");
+                if (received + data.Length > expected)
+                    throw new PeerException($"{peer} sent more than the announced {expected} bytes of {Describe(request.Blob)}");
+                foreach (var segment in data)
+                    target.Write(segment.Span);
+                received += data.Length;
+            }
+            while (received < expected)
+            {
+                timeout.CancelAfter(options.Timeout);
+                if (!await call.ReadPayloadAsync(Copy, timeout.Token))
+                {
+                    await call.CheckStatusAsync();
+                    throw new PeerException($"{peer} ended Get {Describe(request.Blob)} after {received} of {expected} bytes");
+                }
+            }
+            return header;
+        }
+        catch (OperationCanceledException) when (timeout.IsCancellationRequested && !ct.IsCancellationRequested)
+        {
+            throw new PeerException($"{peer} did not answer Get {Describe(request.Blob)} within {options.Timeout.TotalSeconds:0.##} s");
+        }
+        catch (Exception e) when (e is GrpcException or HttpRequestException or IOException or InvalidProtocolBufferException)
+        {
+            throw new PeerException($"Get {Describe(request.Blob)} from {peer} failed: {e.Message}", e);
+        }
+    }
+
+    /// <summary>
+    /// Writes an object through to the owner <paramref name="peer"/>: the header, then
+    /// <see cref="PutHeader.Length"/> bytes taken chunk by chunk from <paramref name="source"/>
+    /// (offset, length: a window of the object, e.g. of its extent). Returns the version the owner then holds.
+    /// </summary>
+    public async Task<PutResponse> PutAsync(Uri peer, PutHeader header, Func<long, int, ReadOnlyMemory<byte>> source, CancellationToken ct)
+    {
+        using var timeout = CancellationTokenSource.CreateLinkedTokenSource(ct);
+        async Task WriteBodyAsync(Stream body, CancellationToken token)
+        {
+            var first = new ArrayBufferWriter<byte>();
+            GrpcFraming.Write(first, new PutChunk { Header = header });
+            await body.WriteAsync(first.WrittenMemory, token);
+            var prefix = new byte[GrpcFraming.BytesFieldPrefixMax];
+            for (long sent = 0; sent < header.Length;)
+            {
+                var n = (int)Math.Min(options.ChunkSize, header.Length - sent);
+                var size = GrpcFraming.WriteBytesFieldPrefix(prefix, DataField, n);
+                timeout.CancelAfter(options.Timeout);
+                await body.WriteAsync(prefix.AsMemory(0, size), token);
+                await body.WriteAsync(source(sent, n), token);
+                sent += n;
+            }
+            await body.FlushAsync(token);
+            timeout.CancelAfter(options.Timeout);
+        }
+        try
+        {
+            timeout.CancelAfter(options.Timeout);
+            return await ClientFor(peer).ClientStreamingAsync(PutPath, WriteBodyAsync, PutResponse.Parser, timeout.Token);
+        }
+        catch (OperationCanceledException) when (timeout.IsCancellationRequested && !ct.IsCancellationRequested)
+        {
+            throw new PeerException($"{peer} did not take Put {Describe(header.Blob)} within {options.Timeout.TotalSeconds:0.##} s");
+        }
+        catch (Exception e) when (e is GrpcException or HttpRequestException or IOException or InvalidProtocolBufferException)
+        {
+            throw new PeerException($"Put {Describe(header.Blob)} to {peer} failed: {e.Message}", e);
+        }
+    }
+
+    public Task<InvalidateResponse> InvalidateAsync(Uri peer, InvalidateRequest request, CancellationToken ct) =>
+        UnaryAsync(peer, InvalidatePath, request, InvalidateResponse.Parser, ct);
+
+    public Task<StatsResponse> StatsAsync(Uri peer, CancellationToken ct) =>
+        UnaryAsync(peer, StatsPath, new StatsRequest(), StatsResponse.Parser, ct);
+
+    private async Task<TResponse> UnaryAsync<TRequest, TResponse>(Uri peer, string path, TRequest request, MessageParser<TResponse> parser, CancellationToken ct)
+        where TRequest : IMessage<TRequest>
+        where TResponse : class, IMessage<TResponse>
+    {
+        using var timeout = CancellationTokenSource.CreateLinkedTokenSource(ct);
+        timeout.CancelAfter(options.Timeout);
+        try
+        {
+            return await ClientFor(peer).UnaryAsync(path, request, parser, timeout.Token);
+        }
+        catch (OperationCanceledException) when (timeout.IsCancellationRequested && !ct.IsCancellationRequested)
+        {
+            throw new PeerException($"{peer} did not answer {path} within {options.Timeout.TotalSeconds:0.##} s");
+        }
+        catch (Exception e) when (e is GrpcException or HttpRequestException or IOException or InvalidProtocolBufferException)
+        {
+            throw new PeerException($"{path} to {peer} failed: {e.Message}", e);
+        }
+    }
+
+    internal static string Describe(BlobRef? blob) => blob is null ? "(no blob)" : $"{blob.Container}/{blob.Blob}";
+
+    public void Dispose()
+    {
+        foreach (var client in _clients.Values)
+            client.Dispose();
+        _clients.Clear();
+    }
+}

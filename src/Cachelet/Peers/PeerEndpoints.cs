@@ -1,0 +1,219 @@
+using System.Buffers;
+using FaaST.Cachelet.Memory;
+using FaaST.Protos.Peer;
+using FaaST.Rpc;
+using FaaST.Storage;
+using Microsoft.AspNetCore.Http;
+using Microsoft.AspNetCore.Routing;
+using Microsoft.Extensions.Logging;
+
+namespace FaaST.Cachelet.Peers;
+
+/// <summary>How a host serves its cachelet to the app's other instances.</summary>
+public sealed record PeerServerOptions
+{
+    /// <summary>The header a caller must present (see <see cref="PeerAuth.HeaderValue"/>).</summary>
+    public required string AuthorizationHeader { get; init; }
+
+    /// <summary>The storage client for a blob's account, or null if this instance has no such account.</summary>
+    public required Func<string, IBlobStore?> StoreFor { get; init; }
+
+    /// <summary>Whether a connection may call peer methods at all (e.g. only on the peer port).</summary>
+    public Func<HttpContext, bool> Accepts { get; init; } = _ => true;
+
+    /// <summary>Bytes per data message sent, default 1 MiB.</summary>
+    public int ChunkSize { get; init; } = 1 << 20;
+}
+
+/// <summary>The serving side of the peer protocol (protos/peer.proto) on the host's Kestrel.</summary>
+public static class PeerEndpoints
+{
+    private const int DataField = 2;
+
+    public static void MapPeerEndpoints(this IEndpointRouteBuilder routes, BlobCache cache, PeerServerOptions options, ILogger logger)
+    {
+        var server = new Server(cache, options, logger);
+        routes.MapGrpcDuplex<GetRequest, GetChunk>(PeerClient.GetPath, GetRequest.Parser, server.GetAsync);
+        routes.MapGrpcDuplex<PutChunk, PutResponse>(PeerClient.PutPath, PutChunk.Parser, server.PutAsync);
+        routes.MapGrpcUnary<InvalidateRequest, InvalidateResponse>(PeerClient.InvalidatePath, InvalidateRequest.Parser, (request, context) =>
+        {
+            server.Admit(context, "Invalidate");
+            var blob = server.Check(request.Blob, "Invalidate");
+            return Task.FromResult(new InvalidateResponse { Dropped = cache.InvalidateFromPeer(blob, request.KeepVersion) });
+        });
+        routes.MapGrpcUnary<StatsRequest, StatsResponse>(PeerClient.StatsPath, StatsRequest.Parser, (_, context) =>
+        {
+            server.Admit(context, "Stats");
+            return Task.FromResult(cache.PeerStats());
+        });
+    }
+
+    private sealed class Server(BlobCache cache, PeerServerOptions options, ILogger logger)
+    {
+        /// <summary>Refuses (and logs) a call from anything but another instance of this app.</summary>
+        public void Admit(HttpContext context, string method)
+        {
+            if (!options.Accepts(context))
+                throw new GrpcException(GrpcStatus.NotFound, "not a peer endpoint");
+            if (!PeerAuth.Matches(context.Request.Headers[PeerAuth.HeaderName].FirstOrDefault(), options.AuthorizationHeader))
+            {
+                logger.LogWarning("Refused a peer {Method} call from {Remote}: missing or wrong app credentials", method, context.Connection.RemoteIpAddress);
+                throw new GrpcException(GrpcStatus.Unauthenticated, "not an instance of this app (wrong or missing peer credentials)");
+            }
+        }
+
+        public BlobRef Check(BlobRef? blob, string method)
+        {
+            if (blob is null || blob.Account.Length == 0 || blob.Container.Length == 0 || blob.Blob.Length == 0)
+                throw new GrpcException(GrpcStatus.InvalidArgument, $"{method}: the request names no blob (account, container and blob are required)");
+            return blob;
+        }
+
+        private IBlobStore StoreFor(BlobRef blob, string method) =>
+            options.StoreFor(blob.Account) ?? throw new GrpcException(GrpcStatus.FailedPrecondition,
+                $"{method} {blob.Container}/{blob.Blob}: this instance has no storage account at {blob.Account}");
+
+        public async Task GetAsync(GrpcServerStream<GetRequest, GetChunk> stream)
+        {
+            Admit(stream.Context, "Get");
+            var ct = stream.Context.RequestAborted;
+            var request = await stream.ReadAsync(ct) ?? throw new GrpcException(GrpcStatus.InvalidArgument, "Get: no request message");
+            var blob = Check(request.Blob, "Get");
+            var found = await cache.OpenForPeerAsync(StoreFor(blob, "Get"), blob, request.IfVersion, request.Fetch, request.Validate, ct);
+            using var read = found.Read;
+            if (found.Status != ObjectHeader.Types.Status.Ok)
+            {
+                await stream.WriteAsync(new GetChunk { Header = new ObjectHeader { Status = found.Status } }, ct);
+                return;
+            }
+            var length = read.Length;
+            var offset = request.Offset;
+            var rangeLength = request.Length == 0 ? length - offset : request.Length;
+            if (offset < 0 || rangeLength < 0 || offset + rangeLength > length)
+                throw new GrpcException(GrpcStatus.OutOfRange, $"Get {blob.Container}/{blob.Blob}: range {offset}+{request.Length} is outside its {length} bytes");
+            stream.Write(new GetChunk
+            {
+                Header = new ObjectHeader
+                {
+                    Status = ObjectHeader.Types.Status.Ok,
+                    Version = read.ETag,
+                    Length = length,
+                    Offset = offset,
+                    RangeLength = rangeLength,
+                    Fetched = found.Fetched,
+                },
+            });
+            await stream.FlushAsync(ct);
+            await SendRangeAsync(stream, read, offset, rangeLength, ct);
+        }
+
+        private async Task SendRangeAsync(GrpcServerStream<GetRequest, GetChunk> stream, CachedRead read, long offset, long length, CancellationToken ct)
+        {
+            var chunk = options.ChunkSize;
+            if (read.Entry is { } entry)
+            {
+                // Straight from the shared-memory extent into the connection's buffers.
+                var extent = entry.Extent;
+                for (long sent = 0; sent < length; sent += chunk)
+                {
+                    stream.WriteBytesField(DataField, extent.GetSpan(offset + sent, (int)Math.Min(chunk, length - sent)));
+                    await stream.FlushAsync(ct);
+                }
+                return;
+            }
+            if (read.File is { } file)
+            {
+                using var handle = File.OpenHandle(Path.Combine(cache.Directory, file));
+                var buffer = ArrayPool<byte>.Shared.Rent(chunk);
+                try
+                {
+                    for (long sent = 0; sent < length;)
+                    {
+                        var n = RandomAccess.Read(handle, buffer.AsSpan(0, (int)Math.Min(chunk, length - sent)), offset + sent);
+                        if (n == 0)
+                            throw new GrpcException(GrpcStatus.Internal, $"{file} ended early");
+                        stream.WriteBytesField(DataField, buffer.AsSpan(0, n));
+                        await stream.FlushAsync(ct);
+                        sent += n;
+                    }
+                }
+                finally
+                {
+                    ArrayPool<byte>.Shared.Return(buffer);
+                }
+                return;
+            }
+            for (long sent = 0; sent < length; sent += chunk)
+            {
+                stream.WriteBytesField(DataField, read.Bytes.Span.Slice((int)(offset + sent), (int)Math.Min(chunk, length - sent)));
+                await stream.FlushAsync(ct);
+            }
+        }
+
+        public async Task PutAsync(GrpcServerStream<PutChunk, PutResponse> stream)
+        {
+            Admit(stream.Context, "Put");
+            var ct = stream.Context.RequestAborted;
+            var first = await stream.ReadAsync(ct);
+            if (first?.ContentCase != PutChunk.ContentOneofCase.Header)
+                throw new GrpcException(GrpcStatus.InvalidArgument, "Put: the first message must be the header");
+            var header = first.Header;
+            var blob = Check(header.Blob, "Put");
+            var store = StoreFor(blob, "Put");
+            if (header.Length < 0)
+                throw new GrpcException(GrpcStatus.InvalidArgument, $"Put {blob.Container}/{blob.Blob}: negative length {header.Length}");
+            string version;
+            if (cache.TryAllocateForPeer(header.Length, out var extent))
+            {
+                try
+                {
+                    await using (var target = extent.OpenWriteStream())
+                        await ReceiveAsync(stream, target, header, ct);
+                }
+                catch
+                {
+                    cache.ReleaseForPeer(extent);
+                    throw;
+                }
+                version = await cache.AcceptPeerPutAsync(store, blob, extent, header.UploadSync, ct);
+            }
+            else
+            {
+                // No room in this cache: take it into a file and upload it from there.
+                var path = Path.Combine(cache.Directory, "p" + Guid.NewGuid().ToString("N"));
+                try
+                {
+                    await using (var target = new FileStream(path, FileMode.CreateNew, FileAccess.Write, FileShare.None, 1, FileOptions.Asynchronous))
+                        await ReceiveAsync(stream, target, header, ct);
+                }
+                catch
+                {
+                    File.Delete(path);
+                    throw;
+                }
+                version = await cache.AcceptPeerFileAsync(store, blob, path, header.Length, ct);
+            }
+            await stream.WriteAsync(new PutResponse { Version = version }, ct);
+        }
+
+        private static async Task ReceiveAsync(GrpcServerStream<PutChunk, PutResponse> stream, Stream target, PutHeader header, CancellationToken ct)
+        {
+            long received = 0;
+            void Copy(ReadOnlySequence<byte> payload)
+            {
+                if (!GrpcFraming.TryReadBytesField(payload, DataField, out var data))
+                    throw new GrpcException(GrpcStatus.InvalidArgument, $"Put {header.Blob.Container}/{header.Blob.Blob}: a malformed data message");
+                if (received + data.Length > header.Length)
+                    throw new GrpcException(GrpcStatus.InvalidArgument, $"Put {header.Blob.Container}/{header.Blob.Blob}: more than the announced {header.Length} bytes");
+                foreach (var segment in data)
+                    target.Write(segment.Span);
+                received += data.Length;
+            }
+            while (await stream.ReadPayloadAsync(Copy, ct))
+            {
+            }
+            if (received != header.Length)
+                throw new GrpcException(GrpcStatus.InvalidArgument, $"Put {header.Blob.Container}/{header.Blob.Blob}: {received} of the announced {header.Length} bytes arrived");
+        }
+    }
+}

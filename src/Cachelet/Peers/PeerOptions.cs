@@ -1,0 +1,33 @@
+namespace FaaST.Cachelet.Peers;
+
+/// <summary>Another instance of the same app: its membership id and peer endpoint.</summary>
+public sealed record Peer(string Id, Uri Address);
+
+/// <summary>Who owns a key (consistent hashing over the current membership view).</summary>
+public interface IOwnerDirectory
+{
+    /// <summary>This instance's membership id.</summary>
+    string SelfId { get; }
+
+    /// <summary>The owner of <paramref name="key"/>, or null when it is this instance.</summary>
+    Peer? OwnerOf(string key);
+}
+
+/// <summary>How a cachelet talks to its peers.</summary>
+public sealed record PeerOptions
+{
+    /// <summary>The header every call carries (see <see cref="PeerAuth.HeaderValue"/>).</summary>
+    public required string AuthorizationHeader { get; init; }
+
+    /// <summary>Longest wait for any one message of a peer call (the header, each chunk, the reply);
+    /// a peer that dies or hangs mid-transfer is given up after this, and the read goes to storage.
+    /// Default 5 s.</summary>
+    public TimeSpan Timeout { get; init; } = TimeSpan.FromSeconds(5);
+
+    /// <summary>Bytes per data message of a transfer, default 1 MiB: large enough for throughput,
+    /// small enough that other calls on the connection interleave with a big transfer.</summary>
+    public int ChunkSize { get; init; } = 1 << 20;
+}
+
+/// <summary>A peer call failed (unreachable, timed out, refused, or answered nonsense).</summary>
+public sealed class PeerException(string message, Exception? inner = null) : Exception(message, inner);
