@@ -4,20 +4,22 @@ using FaaST.Runtime.Hosting;
 
 namespace FaaST.Runtime;
 
-/// <summary>faast-host APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off] [--no-peers] [--peer-port N] [--peer-listen ADDR] [--instance-id ID]</summary>
+/// <summary>faast-host APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off] [--no-peers] [--peer-port N] [--peer-listen ADDR] [--instance-id ID] [--instances N]</summary>
 public static class Program
 {
     public static async Task<int> Main(string[] args)
     {
         RuntimeHostOptions options;
+        int instances;
         try
         {
+            (args, instances) = TakeInstances(args);
             options = ParseArguments(args);
         }
         catch (ArgumentException e)
         {
             await Console.Error.WriteLineAsync($"faast: {e.Message}");
-            await Console.Error.WriteLineAsync("usage: faast start APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off] [--no-peers] [--peer-port N] [--peer-listen ADDR] [--instance-id ID]");
+            await Console.Error.WriteLineAsync("usage: faast start APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off] [--no-peers] [--peer-port N] [--peer-listen ADDR] [--instance-id ID] [--instances N]");
             return 2;
         }
 
@@ -33,6 +35,9 @@ public static class Program
                 ctx.Cancel = true;
                 stop.Cancel();
             });
+
+        if (instances > 1)
+            return await RunGroupAsync(args, options, instances, stop.Token);
 
         RuntimeHost host;
         try
@@ -65,6 +70,76 @@ public static class Program
             }
         }
         return 0;
+    }
+
+    /// <summary>Removes "--instances N" from the arguments; N is 1 without it.</summary>
+    internal static (string[] Remaining, int Instances) TakeInstances(string[] args)
+    {
+        var i = Array.IndexOf(args, "--instances");
+        if (i < 0)
+            return (args, 1);
+        if (i + 1 >= args.Length || !int.TryParse(args[i + 1], NumberStyles.None, CultureInfo.InvariantCulture, out var n) || n is < 1 or > 64)
+            throw new ArgumentException($"--instances must be a whole number from 1 to 64, not \"{(i + 1 < args.Length ? args[i + 1] : "")}\"");
+        return (args.Take(i).Concat(args.Skip(i + 2)).ToArray(), n);
+    }
+
+    /// <summary>
+    /// ./faast start APP --instances N: N runtime host processes of the app on consecutive ports, sharing
+    /// one storage (the app's, or an Azurite this process starts), until Ctrl-C or SIGTERM.
+    /// </summary>
+    private static async Task<int> RunGroupAsync(string[] args, RuntimeHostOptions options, int instances, CancellationToken stop)
+    {
+        var app = FunctionApp.Load(options.AppDirectory, options.Environment);
+        FaaST.Storage.AzuriteProcess? azurite = null;
+        var storage = app.Settings["AzureWebJobsStorage"];
+        if (Bindings.StorageAccounts.NeedsDevelopmentStorage(app.Settings))
+        {
+            azurite = await FaaST.Storage.AzuriteProcess.StartAsync(RuntimeHostOptions.FindHome(options.HomeDirectory), ct: stop, dataDirectory: options.AzuriteDataDirectory);
+            storage = azurite.ConnectionString;
+            await Console.Error.WriteLineAsync($"faast: Azurite for the instances at {azurite.BlobEndpoint}");
+        }
+        // Every instance gets the same arguments, but its own port.
+        var shared = new List<string>();
+        for (var i = 0; i < args.Length; i++)
+        {
+            if (args[i] is "--port" or "--peer-port" or "--instance-id")
+                i++;
+            else if (args[i] != options.AppDirectory && Path.GetFullPath(args[i]) != options.AppDirectory)
+                shared.Add(args[i]);
+        }
+        try
+        {
+            await using var group = await InstanceGroup.StartAsync(new InstanceGroupOptions
+            {
+                AppDirectory = options.AppDirectory,
+                Count = instances,
+                StorageConnectionString = storage!,
+                Arguments = shared,
+                FirstPort = options.HttpPort ?? app.Settings.LocalHttpPort ?? 7071,
+                Output = Console.WriteLine,
+            }, stop);
+            foreach (var i in group.Instances)
+                await Console.Error.WriteLineAsync($"faast: instance {i.Index}: {i.BaseAddress} (id {i.Id}, peers at {i.PeerAddress}, pid {i.Process.Id})");
+            try
+            {
+                await Task.Delay(Timeout.Infinite, stop);
+            }
+            catch (OperationCanceledException)
+            {
+                await Console.Error.WriteLineAsync("faast: stopping the instances");
+            }
+            return 0;
+        }
+        catch (Exception e) when (e is InvalidOperationException or TimeoutException)
+        {
+            await Console.Error.WriteLineAsync($"faast: {e.Message}");
+            return 5;
+        }
+        finally
+        {
+            if (azurite is not null)
+                await azurite.DisposeAsync();
+        }
     }
 
     internal static RuntimeHostOptions ParseArguments(string[] args)

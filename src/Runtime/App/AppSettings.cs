@@ -73,6 +73,6 @@ public sealed class AppSettings
     private static readonly string[] EnvironmentOnlySettings =
     [
         "AzureWebJobsStorage", "FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_WORKER_PROCESS_COUNT",
-        "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT", "PYTHON_THREADPOOL_THREAD_COUNT",
+        "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT", "PYTHON_THREADPOOL_THREAD_COUNT", "FAAST_PEER_SECRET",
     ];
 }

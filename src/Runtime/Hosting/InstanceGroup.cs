@@ -1,0 +1,248 @@
+using System.Diagnostics;
+using System.Globalization;
+using System.Net;
+using System.Net.Sockets;
+using System.Text.Json;
+
+namespace FaaST.Runtime.Hosting;
+
+/// <summary>How to run several instances of one app on this machine.</summary>
+public sealed record InstanceGroupOptions
+{
+    public required string AppDirectory { get; init; }
+
+    public required int Count { get; init; }
+
+    /// <summary>The storage every instance shares (membership, blobs).</summary>
+    public required string StorageConnectionString { get; init; }
+
+    /// <summary>FaaST.Runtime.dll; default the one this code runs from.</summary>
+    public string RuntimeDll { get; init; } = typeof(InstanceGroup).Assembly.Location;
+
+    /// <summary>More arguments for every instance (e.g. --workers 2, --isolation off).</summary>
+    public IReadOnlyList<string> Arguments { get; init; } = [];
+
+    /// <summary>More environment for every instance (e.g. FAAST_PEER_SECRET).</summary>
+    public IReadOnlyDictionary<string, string> Environment { get; init; } = new Dictionary<string, string>();
+
+    /// <summary>First HTTP port; instance i listens on FirstPort + i. 0 (default): free ports.</summary>
+    public int FirstPort { get; init; }
+
+    /// <summary>Where each instance's output goes (instance-N.log); null: forwarded to <see cref="Output"/>.</summary>
+    public string? LogDirectory { get; init; }
+
+    /// <summary>Receives "[i] line" for each output line when there is no log directory.</summary>
+    public Action<string>? Output { get; init; }
+
+    /// <summary>How long an instance has to start and see all the others.</summary>
+    public TimeSpan StartupTimeout { get; init; } = TimeSpan.FromSeconds(90);
+}
+
+/// <summary>One running instance of the group.</summary>
+public sealed record GroupInstance(int Index, Process Process, Uri BaseAddress, string Id, Uri PeerAddress);
+
+/// <summary>
+/// N instances of one app as separate runtime host processes on loopback, sharing one storage: the
+/// cooperative cache across processes, for <c>./faast start --instances N</c>, tests and benchmarks.
+/// </summary>
+public sealed class InstanceGroup : IAsyncDisposable
+{
+    private readonly InstanceGroupOptions _options;
+    private readonly GroupInstance?[] _instances;
+    private readonly HttpClient _http = new() { Timeout = TimeSpan.FromSeconds(10) };
+    private readonly List<StreamWriter> _logs = [];
+
+    private InstanceGroup(InstanceGroupOptions options)
+    {
+        _options = options;
+        _instances = new GroupInstance?[options.Count];
+    }
+
+    /// <summary>The running instances (a killed one is absent until restarted).</summary>
+    public IReadOnlyList<GroupInstance> Instances => _instances.OfType<GroupInstance>().ToArray();
+
+    public GroupInstance this[int index] => _instances[index] ?? throw new InvalidOperationException($"instance {index} is not running");
+
+    /// <summary>Starts every instance and waits until each is up and sees all of them.</summary>
+    public static async Task<InstanceGroup> StartAsync(InstanceGroupOptions options, CancellationToken ct = default)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(options.Count, 1);
+        if (!File.Exists(options.RuntimeDll))
+            throw new FileNotFoundException($"the runtime {options.RuntimeDll} does not exist; build it first", options.RuntimeDll);
+        var group = new InstanceGroup(options);
+        try
+        {
+            var ports = Enumerable.Range(0, options.Count).Select(i => options.FirstPort > 0 ? options.FirstPort + i : FreePort()).ToArray();
+            await Task.WhenAll(Enumerable.Range(0, options.Count).Select(i => group.StartInstanceAsync(i, ports[i], ct)));
+            await group.WaitForViewAsync(options.Count, ct);
+            return group;
+        }
+        catch
+        {
+            await group.DisposeAsync();
+            throw;
+        }
+    }
+
+    /// <summary>Kills instance <paramref name="index"/> at once (SIGKILL: a crash, no deregistration).</summary>
+    public async Task KillAsync(int index)
+    {
+        var instance = this[index];
+        _instances[index] = null;
+        instance.Process.Kill(entireProcessTree: true);
+        await instance.Process.WaitForExitAsync();
+    }
+
+    /// <summary>Stops instance <paramref name="index"/> cleanly (SIGTERM: it leaves the view and flushes).</summary>
+    public async Task StopAsync(int index)
+    {
+        var instance = this[index];
+        _instances[index] = null;
+        await TerminateAsync(instance.Process);
+    }
+
+    /// <summary>Starts instance <paramref name="index"/> again on its old port.</summary>
+    public async Task<GroupInstance> RestartAsync(int index, CancellationToken ct = default)
+    {
+        if (_instances[index] is not null)
+            throw new InvalidOperationException($"instance {index} is running");
+        int port;
+        lock (_lastPorts)
+            port = _lastPorts[index];
+        return await StartInstanceAsync(index, port, ct);
+    }
+
+    private readonly Dictionary<int, int> _lastPorts = [];
+
+    /// <summary>Waits until every running instance sees exactly <paramref name="members"/> members.</summary>
+    public async Task WaitForViewAsync(int members, CancellationToken ct = default)
+    {
+        var deadline = DateTime.UtcNow + _options.StartupTimeout;
+        foreach (var instance in Instances)
+        {
+            while (true)
+            {
+                if (instance.Process.HasExited)
+                    throw new InvalidOperationException($"instance {instance.Index} exited with code {instance.Process.ExitCode}");
+                var status = await TryStatusAsync(instance.BaseAddress, ct);
+                if (status is { } s && s.GetProperty("members").GetArrayLength() == members)
+                    break;
+                if (DateTime.UtcNow > deadline)
+                    throw new TimeoutException($"instance {instance.Index} does not see {members} members after {_options.StartupTimeout.TotalSeconds:0} s");
+                await Task.Delay(100, ct);
+            }
+        }
+    }
+
+    private async Task<GroupInstance> StartInstanceAsync(int index, int port, CancellationToken ct)
+    {
+        lock (_lastPorts)
+            _lastPorts[index] = port;
+        var info = new ProcessStartInfo("dotnet")
+        {
+            RedirectStandardOutput = true,
+            RedirectStandardError = true,
+            UseShellExecute = false,
+        };
+        foreach (var arg in new[] { _options.RuntimeDll, _options.AppDirectory, "--port", port.ToString(CultureInfo.InvariantCulture) }.Concat(_options.Arguments))
+            info.ArgumentList.Add(arg);
+        info.Environment["AzureWebJobsStorage"] = _options.StorageConnectionString;
+        foreach (var (name, value) in _options.Environment)
+            info.Environment[name] = value;
+        var process = Process.Start(info) ?? throw new InvalidOperationException("dotnet did not start");
+        Action<string> sink;
+        if (_options.LogDirectory is { } dir)
+        {
+            Directory.CreateDirectory(dir);
+            var log = new StreamWriter(Path.Combine(dir, $"instance-{index}.log"), append: true) { AutoFlush = true };
+            lock (_logs)
+                _logs.Add(log);
+            sink = line =>
+            {
+                lock (log)
+                    log.WriteLine(line);
+            };
+        }
+        else
+        {
+            sink = line => _options.Output?.Invoke($"[{index}] {line}");
+        }
+        process.OutputDataReceived += (_, e) => { if (e.Data is not null) sink(e.Data); };
+        process.ErrorDataReceived += (_, e) => { if (e.Data is not null) sink(e.Data); };
+        process.BeginOutputReadLine();
+        process.BeginErrorReadLine();
+
+        var address = new Uri($"http://127.0.0.1:{port}/");
+        var deadline = DateTime.UtcNow + _options.StartupTimeout;
+        while (true)
+        {
+            if (process.HasExited)
+                throw new InvalidOperationException($"instance {index} exited with code {process.ExitCode} while starting (see its output)");
+            if (await TryStatusAsync(address, ct) is { } status && status.GetProperty("instance") is { ValueKind: JsonValueKind.Object } self)
+            {
+                var instance = new GroupInstance(index, process, address, self.GetProperty("id").GetString()!, new Uri(self.GetProperty("peerAddress").GetString()!));
+                _instances[index] = instance;
+                return instance;
+            }
+            if (DateTime.UtcNow > deadline)
+            {
+                process.Kill(entireProcessTree: true);
+                throw new TimeoutException($"instance {index} did not start within {_options.StartupTimeout.TotalSeconds:0} s");
+            }
+            await Task.Delay(100, ct);
+        }
+    }
+
+    private async Task<JsonElement?> TryStatusAsync(Uri address, CancellationToken ct)
+    {
+        try
+        {
+            using var response = await _http.GetAsync(new Uri(address, "admin/host/status"), ct);
+            if (!response.IsSuccessStatusCode)
+                return null;
+            using var doc = JsonDocument.Parse(await response.Content.ReadAsStringAsync(ct));
+            return doc.RootElement.Clone();
+        }
+        catch (Exception e) when (e is HttpRequestException or TaskCanceledException && !ct.IsCancellationRequested)
+        {
+            return null;
+        }
+    }
+
+    private static int FreePort()
+    {
+        using var socket = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
+        socket.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        return ((IPEndPoint)socket.LocalEndPoint!).Port;
+    }
+
+    private static async Task TerminateAsync(Process process)
+    {
+        if (process.HasExited)
+            return;
+        try
+        {
+            Process.Start("kill", ["-TERM", process.Id.ToString(CultureInfo.InvariantCulture)])?.WaitForExit();
+            await process.WaitForExitAsync().WaitAsync(TimeSpan.FromSeconds(30));
+        }
+        catch (TimeoutException)
+        {
+            process.Kill(entireProcessTree: true);
+            await process.WaitForExitAsync();
+        }
+    }
+
+    /// <summary>Stops every instance cleanly (SIGTERM), killing any that do not exit in 30 s.</summary>
+    public async ValueTask DisposeAsync()
+    {
+        var running = _instances.OfType<GroupInstance>().ToArray();
+        Array.Clear(_instances);
+        await Task.WhenAll(running.Select(i => TerminateAsync(i.Process)));
+        foreach (var i in running)
+            i.Process.Dispose();
+        _http.Dispose();
+        lock (_logs)
+            foreach (var log in _logs)
+                log.Dispose();
+    }
+}
