@@ -34,6 +34,9 @@ public sealed record InstanceGroupOptions
     /// <summary>Receives "[i] line" for each output line when there is no log directory.</summary>
     public Action<string>? Output { get; init; }
 
+    /// <summary>The view size to wait for at start; default <see cref="Count"/> (more when joining running instances).</summary>
+    public int? ExpectedMembers { get; init; }
+
     /// <summary>How long an instance has to start and see all the others.</summary>
     public TimeSpan StartupTimeout { get; init; } = TimeSpan.FromSeconds(90);
 }
@@ -74,7 +77,7 @@ public sealed class InstanceGroup : IAsyncDisposable
         {
             var ports = Enumerable.Range(0, options.Count).Select(i => options.FirstPort > 0 ? options.FirstPort + i : FreePort()).ToArray();
             await Task.WhenAll(Enumerable.Range(0, options.Count).Select(i => group.StartInstanceAsync(i, ports[i], ct)));
-            await group.WaitForViewAsync(options.Count, ct);
+            await group.WaitForViewAsync(options.ExpectedMembers ?? options.Count, ct);
             return group;
         }
         catch
