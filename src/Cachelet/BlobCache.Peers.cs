@@ -177,6 +177,10 @@ public sealed partial class BlobCache
     /// </summary>
     public readonly record struct PeerObject(ObjectHeader.Types.Status Status, CachedRead Read, bool Fetched);
 
+    /// <summary>The length and version of a cached object, without counting an access (null if not cached).</summary>
+    public (long Length, string Version)? PeekForPeer(BlobRef blob) =>
+        _index.TryPeek(new BlobKey(blob.Account, blob.Container, blob.Blob), out var entry) ? (entry.Length, entry.ETag) : null;
+
     /// <summary>Looks up (and if asked, validates or fetches) an object for a peer's Get.</summary>
     public async Task<PeerObject> OpenForPeerAsync(IBlobStore store, BlobRef blob, string ifVersion, bool fetch, bool validate, CancellationToken ct)
     {
@@ -206,20 +210,30 @@ public sealed partial class BlobCache
         if (!fetch)
             return new PeerObject(ObjectHeader.Types.Status.NotCached, default, false);
         // Fetched the way a local miss is (one fetch per key at a time), from storage: this instance is the owner.
+        // The fetch is not the requesting peer's to cancel: a peer that gives up (its timeout, e.g. on a
+        // large remote miss) will ask again, as will others, so the owner finishes it and caches the
+        // object; only shutdown stops it. The peer stops waiting, and what it leaves pinned is released.
         while (true)
         {
-            var mine = new Lazy<Task<CachedRead?>>(() => FetchFromStorageAsync(store, key, ct));
+            var mine = new Lazy<Task<CachedRead?>>(() => FetchFromStorageAsync(store, key, _stopping.Token));
             var shared = _fetches.GetOrAdd(key, mine);
             CachedRead? result;
             try
             {
-                result = await shared.Value;
+                result = await shared.Value.WaitAsync(ct);
             }
-            finally
+            catch (OperationCanceledException) when (ct.IsCancellationRequested && ReferenceEquals(shared, mine))
             {
-                if (ReferenceEquals(shared, mine))
-                    _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, shared));
+                _ = ReleaseAbandonedFetchAsync(key, mine);
+                throw;
             }
+            catch (Exception) when (ReferenceEquals(shared, mine))
+            {
+                _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, shared));
+                throw;
+            }
+            if (ReferenceEquals(shared, mine))
+                _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, shared));
             if (result is not { } read)
                 return new PeerObject(ObjectHeader.Types.Status.NotFound, default, false);
             if (ReferenceEquals(shared, mine) || read.Entry is null && read.File is null)
@@ -234,6 +248,23 @@ public sealed partial class BlobCache
             if (read.Entry is { } cached && _index.TryPin(cached, out var pin))
                 return new PeerObject(ObjectHeader.Types.Status.Ok, CachedRead.FromEntry(cached, pin, ReadPath.LocalMiss), true);
             _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, shared));
+        }
+    }
+
+    /// <summary>A fetch whose requesting peer left: unpins (or deletes the file of) its result once it ends.</summary>
+    private async Task ReleaseAbandonedFetchAsync(BlobKey key, Lazy<Task<CachedRead?>> fetch)
+    {
+        try
+        {
+            (await fetch.Value)?.Dispose();
+        }
+        catch (Exception e)
+        {
+            _logger.LogDebug("Fetching {Container}/{Blob} for a peer that left failed: {Message}", key.Container, key.Blob, e.Message);
+        }
+        finally
+        {
+            _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
         }
     }
 

@@ -100,6 +100,35 @@ public sealed class GrpcClient : IDisposable
         return result ?? throw new GrpcException(GrpcStatus.Internal, $"{path} returned no message");
     }
 
+    /// <summary>
+    /// Opens a bidirectional stream: requests are written to the returned call while responses are
+    /// read from it (one writer and one reader at a time). Dispose the call to end it.
+    /// </summary>
+    public async Task<GrpcDuplexCall<TResponse>> DuplexAsync<TResponse>(string path, MessageParser<TResponse> parser, CancellationToken ct = default)
+        where TResponse : class, IMessage<TResponse>
+    {
+        var body = new DuplexContent();
+        var message = NewRequest(path, body);
+        try
+        {
+            // The request body stream exists once the handler starts sending the body. The response
+            // is not awaited here: SocketsHttpHandler may hold the request headers back until the
+            // first request message, and the server answers only once it has them.
+            var sending = _invoker.SendAsync(message, ct);
+            await Task.WhenAny(body.Stream, sending).WaitAsync(ct);
+            if (!body.Stream.IsCompleted)
+                (await sending).Dispose(); // answered (or failed) before the body started: surface it
+            var requests = await body.Stream;
+            return new GrpcDuplexCall<TResponse>(requests, body, sending, parser, _maxMessageSize, message, ct);
+        }
+        catch
+        {
+            body.Complete();
+            message.Dispose();
+            throw;
+        }
+    }
+
     private HttpRequestMessage NewRequest(string path, HttpContent content)
     {
         content.Headers.ContentType = GrpcContentType;
@@ -116,6 +145,36 @@ public sealed class GrpcClient : IDisposable
     }
 
     public void Dispose() => _invoker.Dispose();
+
+    /// <summary>
+    /// A request body that stays open: it flushes at once (so the headers go out and the server can
+    /// answer before any request is written), hands its stream to the caller and ends when told.
+    /// </summary>
+    internal sealed class DuplexContent : HttpContent
+    {
+        private readonly TaskCompletionSource<Stream> _stream = new(TaskCreationOptions.RunContinuationsAsynchronously);
+        private readonly TaskCompletionSource _done = new(TaskCreationOptions.RunContinuationsAsynchronously);
+
+        public Task<Stream> Stream => _stream.Task;
+
+        public void Complete() => _done.TrySetResult();
+
+        protected override async Task SerializeToStreamAsync(Stream stream, TransportContext? context, CancellationToken ct)
+        {
+            await stream.FlushAsync(ct);
+            _stream.TrySetResult(stream);
+            await _done.Task;
+        }
+
+        protected override Task SerializeToStreamAsync(Stream stream, TransportContext? context) =>
+            SerializeToStreamAsync(stream, context, CancellationToken.None);
+
+        protected override bool TryComputeLength(out long length)
+        {
+            length = -1;
+            return false;
+        }
+    }
 
     /// <summary>Request content written by a callback, straight to the HTTP/2 request stream.</summary>
     private sealed class PushContent(Func<Stream, CancellationToken, Task> write) : HttpContent
@@ -236,6 +295,73 @@ public sealed class GrpcStreamingCall<TResponse> : IDisposable
     public void Dispose()
     {
         _response.Dispose();
+        _request.Dispose();
+    }
+}
+
+/// <summary>A bidirectional call in progress: one writer and one reader at a time.</summary>
+public sealed class GrpcDuplexCall<TResponse> : IDisposable
+    where TResponse : class, IMessage<TResponse>
+{
+    private readonly Stream _requests;
+    private readonly GrpcClient.DuplexContent _body;
+    private readonly Task<HttpResponseMessage> _sending;
+    private readonly MessageParser<TResponse> _parser;
+    private readonly int _maxMessageSize;
+    private readonly HttpRequestMessage _request;
+    private readonly CancellationToken _callToken;
+    private readonly ArrayBufferWriter<byte> _buffer = new();
+    private GrpcResponseReader<TResponse>? _responses;
+
+    internal GrpcDuplexCall(Stream requests, GrpcClient.DuplexContent body, Task<HttpResponseMessage> sending,
+        MessageParser<TResponse> parser, int maxMessageSize, HttpRequestMessage request, CancellationToken callToken)
+    {
+        _requests = requests;
+        _body = body;
+        _sending = sending;
+        _parser = parser;
+        _maxMessageSize = maxMessageSize;
+        _request = request;
+        _callToken = callToken;
+    }
+
+    /// <summary>Frames a message into the send buffer; <see cref="FlushAsync"/> sends what is buffered.</summary>
+    public void Write(IMessage message) => GrpcFraming.Write(_buffer, message);
+
+    public async ValueTask FlushAsync(CancellationToken ct = default)
+    {
+        if (_buffer.WrittenCount > 0)
+        {
+            await _requests.WriteAsync(_buffer.WrittenMemory, ct);
+            _buffer.ResetWrittenCount();
+        }
+        await _requests.FlushAsync(ct);
+    }
+
+    /// <summary>The next response, or null at the end of the stream (the first read waits for the response headers).</summary>
+    public async ValueTask<TResponse?> ReadAsync(CancellationToken ct = default) => await (await ResponsesAsync(ct)).ReadAsync(ct);
+
+    public async ValueTask CheckStatusAsync() => await (await ResponsesAsync(_callToken)).CheckStatusAsync();
+
+    private async ValueTask<GrpcResponseReader<TResponse>> ResponsesAsync(CancellationToken ct)
+    {
+        if (_responses is null)
+        {
+            var response = await _sending.WaitAsync(ct);
+            var reader = PipeReader.Create(await response.Content.ReadAsStreamAsync(ct));
+            _responses = new GrpcResponseReader<TResponse>(response, reader, _parser, _maxMessageSize);
+        }
+        return _responses;
+    }
+
+    /// <summary>Ends the requests (the server sees the end of its stream).</summary>
+    public void CompleteRequests() => _body.Complete();
+
+    public void Dispose()
+    {
+        _body.Complete();
+        if (_sending.IsCompletedSuccessfully)
+            _sending.Result.Dispose();
         _request.Dispose();
     }
 }

@@ -33,9 +33,12 @@ public static class GrpcServer
     }
 
     /// <summary>A unary method at /package.Service/Method.</summary>
+    /// <param name="admit">Runs before the request is read (e.g. a credentials check that throws
+    /// <see cref="GrpcException"/>), so that a refused caller's message is never buffered or parsed.</param>
     public static IEndpointConventionBuilder MapGrpcUnary<TRequest, TResponse>(
         this IEndpointRouteBuilder routes, string path, MessageParser<TRequest> parser,
-        Func<TRequest, HttpContext, Task<TResponse>> handler, int maxMessageSize = DefaultMaxMessageSize)
+        Func<TRequest, HttpContext, Task<TResponse>> handler, int maxMessageSize = DefaultMaxMessageSize,
+        Action<HttpContext>? admit = null)
         where TRequest : class, IMessage<TRequest>
         where TResponse : class, IMessage<TResponse>
     {
@@ -45,6 +48,7 @@ public static class GrpcServer
                 return;
             await RunAsync(context, async () =>
             {
+                admit?.Invoke(context);
                 var stream = new GrpcServerStream<TRequest, TResponse>(context, parser, maxMessageSize);
                 var request = await stream.ReadAsync(context.RequestAborted)
                     ?? throw new GrpcException(GrpcStatus.InvalidArgument, "the request carried no message");

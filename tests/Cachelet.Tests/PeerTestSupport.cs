@@ -1,11 +1,18 @@
+using System.Buffers;
 using System.Collections.Concurrent;
 using System.Net;
+using System.Net.Http.Headers;
+using System.Security.Cryptography;
 using FaaST.Cachelet.Peers;
 using FaaST.Cachelet.Policy;
+using FaaST.Protos.Peer;
+using FaaST.Rpc;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Hosting;
+using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
+using Google.Protobuf;
 using Microsoft.Extensions.Logging;
 
 namespace FaaST.Cachelet.Tests;
@@ -124,11 +131,243 @@ public sealed class PeerNode : IAsyncDisposable
         return new PeerNode(id, cache, web, address, logs, client, owners);
     }
 
+    private int _stopped;
+
+    /// <summary>Stops the Kestrel listener (the port then refuses connections); the cache stays up.</summary>
+    public async Task StopServingAsync()
+    {
+        if (Interlocked.Exchange(ref _stopped, 1) == 0)
+            await _web.StopAsync();
+    }
+
     public async ValueTask DisposeAsync()
     {
         Client.Dispose();
-        await _web.StopAsync();
+        await StopServingAsync();
         await _web.DisposeAsync();
         await Cache.DisposeAsync();
+    }
+}
+
+/// <summary>
+/// A deliberately misbehaving peer: a bare Kestrel (HTTP/2 cleartext) whose Get path runs whatever the
+/// test says. Handlers should end when <see cref="HttpContext.RequestAborted"/> or <see cref="Stopping"/> fires.
+/// </summary>
+public sealed class FakePeer : IAsyncDisposable
+{
+    private readonly WebApplication _web;
+    private readonly CancellationTokenSource _stopping = new();
+    private int _calls;
+
+    private FakePeer(WebApplication web, Uri address)
+    {
+        _web = web;
+        Address = address;
+    }
+
+    public Uri Address { get; }
+    public Peer AsPeer => new("fake", Address);
+    public CancellationToken Stopping => _stopping.Token;
+
+    /// <summary>Calls that reached the Get path.</summary>
+    public int Calls => Volatile.Read(ref _calls);
+
+    /// <summary>Set once a call's requester went away (its stream was reset or its connection closed).</summary>
+    public TaskCompletionSource Abandoned { get; } = new(TaskCreationOptions.RunContinuationsAsynchronously);
+
+    public static async Task<FakePeer> StartAsync(Func<HttpContext, CancellationToken, Task> get)
+    {
+        var builder = WebApplication.CreateSlimBuilder();
+        builder.Logging.ClearProviders();
+        builder.WebHost.ConfigureKestrel(k => k.Listen(IPAddress.Loopback, 0, l => l.Protocols = HttpProtocols.Http2));
+        var web = builder.Build();
+        FakePeer? self = null;
+        web.MapPost(PeerClient.GetPath, async context =>
+        {
+            Interlocked.Increment(ref self!._calls);
+            using var token = CancellationTokenSource.CreateLinkedTokenSource(context.RequestAborted, self._stopping.Token);
+            using var signal = context.RequestAborted.Register(() => self.Abandoned.TrySetResult());
+            try
+            {
+                await get(context, token.Token);
+            }
+            catch (OperationCanceledException) when (token.IsCancellationRequested)
+            {
+            }
+        });
+        await web.StartAsync();
+        var address = new Uri(web.Urls.First().Replace("[::1]", "127.0.0.1", StringComparison.Ordinal) + "/");
+        return self = new FakePeer(web, address);
+    }
+
+    /// <summary>Starts a gRPC response (headers only).</summary>
+    public static Task StartGrpcAsync(HttpContext context)
+    {
+        context.Response.ContentType = "application/grpc";
+        return context.Response.StartAsync(context.RequestAborted);
+    }
+
+    /// <summary>Writes a framed message and sends it.</summary>
+    public static async Task SendAsync(HttpContext context, IMessage message)
+    {
+        GrpcFraming.Write(context.Response.BodyWriter, message);
+        await context.Response.BodyWriter.FlushAsync(context.RequestAborted);
+    }
+
+    /// <summary>Writes a data message (field 2 of GetChunk) and sends it.</summary>
+    public static async Task SendDataAsync(HttpContext context, ReadOnlyMemory<byte> data)
+    {
+        GrpcFraming.WriteBytesField(context.Response.BodyWriter, 2, data.Span);
+        await context.Response.BodyWriter.FlushAsync(context.RequestAborted);
+    }
+
+    /// <summary>Writes raw bytes (e.g. a garbage frame) and sends them.</summary>
+    public static async Task SendRawAsync(HttpContext context, byte[] bytes)
+    {
+        await context.Response.BodyWriter.WriteAsync(bytes, context.RequestAborted);
+    }
+
+    /// <summary>Ends the response with a grpc-status trailer.</summary>
+    public static void EndWith(HttpContext context, GrpcStatus status) =>
+        context.Response.AppendTrailer("grpc-status", ((int)status).ToString(System.Globalization.CultureInfo.InvariantCulture));
+
+    public async ValueTask DisposeAsync()
+    {
+        await _stopping.CancelAsync();
+        await _web.StopAsync();
+        await _web.DisposeAsync();
+        _stopping.Dispose();
+    }
+}
+
+/// <summary>Raw HTTP/2 cleartext calls (prior knowledge) for requests our own client would never send.</summary>
+public static class RawHttp2
+{
+    public sealed record Answer(HttpStatusCode Http, GrpcStatus? Status, string? Message, byte[] Body);
+
+    public static HttpClient NewClient() => new(new SocketsHttpHandler { UseCookies = false })
+    {
+        DefaultRequestVersion = HttpVersion.Version20,
+        DefaultVersionPolicy = HttpVersionPolicy.RequestVersionExact,
+        Timeout = TimeSpan.FromSeconds(60),
+    };
+
+    /// <summary>A framed message, as gRPC sends it.</summary>
+    public static byte[] Frame(IMessage message)
+    {
+        var buffer = new ArrayBufferWriter<byte>();
+        GrpcFraming.Write(buffer, message);
+        return buffer.WrittenSpan.ToArray();
+    }
+
+    /// <summary>A frame header claiming <paramref name="length"/> bytes (compressed flag as given), then <paramref name="payload"/>.</summary>
+    public static byte[] Frame(uint length, ReadOnlySpan<byte> payload, byte flag = 0)
+    {
+        var frame = new byte[GrpcFraming.HeaderSize + payload.Length];
+        frame[0] = flag;
+        System.Buffers.Binary.BinaryPrimitives.WriteUInt32BigEndian(frame.AsSpan(1), length);
+        payload.CopyTo(frame.AsSpan(GrpcFraming.HeaderSize));
+        return frame;
+    }
+
+    public static async Task<Answer> PostAsync(HttpClient client, Uri peer, string path, byte[] body, string? authorization,
+        string contentType = "application/grpc")
+    {
+        using var request = new HttpRequestMessage(HttpMethod.Post, new Uri(peer, path))
+        {
+            Version = HttpVersion.Version20,
+            VersionPolicy = HttpVersionPolicy.RequestVersionExact,
+            Content = new ByteArrayContent(body),
+        };
+        request.Content.Headers.ContentType = new MediaTypeHeaderValue(contentType);
+        request.Headers.TE.ParseAdd("trailers");
+        if (authorization is not null)
+            request.Headers.TryAddWithoutValidation(PeerAuth.HeaderName, authorization);
+        using var response = await client.SendAsync(request, HttpCompletionOption.ResponseContentRead);
+        var bytes = await response.Content.ReadAsByteArrayAsync();
+        var headers = response.TrailingHeaders.Contains("grpc-status") ? response.TrailingHeaders : (HttpHeaders)response.Headers;
+        GrpcStatus? status = headers.TryGetValues("grpc-status", out var values) ? (GrpcStatus)int.Parse(values.First(), System.Globalization.CultureInfo.InvariantCulture) : null;
+        var message = headers.TryGetValues("grpc-message", out var m) ? Uri.UnescapeDataString(m.First()) : null;
+        return new Answer(response.StatusCode, status, message, bytes);
+    }
+}
+
+/// <summary>
+/// A destination that hashes what it is given and, once <see cref="BlockAfter"/> bytes arrived, blocks
+/// its writer (the requesting side "not reading") until <see cref="Release"/>.
+/// </summary>
+public sealed class GatedStream(long blockAfter) : Stream
+{
+    private readonly IncrementalHash _hash = IncrementalHash.CreateHash(HashAlgorithmName.SHA256);
+    private readonly SemaphoreSlim _gate = new(0);
+    private long _written;
+    private int _blocked;
+
+    public long BlockAfter => blockAfter;
+    public long Written => Interlocked.Read(ref _written);
+
+    /// <summary>Set when the writer blocks.</summary>
+    public TaskCompletionSource Blocked { get; } = new(TaskCreationOptions.RunContinuationsAsynchronously);
+
+    public void Release() => _gate.Release();
+
+    public byte[] Hash() => _hash.GetHashAndReset();
+
+    public override void Write(ReadOnlySpan<byte> buffer)
+    {
+        if (Written >= blockAfter && Interlocked.Exchange(ref _blocked, 1) == 0)
+        {
+            Blocked.TrySetResult();
+            _gate.Wait();
+        }
+        _hash.AppendData(buffer);
+        Interlocked.Add(ref _written, buffer.Length);
+    }
+
+    public override void Write(byte[] buffer, int offset, int count) => Write(buffer.AsSpan(offset, count));
+    public override bool CanRead => false;
+    public override bool CanSeek => false;
+    public override bool CanWrite => true;
+    public override long Length => Written;
+    public override long Position { get => Written; set => throw new NotSupportedException(); }
+    public override void Flush() { }
+    public override int Read(byte[] buffer, int offset, int count) => throw new NotSupportedException();
+    public override long Seek(long offset, SeekOrigin origin) => throw new NotSupportedException();
+    public override void SetLength(long value) => throw new NotSupportedException();
+
+    protected override void Dispose(bool disposing)
+    {
+        if (disposing)
+        {
+            _hash.Dispose();
+            _gate.Dispose();
+        }
+        base.Dispose(disposing);
+    }
+}
+
+public static class Wait
+{
+    /// <summary>Polls <paramref name="condition"/> until it holds; fails with <paramref name="what"/> after a generous deadline.</summary>
+    public static async Task UntilAsync(Func<bool> condition, string what, int seconds = 60)
+    {
+        var deadline = DateTime.UtcNow.AddSeconds(seconds);
+        while (!condition())
+        {
+            if (DateTime.UtcNow > deadline)
+                Assert.Fail($"gave up waiting ({seconds} s) until {what}");
+            await Task.Delay(20);
+        }
+    }
+
+    public static async Task UntilAsync(Func<Task<bool>> condition, string what, int seconds = 60)
+    {
+        var deadline = DateTime.UtcNow.AddSeconds(seconds);
+        while (!await condition())
+        {
+            if (DateTime.UtcNow > deadline)
+                Assert.Fail($"gave up waiting ({seconds} s) until {what}");
+            await Task.Delay(50);
+        }
     }
 }

@@ -181,6 +181,15 @@ public sealed class CacheIndex : IDisposable
         return true;
     }
 
+    /// <summary>The cached entry without marking it used (no LRU touch); false on a miss or past its TTL.</summary>
+    public bool TryPeek(in BlobKey key, [NotNullWhen(true)] out CacheEntry? entry)
+    {
+        if (_entries.TryGetValue(key, out entry) && (_ttlTicks <= 0 || _clock() - entry.InsertedAt < _ttlTicks))
+            return true;
+        entry = null;
+        return false;
+    }
+
     /// <summary><see cref="TryGet"/> and <see cref="TryPin"/> in one: false on a miss.</summary>
     public bool TryGetPinned(in BlobKey key, [NotNullWhen(true)] out PinHandle? pin)
     {

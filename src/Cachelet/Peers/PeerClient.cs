@@ -21,8 +21,13 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
     private const int DataField = 2;
 
     private readonly ConcurrentDictionary<Uri, GrpcClient> _clients = new();
+    private readonly ConcurrentDictionary<Uri, LookupChannel> _lookups = new();
 
     public PeerOptions Options => options;
+
+    /// <summary>Whole objects up to this size are asked for on the peer's Lookup stream (inline, one
+    /// message each way); larger ones, and failed lookups, take a Get call of their own.</summary>
+    public const int LookupInlineLimit = 64 * 1024;
 
     private GrpcClient ClientFor(Uri peer) => _clients.GetOrAdd(peer, address =>
     {
@@ -43,6 +48,30 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
         try
         {
             timeout.CancelAfter(options.Timeout);
+            // A lookup stream that does not work (a peer without Lookup, a broken stream) leaves the Get call.
+            // The lookup never fetches: a miss at the owner (NOT_CACHED) goes on to a Get that does.
+            var fetchedByLookup = false;
+            if (request is { Offset: 0, Length: 0 } &&
+                await TryLookupAsync(peer, new GetRequest(request) { Fetch = false }, timeout.Token) is { } lookup)
+            {
+                if (lookup.Error.Length > 0)
+                    throw new PeerException($"{peer} could not serve {Describe(request.Blob)}: {lookup.Error}");
+                var answer = lookup.Header ?? throw new PeerException($"{peer} answered a lookup of {Describe(request.Blob)} without a header");
+                if (answer.Status == ObjectHeader.Types.Status.NotCached && !request.Fetch)
+                    return answer;
+                if (answer.Status is not (ObjectHeader.Types.Status.TooLarge or ObjectHeader.Types.Status.NotCached))
+                {
+                    if (answer.Status == ObjectHeader.Types.Status.Ok)
+                    {
+                        if (lookup.Data.Length != answer.Length || answer.RangeLength != answer.Length)
+                            throw new PeerException($"{peer} sent {lookup.Data.Length} of {answer.Length} bytes of {Describe(request.Blob)}");
+                        var sink = destination(answer) ?? throw new OperationCanceledException("the destination declined the object");
+                        sink.Write(lookup.Data.Span);
+                    }
+                    return answer;
+                }
+                fetchedByLookup = answer.Fetched; // the owner fetched it for the lookup; Get finds it cached
+            }
             using var call = await ClientFor(peer).ServerStreamingAsync(GetPath, request, GetChunk.Parser, timeout.Token);
             var first = await call.ReadAsync(timeout.Token);
             if (first is null)
@@ -53,6 +82,7 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
             if (first.ContentCase != GetChunk.ContentOneofCase.Header)
                 throw new PeerException($"{peer} answered Get {Describe(request.Blob)} with data before the header");
             var header = first.Header;
+            header.Fetched |= fetchedByLookup;
             if (header.Status != ObjectHeader.Types.Status.Ok)
                 return header;
             if (header.RangeLength < 0 || header.Offset < 0 || header.Offset + header.RangeLength > header.Length)
@@ -62,6 +92,10 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
             var expected = header.RangeLength;
             void Copy(ReadOnlySequence<byte> payload)
             {
+                // The message has arrived: the timeout is for waiting on the peer, so the time spent
+                // writing into the destination does not count (the loop re-arms it for the next read).
+                // Otherwise a destination slower than the timeout fails a transfer the peer kept up with.
+                timeout.CancelAfter(Timeout.InfiniteTimeSpan);
                 if (!GrpcFraming.TryReadBytesField(payload, DataField, out var data))
                     throw new PeerException($"{peer} sent a malformed data message for {Describe(request.Blob)}");
                 if (received + data.Length > expected)
@@ -88,6 +122,18 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
         catch (Exception e) when (e is GrpcException or HttpRequestException or IOException or InvalidProtocolBufferException)
         {
             throw new PeerException($"Get {Describe(request.Blob)} from {peer} failed: {e.Message}", e);
+        }
+    }
+
+    private async Task<LookupReply?> TryLookupAsync(Uri peer, GetRequest request, CancellationToken ct)
+    {
+        try
+        {
+            return await _lookups.GetOrAdd(peer, p => new LookupChannel(ClientFor(p), p)).LookupAsync(request, LookupInlineLimit, ct);
+        }
+        catch (PeerException)
+        {
+            return null;
         }
     }
 
@@ -162,6 +208,8 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
 
     public void Dispose()
     {
+        foreach (var lookup in _lookups.Values)
+            lookup.Dispose();
         foreach (var client in _clients.Values)
             client.Dispose();
         _clients.Clear();

@@ -3,6 +3,7 @@ using FaaST.Cachelet.Memory;
 using FaaST.Protos.Peer;
 using FaaST.Rpc;
 using FaaST.Storage;
+using Google.Protobuf;
 using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Routing;
 using Microsoft.Extensions.Logging;
@@ -35,17 +36,15 @@ public static class PeerEndpoints
         var server = new Server(cache, options, logger);
         routes.MapGrpcDuplex<GetRequest, GetChunk>(PeerClient.GetPath, GetRequest.Parser, server.GetAsync);
         routes.MapGrpcDuplex<PutChunk, PutResponse>(PeerClient.PutPath, PutChunk.Parser, server.PutAsync);
-        routes.MapGrpcUnary<InvalidateRequest, InvalidateResponse>(PeerClient.InvalidatePath, InvalidateRequest.Parser, (request, context) =>
+        routes.MapGrpcDuplex<LookupRequest, LookupReply>(LookupChannel.Path, LookupRequest.Parser, server.LookupAsync);
+        // Unary calls are admitted before their message is read, as the streaming ones are.
+        routes.MapGrpcUnary<InvalidateRequest, InvalidateResponse>(PeerClient.InvalidatePath, InvalidateRequest.Parser, (request, _) =>
         {
-            server.Admit(context, "Invalidate");
             var blob = server.Check(request.Blob, "Invalidate");
             return Task.FromResult(new InvalidateResponse { Dropped = cache.InvalidateFromPeer(blob, request.KeepVersion) });
-        });
-        routes.MapGrpcUnary<StatsRequest, StatsResponse>(PeerClient.StatsPath, StatsRequest.Parser, (_, context) =>
-        {
-            server.Admit(context, "Stats");
-            return Task.FromResult(cache.PeerStats());
-        });
+        }, admit: context => server.Admit(context, "Invalidate"));
+        routes.MapGrpcUnary<StatsRequest, StatsResponse>(PeerClient.StatsPath, StatsRequest.Parser,
+            (_, _) => Task.FromResult(cache.PeerStats()), admit: context => server.Admit(context, "Stats"));
     }
 
     private sealed class Server(BlobCache cache, PeerServerOptions options, ILogger logger)
@@ -148,6 +147,82 @@ public static class PeerEndpoints
                 stream.WriteBytesField(DataField, read.Bytes.Span.Slice((int)(offset + sent), (int)Math.Min(chunk, length - sent)));
                 await stream.FlushAsync(ct);
             }
+        }
+
+        /// <summary>
+        /// Small Gets multiplexed on one stream: each request is served as its own task and its reply
+        /// (the object inline, or TOO_LARGE) queued to one writer that flushes whatever is ready.
+        /// </summary>
+        public async Task LookupAsync(GrpcServerStream<LookupRequest, LookupReply> stream)
+        {
+            Admit(stream.Context, "Lookup");
+            var ct = stream.Context.RequestAborted;
+            var replies = System.Threading.Channels.Channel.CreateUnbounded<LookupReply>(new System.Threading.Channels.UnboundedChannelOptions { SingleReader = true });
+            var writer = Task.Run(async () =>
+            {
+                var reader = replies.Reader;
+                while (await reader.WaitToReadAsync(ct))
+                {
+                    while (reader.TryRead(out var reply))
+                        stream.Write(reply);
+                    await stream.FlushAsync(ct);
+                }
+            }, ct);
+            var running = new List<Task>();
+            while (await stream.ReadAsync(ct) is { } request)
+            {
+                running.RemoveAll(t => t.IsCompleted);
+                running.Add(ServeLookupAsync(request, replies.Writer, ct));
+            }
+            await Task.WhenAll(running);
+            replies.Writer.Complete();
+            await writer;
+        }
+
+        private async Task ServeLookupAsync(LookupRequest request, System.Threading.Channels.ChannelWriter<LookupReply> replies, CancellationToken ct)
+        {
+            var reply = new LookupReply { Id = request.Id };
+            try
+            {
+                var get = request.Get ?? throw new GrpcException(GrpcStatus.InvalidArgument, "Lookup: no request");
+                var blob = Check(get.Blob, "Lookup");
+                if (!get.Validate && cache.PeekForPeer(blob) is { } cached && cached.Length > request.InlineLimit && cached.Version != get.IfVersion)
+                {
+                    // Too large to go inline: say so without counting an access (the Get that follows counts).
+                    reply.Header = new ObjectHeader { Status = ObjectHeader.Types.Status.TooLarge, Version = cached.Version, Length = cached.Length, RangeLength = cached.Length };
+                    replies.TryWrite(reply);
+                    return;
+                }
+                var found = await cache.OpenForPeerAsync(StoreFor(blob, "Lookup"), blob, get.IfVersion, get.Fetch, get.Validate, ct);
+                using var read = found.Read;
+                reply.Header = new ObjectHeader { Status = found.Status };
+                if (found.Status == ObjectHeader.Types.Status.Ok)
+                {
+                    reply.Header.Version = read.ETag;
+                    reply.Header.Length = read.Length;
+                    reply.Header.RangeLength = read.Length;
+                    reply.Header.Fetched = found.Fetched;
+                    if (read.Length > request.InlineLimit)
+                        reply.Header.Status = ObjectHeader.Types.Status.TooLarge;
+                    else
+                        reply.Data = Copy(read);
+                }
+            }
+            catch (Exception e) when (e is GrpcException or IOException or BlobStorageException or StorageUnavailableException)
+            {
+                reply.Header = null;
+                reply.Error = e.Message;
+            }
+            replies.TryWrite(reply);
+        }
+
+        private ByteString Copy(CachedRead read)
+        {
+            if (read.Entry is { } entry)
+                return ByteString.CopyFrom(entry.Extent.Span);
+            if (read.File is { } file)
+                return ByteString.CopyFrom(File.ReadAllBytes(Path.Combine(cache.Directory, file)));
+            return ByteString.CopyFrom(read.Bytes.Span);
         }
 
         public async Task PutAsync(GrpcServerStream<PutChunk, PutResponse> stream)

@@ -1,0 +1,114 @@
+using System.Collections.Concurrent;
+using System.Threading.Channels;
+using FaaST.Protos.Peer;
+using FaaST.Rpc;
+
+namespace FaaST.Cachelet.Peers;
+
+/// <summary>
+/// The requesting side of Lookup: one long-lived bidirectional stream to a peer that carries many
+/// small Gets at once, so a small remote hit costs one message each way instead of an HTTP/2 call.
+/// A broken stream fails what was waiting on it (the callers fall back) and the next lookup opens
+/// a new one.
+/// </summary>
+internal sealed class LookupChannel(GrpcClient client, Uri peer) : IDisposable
+{
+    public const string Path = "/faast.peer.v1.CacheletPeer/Lookup";
+
+    private readonly Lock _gate = new();
+    private Session? _session;
+    private long _nextId;
+
+    /// <summary>Sends one lookup and waits for its reply.</summary>
+    public async Task<LookupReply> LookupAsync(GetRequest get, long inlineLimit, CancellationToken ct)
+    {
+        var session = Current();
+        var id = (ulong)Interlocked.Increment(ref _nextId);
+        var reply = new TaskCompletionSource<LookupReply>(TaskCreationOptions.RunContinuationsAsynchronously);
+        session.Pending[id] = reply;
+        if (!session.Outbox.Writer.TryWrite(new LookupRequest { Id = id, Get = get, InlineLimit = inlineLimit }))
+            throw new PeerException($"the lookup stream to {peer} is closed");
+        try
+        {
+            return await reply.Task.WaitAsync(ct);
+        }
+        finally
+        {
+            session.Pending.TryRemove(id, out _);
+        }
+    }
+
+    private Session Current()
+    {
+        lock (_gate)
+        {
+            if (_session is { Failed: false } live)
+                return live;
+            _session = new Session();
+            _ = RunAsync(_session);
+            return _session;
+        }
+    }
+
+    private async Task RunAsync(Session session)
+    {
+        try
+        {
+            using var call = await client.DuplexAsync(Path, LookupReply.Parser, session.Stop.Token);
+            var writer = WriteAsync(session, call);
+            while (await call.ReadAsync(session.Stop.Token) is { } reply)
+            {
+                if (session.Pending.TryRemove(reply.Id, out var waiter))
+                    waiter.TrySetResult(reply);
+            }
+            await call.CheckStatusAsync();
+            throw new PeerException($"{peer} ended the lookup stream");
+        }
+        catch (Exception e)
+        {
+            session.Fail(e is PeerException ? e.Message : $"the lookup stream to {peer} failed: {e.Message}");
+        }
+    }
+
+    private static async Task WriteAsync(Session session, GrpcDuplexCall<LookupReply> call)
+    {
+        try
+        {
+            var reader = session.Outbox.Reader;
+            while (await reader.WaitToReadAsync(session.Stop.Token))
+            {
+                while (reader.TryRead(out var request))
+                    call.Write(request);
+                await call.FlushAsync(session.Stop.Token);
+            }
+        }
+        catch (Exception e)
+        {
+            session.Fail($"writing to the lookup stream failed: {e.Message}");
+        }
+    }
+
+    public void Dispose()
+    {
+        lock (_gate)
+            _session?.Fail("the peer client was disposed");
+    }
+
+    private sealed class Session
+    {
+        public ConcurrentDictionary<ulong, TaskCompletionSource<LookupReply>> Pending { get; } = new();
+        public Channel<LookupRequest> Outbox { get; } = Channel.CreateUnbounded<LookupRequest>(new UnboundedChannelOptions { SingleReader = true });
+        public CancellationTokenSource Stop { get; } = new();
+        public bool Failed { get; private set; }
+
+        public void Fail(string reason)
+        {
+            Failed = true;
+            Outbox.Writer.TryComplete();
+            Stop.Cancel();
+            foreach (var id in Pending.Keys)
+                if (Pending.TryRemove(id, out var waiter))
+                    waiter.TrySetException(new PeerException(reason));
+        }
+    }
+}
