@@ -229,6 +229,9 @@ public sealed partial class BlobCache : IAsyncDisposable
         }
         catch
         {
+            // A download that failed or was cancelled after its extent was allocated: nothing partial stays.
+            if (extent is { } partial)
+                _arena.Free(partial);
             temporary?.Dispose();
             throw;
         }

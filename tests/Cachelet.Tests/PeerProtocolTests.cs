@@ -608,9 +608,7 @@ public sealed class PeerProtocolTests(AzuriteFixture azurite)
         Assert.Equal(1, owner.Cache.Metrics.Reads(ReadPath.LocalMiss));
     }
 
-    [Fact(Skip = "Known leak in BlobCache.FetchFromStorageAsync (BlobCache.cs, not ours to change now): when the download " +
-                 "throws after the destination factory allocated an extent (cancelled, storage failed mid-body), the extent is " +
-                 "never freed. Unskip once its catch frees `extent`.")]
+    [Fact]
     public async Task A_read_cancelled_mid_download_frees_its_extent()
     {
         // The requester's side of the same hazard: a storage download (a local miss, or the fallback
