@@ -42,6 +42,13 @@ public sealed class GrpcClient : IDisposable
         var buffer = new ArrayBufferWriter<byte>(GrpcFraming.HeaderSize + request.CalculateSize());
         GrpcFraming.Write(buffer, request);
         using var message = NewRequest(path, new ReadOnlyMemoryContent(buffer.WrittenMemory));
+        return await SingleResponseAsync(path, message, parser, ct);
+    }
+
+    /// <summary>Sends a request whose call answers with one message, and reads it and the status.</summary>
+    private async Task<TResponse> SingleResponseAsync<TResponse>(string path, HttpRequestMessage message, MessageParser<TResponse> parser, CancellationToken ct)
+        where TResponse : class, IMessage<TResponse>
+    {
         using var response = await _invoker.SendAsync(message, ct);
         var reader = PipeReader.Create(await response.Content.ReadAsStreamAsync(ct));
         var call = new GrpcResponseReader<TResponse>(response, reader, parser, _maxMessageSize);
@@ -88,16 +95,7 @@ public sealed class GrpcClient : IDisposable
         where TResponse : class, IMessage<TResponse>
     {
         using var message = NewRequest(path, new PushContent(writeBody));
-        using var response = await _invoker.SendAsync(message, ct);
-        var reader = PipeReader.Create(await response.Content.ReadAsStreamAsync(ct));
-        var call = new GrpcResponseReader<TResponse>(response, reader, parser, _maxMessageSize);
-        var result = await call.ReadAsync(ct);
-        while (await call.ReadAsync(ct) is not null)
-        {
-            // drain to the trailers
-        }
-        await call.CheckStatusAsync();
-        return result ?? throw new GrpcException(GrpcStatus.Internal, $"{path} returned no message");
+        return await SingleResponseAsync(path, message, parser, ct);
     }
 
     /// <summary>
