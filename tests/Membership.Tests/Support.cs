@@ -1,0 +1,145 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using System.Runtime.CompilerServices;
+using FaaST.Membership;
+using FaaST.Storage;
+using Microsoft.Extensions.Logging;
+
+namespace FaaST.Membership.Tests;
+
+/// <summary>One real Azurite for the membership tests, which run one at a time (they measure liveness by clocks).</summary>
+public sealed class AzuriteFixture : IAsyncLifetime
+{
+    private AzuriteProcess? _azurite;
+
+    public AzuriteProcess Azurite => _azurite ?? throw new InvalidOperationException("Azurite is not running.");
+
+    public static string RepoRoot => AzuriteProcess.FindRepoRoot(AppContext.BaseDirectory);
+
+    public async Task InitializeAsync() => _azurite = await AzuriteProcess.StartAsync(RepoRoot);
+
+    public Task DisposeAsync()
+    {
+        _azurite?.Dispose();
+        return Task.CompletedTask;
+    }
+
+    /// <summary>A store with few, quick retries, so that outages show quickly.</summary>
+    public static BlobStore CreateStore(string connectionString) => new(connectionString, new BlobStoreOptions
+    {
+        MaxRetries = 2,
+        RetryBaseDelay = TimeSpan.FromMilliseconds(10),
+        RetryMaxDelay = TimeSpan.FromMilliseconds(100),
+    });
+}
+
+[CollectionDefinition(Name)]
+public sealed class MembershipCollection : ICollectionFixture<AzuriteFixture>
+{
+    public const string Name = "Membership on Azurite";
+}
+
+/// <summary>Polling with generous deadlines: tests never assert on timing.</summary>
+internal static class Eventually
+{
+    public static async Task TrueAsync(Func<bool> condition, string what, Func<string>? state = null, int seconds = 30)
+    {
+        var clock = Stopwatch.StartNew();
+        while (!condition())
+        {
+            if (clock.Elapsed > TimeSpan.FromSeconds(seconds))
+            {
+                Assert.Fail($"Not within {seconds} s: {what}.{(state is null ? "" : " State: " + state())}");
+            }
+
+            await Task.Delay(50);
+        }
+    }
+
+    public static async Task TrueAsync(Func<Task<bool>> condition, string what, int seconds = 30)
+    {
+        var clock = Stopwatch.StartNew();
+        while (!await condition())
+        {
+            if (clock.Elapsed > TimeSpan.FromSeconds(seconds))
+            {
+                Assert.Fail($"Not within {seconds} s: {what}.");
+            }
+
+            await Task.Delay(50);
+        }
+    }
+}
+
+/// <summary>Keeps what was logged, to assert on it and to explain failures.</summary>
+internal sealed class ListLogger : ILogger
+{
+    public ConcurrentQueue<string> Lines { get; } = new();
+
+    public IDisposable? BeginScope<TState>(TState state) where TState : notnull => null;
+
+    public bool IsEnabled(LogLevel logLevel) => true;
+
+    public void Log<TState>(LogLevel logLevel, EventId eventId, TState state, Exception? exception, Func<TState, Exception?, string> formatter) =>
+        Lines.Enqueue($"{logLevel}: {formatter(state, exception)}");
+
+    public bool Contains(string text) => Lines.Any(l => l.Contains(text, StringComparison.Ordinal));
+}
+
+/// <summary>A store that can be made unreachable for a while (like a wrong endpoint or a network cut).</summary>
+internal sealed class SwitchableStore(IBlobStore inner) : IBlobStore
+{
+    public volatile bool Broken;
+
+    public Uri Endpoint => inner.Endpoint;
+
+    public Uri GetBlobUri(string container, string blob) => inner.GetBlobUri(container, blob);
+
+    public Task CreateContainerIfNotExistsAsync(string container, CancellationToken ct = default) =>
+        Check() ?? inner.CreateContainerIfNotExistsAsync(container, ct);
+
+    public Task<BlobProperties?> GetPropertiesAsync(string container, string blob, CancellationToken ct = default) =>
+        Check<BlobProperties?>() ?? inner.GetPropertiesAsync(container, blob, ct);
+
+    public Task<BlobProperties?> DownloadToAsync(string container, string blob, Stream destination, BlobRange? range = null,
+        string? ifMatch = null, CancellationToken ct = default) =>
+        Check<BlobProperties?>() ?? inner.DownloadToAsync(container, blob, destination, range, ifMatch, ct);
+
+    public Task<BlobProperties?> DownloadToAsync(string container, string blob, Func<BlobProperties, Stream> destinationFactory,
+        string? ifMatch = null, CancellationToken ct = default) =>
+        Check<BlobProperties?>() ?? inner.DownloadToAsync(container, blob, destinationFactory, ifMatch, ct);
+
+    public Task<BlobContent?> DownloadAsync(string container, string blob, CancellationToken ct = default) =>
+        Check<BlobContent?>() ?? inner.DownloadAsync(container, blob, ct);
+
+    public Task<BlobProperties> UploadAsync(string container, string blob, ReadOnlyMemory<byte> content, string? contentType = null,
+        string? ifMatch = null, string? ifNoneMatch = null, CancellationToken ct = default) =>
+        Check<BlobProperties>() ?? inner.UploadAsync(container, blob, content, contentType, ifMatch, ifNoneMatch, ct);
+
+    public Task<BlobProperties> UploadAsync(string container, string blob, Stream content, long length, string? contentType = null,
+        string? ifMatch = null, string? ifNoneMatch = null, CancellationToken ct = default) =>
+        Check<BlobProperties>() ?? inner.UploadAsync(container, blob, content, length, contentType, ifMatch, ifNoneMatch, ct);
+
+    public Task<bool> DeleteAsync(string container, string blob, string? ifMatch = null, CancellationToken ct = default) =>
+        Check<bool>() ?? inner.DeleteAsync(container, blob, ifMatch, ct);
+
+    public async IAsyncEnumerable<BlobItem> ListAsync(string container, string? prefix = null,
+        [EnumeratorCancellation] CancellationToken ct = default)
+    {
+        if (Check() is { } failed)
+        {
+            await failed;
+        }
+
+        await foreach (var item in inner.ListAsync(container, prefix, ct))
+        {
+            yield return item;
+        }
+    }
+
+    private Task? Check() => Broken ? Task.FromException(Unavailable()) : null;
+
+    private Task<T>? Check<T>() => Broken ? Task.FromException<T>(Unavailable()) : null;
+
+    private static StorageUnavailableException Unavailable() => new("storage is switched off for this test", null);
+}
