@@ -36,6 +36,7 @@ public sealed class RuntimeHost : IAsyncDisposable
 
     private BlobCache? _cache;
     private MembershipService? _membership;
+    private readonly CancellationTokenSource _stopping = new();
     private PeerClient? _peerClient;
     private MemoryDaemon? _memoryDaemon;
     private IDisposable? _meterProvider;
@@ -257,23 +258,70 @@ public sealed class RuntimeHost : IAsyncDisposable
     }
 
     /// <summary>Registers in the app's membership and connects the cachelet to the other instances.</summary>
+    /// <remarks>
+    /// Storage that is down at start does not stop the host: it serves as a cache of its own and
+    /// keeps trying to join in the background.
+    /// </remarks>
     private async Task JoinPeersAsync(RuntimeHostOptions options, Uri peerAddress, ILoggerFactory loggers, CancellationToken ct)
     {
         var id = options.InstanceId ?? $"{Environment.MachineName}-{Environment.ProcessId}-{Guid.NewGuid().ToString("N")[..6]}".ToLowerInvariant();
         var self = new Member(id, peerAddress, DateTimeOffset.UtcNow);
+        try
+        {
+            await TryJoinAsync(options, self, loggers, ct);
+        }
+        catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
+        {
+            _logger.LogWarning("Cannot join the app's other instances yet ({Message}); serving as a cache of its own and retrying in the background", e.Message);
+            _ = Task.Run(async () =>
+            {
+                for (var delay = TimeSpan.FromSeconds(1); !_stopping.IsCancellationRequested; delay = TimeSpan.FromSeconds(Math.Min(30, delay.TotalSeconds * 2)))
+                {
+                    try
+                    {
+                        await Task.Delay(delay, _stopping.Token);
+                        await TryJoinAsync(options, self, loggers, _stopping.Token);
+                        return;
+                    }
+                    catch (Exception retry) when (retry is StorageUnavailableException or BlobStorageException)
+                    {
+                        _logger.LogDebug("Joining the app's instances failed again: {Message}", retry.Message);
+                    }
+                    catch (OperationCanceledException)
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    }
+
+    private async Task TryJoinAsync(RuntimeHostOptions options, Member self, ILoggerFactory loggers, CancellationToken ct)
+    {
+        var id = self.Id;
+        var peerAddress = self.PeerAddress;
         var store = _accounts!.Get("AzureWebJobsStorage");
-        _membership = new MembershipService(store, Path.GetFileName(App.Directory), self, options.Membership, loggers.CreateLogger("FaaST.Membership"));
+        var membership = new MembershipService(store, Path.GetFileName(App.Directory), self, options.Membership, loggers.CreateLogger("FaaST.Membership"));
         var cache = _cache!;
-        _membership.Changed += change =>
+        membership.Changed += change =>
         {
             cache.OnOwnershipChanged();
             _logger.LogInformation("Membership: {Count} instance(s){Joined}{Left}", change.Ring.Members.Count,
                 change.Joined.Count > 0 ? "; joined " + string.Join(", ", change.Joined.Select(m => m.Id)) : "",
                 change.Left.Count > 0 ? "; left " + string.Join(", ", change.Left.Select(m => m.Id)) : "");
         };
-        await _membership.StartAsync(ct);
-        cache.ConnectPeers(new RingOwnerDirectory(_membership), _peerClient!);
-        _logger.LogInformation("Instance {Id} serves peers at {Address}; {Count} instance(s) in view", id, peerAddress, _membership.Members.Count);
+        try
+        {
+            await membership.StartAsync(ct);
+        }
+        catch
+        {
+            await membership.DisposeAsync();
+            throw;
+        }
+        _membership = membership;
+        cache.ConnectPeers(new RingOwnerDirectory(membership), _peerClient!);
+        _logger.LogInformation("Instance {Id} serves peers at {Address}; {Count} instance(s) in view", id, peerAddress, membership.Members.Count);
     }
 
     /// <summary>The app's peer secret: FAAST_PEER_SECRET, else derived from the storage credential all instances share.</summary>
@@ -352,6 +400,7 @@ public sealed class RuntimeHost : IAsyncDisposable
     /// </summary>
     public async ValueTask DisposeAsync()
     {
+        await _stopping.CancelAsync();
         // Leave the view first, so that peers stop sending this instance work.
         if (_membership is not null)
             await _membership.DisposeAsync();
