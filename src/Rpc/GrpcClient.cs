@@ -114,9 +114,29 @@ public sealed class GrpcClient : IDisposable
             // first request message, and the server answers only once it has them.
             var sending = _invoker.SendAsync(message, ct);
             await Task.WhenAny(body.Stream, sending).WaitAsync(ct);
-            if (!body.Stream.IsCompleted)
-                (await sending).Dispose(); // answered (or failed) before the body started: surface it
-            var requests = await body.Stream;
+            if (!body.Stream.IsCompleted && !sending.IsCompletedSuccessfully)
+                await sending; // failed before the body started (e.g. refused connection): surface it
+            // The response may arrive before the body's first flush returns: a live call (the server
+            // starts its response at once), or a call refused on its headers, whose end cancels the
+            // body (the flush throws, and DuplexContent passes that on rather than never opening).
+            Stream requests;
+            try
+            {
+                requests = await body.Stream.WaitAsync(ct);
+            }
+            catch (Exception) when (!ct.IsCancellationRequested)
+            {
+                // The request stream never opened: the call was answered first (its answer, e.g.
+                // UNAUTHENTICATED or an HTTP 404 from a server without the method, is the error to
+                // report) or it failed (awaiting it throws that).
+                using var early = await sending.WaitAsync(ct);
+                var answer = new GrpcResponseReader<TResponse>(early, PipeReader.Create(await early.Content.ReadAsStreamAsync(ct)), parser, _maxMessageSize);
+                while (await answer.ReadAsync(ct) is not null)
+                {
+                }
+                await answer.CheckStatusAsync();
+                throw;
+            }
             return new GrpcDuplexCall<TResponse>(requests, body, sending, parser, _maxMessageSize, message, ct);
         }
         catch
@@ -166,7 +186,17 @@ public sealed class GrpcClient : IDisposable
 
         protected override async Task SerializeToStreamAsync(Stream stream, TransportContext? context, CancellationToken ct)
         {
-            await stream.FlushAsync(ct);
+            try
+            {
+                await stream.FlushAsync(ct);
+            }
+            catch (Exception e)
+            {
+                // The call ended (answered, reset, cancelled) before the stream opened: whoever
+                // waits for the stream must learn that, not wait for ever.
+                _stream.TrySetException(e);
+                throw;
+            }
             _stream.TrySetResult(stream);
             await _done.Task;
         }

@@ -340,6 +340,37 @@ public sealed class PeerProtocolTests(AzuriteFixture azurite)
         Assert.Contains("Refused a peer Get", owner.Logs.All, StringComparison.Ordinal);
     }
 
+    [Fact]
+    public async Task A_refused_or_missing_lookup_stream_never_holds_a_read_until_the_timeout()
+    {
+        // A whole-object Get tries the peer's Lookup stream first. A stream refused on its headers
+        // (wrong credentials), or a peer without Lookup (HTTP 404), must end the lookup at once and
+        // leave the Get to decide; the race between that answer and the request stream opening once
+        // left the stream waiting for ever (and every later lookup on it until the caller's timeout).
+        await using var owner = await PeerNode.StartAsync("a", azurite.Store, LocalRead);
+        await using var withoutLookup = await FakePeer.StartAsync(async (context, _) =>
+        {
+            await FakePeer.StartGrpcAsync(context);
+            await FakePeer.SendAsync(context, new GetChunk { Header = new ObjectHeader { Status = ObjectHeader.Types.Status.NotFound } });
+            FakePeer.EndWith(context, GrpcStatus.Ok);
+        });
+        var request = new GetRequest { Blob = Ref("whatever"), Fetch = true };
+        for (var i = 0; i < 150; i++)
+        {
+            using (var refused = new PeerClient(new PeerOptions { AuthorizationHeader = PeerAuth.HeaderValue("wrong"u8, PeerNode.App), Timeout = Generous }))
+            {
+                var e = await Assert.ThrowsAsync<PeerException>(() => refused.GetAsync(owner.Address, request, _ => new MemoryStream(), default));
+                Assert.Contains("credentials", e.Message, StringComparison.Ordinal);
+            }
+            using (var client = new PeerClient(new PeerOptions { AuthorizationHeader = PeerAuth.HeaderValue(PeerNode.Secret, PeerNode.App), Timeout = Generous }))
+            {
+                var header = await client.GetAsync(withoutLookup.Address, request, _ => new MemoryStream(), default);
+                Assert.Equal(ObjectHeader.Types.Status.NotFound, header.Status);
+            }
+        }
+        Assert.Equal(150, withoutLookup.Calls);
+    }
+
     // ---- 5. malformed requests ---------------------------------------------------------------
 
     [Fact]
