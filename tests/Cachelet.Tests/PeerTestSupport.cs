@@ -49,7 +49,12 @@ public sealed class AzuriteFixture : IAsyncLifetime
     }
 }
 
-[CollectionDefinition("azurite")]
+/// <summary>
+/// The peer tests move hundreds of MB through this process (arrays, /dev/shm, sockets): they run on
+/// their own, not alongside the other collections, whose measurements of this process (its resident
+/// heap, for the memory daemon tests) they would disturb.
+/// </summary>
+[CollectionDefinition("azurite", DisableParallelization = true)]
 public sealed class AzuriteCollection : ICollectionFixture<AzuriteFixture>;
 
 /// <summary>Warnings and errors a test wants to see.</summary>
