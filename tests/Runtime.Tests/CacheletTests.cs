@@ -15,13 +15,6 @@ namespace FaaST.Runtime.Tests;
 [System.Runtime.Versioning.UnsupportedOSPlatform("windows")]
 public sealed class CacheletTests(AzuriteFixture azurite)
 {
-    private const string ReadJson = """
-        { "bindings": [
-          { "type": "httpTrigger", "direction": "in", "name": "req", "route": "read/{name}" },
-          { "type": "blob", "direction": "in", "name": "inblob", "path": "data/{name}" },
-          { "type": "http", "direction": "out", "name": "$return" } ] }
-        """;
-
     private const string PyRead = """
         import hashlib
         import azure.functions as func
@@ -59,7 +52,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
     private static TestApp PythonApp(string? faastJson = null, Dictionary<string, string>? settings = null)
     {
         var app = new TestApp("python", settings: settings)
-            .Function("Read", ReadJson, ("__init__.py", PyRead))
+            .Function("Read", TestApp.BlobReadJson("data"), ("__init__.py", PyRead))
             .Function("Write", WriteJson, ("__init__.py", PyWrite));
         if (faastJson is not null)
             File.WriteAllText(Path.Combine(app.Directory, "faast.json"), faastJson);
@@ -121,7 +114,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
     [Fact]
     public async Task Node_gets_cached_bytes_as_a_buffer()
     {
-        using var app = new TestApp("node").Function("Read", ReadJson, ("index.js", NodeRead));
+        using var app = new TestApp("node").Function("Read", TestApp.BlobReadJson("data"), ("index.js", NodeRead));
         await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
         var data = Random(300_000);
         var name = $"node-{Guid.NewGuid():N}";
@@ -246,7 +239,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
     [Fact]
     public async Task A_node_worker_reads_an_object_larger_than_the_cache()
     {
-        using var app = new TestApp("node").Function("Read", ReadJson, ("index.js", NodeRead));
+        using var app = new TestApp("node").Function("Read", TestApp.BlobReadJson("data"), ("index.js", NodeRead));
         File.WriteAllText(Path.Combine(app.Directory, "faast.json"), """{ "cache": { "cacheCapacity": "1MiB" } }""");
         await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
         var data = Random(5 << 20);

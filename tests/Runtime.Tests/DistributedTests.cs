@@ -21,13 +21,6 @@ public sealed class DistributedTests(AzuriteFixture azurite)
 {
     private const string Secret = "distributed-tests-secret";
 
-    private const string ReadJson = """
-        { "bindings": [
-          { "type": "httpTrigger", "direction": "in", "name": "req", "route": "read/{name}" },
-          { "type": "blob", "direction": "in", "name": "inblob", "path": "dist/{name}" },
-          { "type": "http", "direction": "out", "name": "$return" } ] }
-        """;
-
     private const string PyRead = """
         import hashlib
         import azure.functions as func
@@ -54,7 +47,7 @@ public sealed class DistributedTests(AzuriteFixture azurite)
 
     private static TestApp ReadApp(string name, string? faastJson = null)
     {
-        var app = new TestApp("python", name: name).Function("Read", ReadJson, ("__init__.py", PyRead));
+        var app = new TestApp("python", name: name).Function("Read", TestApp.BlobReadJson("dist"), ("__init__.py", PyRead));
         if (faastJson is not null)
             File.WriteAllText(Path.Combine(app.Directory, "faast.json"), faastJson);
         return app;

@@ -14,13 +14,6 @@ namespace FaaST.Runtime.Tests;
 [System.Runtime.Versioning.UnsupportedOSPlatform("windows")]
 public sealed class IsolationTests(AzuriteFixture azurite)
 {
-    private const string ReadJson = """
-        { "bindings": [
-          { "type": "httpTrigger", "direction": "in", "name": "req", "route": "read/{name}" },
-          { "type": "blob", "direction": "in", "name": "inblob", "path": "data/{name}" },
-          { "type": "http", "direction": "out", "name": "$return" } ] }
-        """;
-
     private const string PyRead = """
         import azure.functions as func
         def main(req: func.HttpRequest, inblob: func.InputStream) -> func.HttpResponse:
@@ -54,7 +47,7 @@ public sealed class IsolationTests(AzuriteFixture azurite)
         """;
 
     private static TestApp App(string? name = null) => new TestApp("python", name: name)
-        .Function("Read", ReadJson, ("__init__.py", PyRead))
+        .Function("Read", TestApp.BlobReadJson("data"), ("__init__.py", PyRead))
         .Function("Write", WriteJson, ("__init__.py", PyWrite))
         .Function("Probe", TestApp.HttpFunctionJson, ("__init__.py", PyProbe));
 

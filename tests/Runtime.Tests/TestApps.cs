@@ -13,6 +13,14 @@ public sealed class TestApp : IDisposable
     private readonly string _root;
 
     /// <param name="name">The app's folder name (its name, which names its worker user), in a fresh folder; default a unique one.</param>
+    /// <summary>function.json of a function at route read/{name} with the blob <paramref name="container"/>/{name} as input "inblob".</summary>
+    public static string BlobReadJson(string container) => $$"""
+        { "bindings": [
+          { "type": "httpTrigger", "direction": "in", "name": "req", "route": "read/{name}" },
+          { "type": "blob", "direction": "in", "name": "inblob", "path": "{{container}}/{name}" },
+          { "type": "http", "direction": "out", "name": "$return" } ] }
+        """;
+
     public TestApp(string runtime, string? hostJson = null, Dictionary<string, string>? settings = null, string? name = null)
     {
         _root = Path.Combine(Path.GetTempPath(), "faast-test-" + Guid.NewGuid().ToString("N")[..12]);

@@ -11,13 +11,6 @@ namespace FaaST.Runtime.Tests;
 [System.Runtime.Versioning.UnsupportedOSPlatform("windows")]
 public sealed class WorkerMemoryTests(AzuriteFixture azurite)
 {
-    private const string ReadJson = """
-        { "bindings": [
-          { "type": "httpTrigger", "direction": "in", "name": "req", "route": "read/{name}" },
-          { "type": "blob", "direction": "in", "name": "inblob", "path": "data/{name}" },
-          { "type": "http", "direction": "out", "name": "$return" } ] }
-        """;
-
     private const string PyRead = """
         import azure.functions as func
         def main(req: func.HttpRequest, inblob: func.InputStream) -> func.HttpResponse:
@@ -64,7 +57,7 @@ public sealed class WorkerMemoryTests(AzuriteFixture azurite)
     public async Task A_worker_keeps_a_large_object_mapped_and_unmaps_it_when_the_cache_deletes_it()
     {
         using var app = new TestApp("python")
-            .Function("Read", ReadJson, ("__init__.py", PyRead))
+            .Function("Read", TestApp.BlobReadJson("data"), ("__init__.py", PyRead))
             .Function("Write", WriteJson, ("__init__.py", PyWrite));
         await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
         var directory = host.Host.Cache!.Directory;
