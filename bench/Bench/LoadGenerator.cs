@@ -48,6 +48,41 @@ public sealed class LoadGenerator : IDisposable
         return new LoadResult(concurrency, all.Length, errors, seconds, Percentile(0.50), Percentile(0.99), Ms((long)all.Average()));
     }
 
+    /// <summary>
+    /// One client takes turns at <paramref name="operations"/> (A, B, C, A, B, C, ...): a warm-up, then
+    /// the measured window. Every operation sees the same moments of a noisy machine, so their
+    /// differences are fair even when the absolute numbers drift. Returns each one's median in ms.
+    /// </summary>
+    public static async Task<double[]> InterleavedP50Async(IReadOnlyList<Func<Task<bool>>> operations, TimeSpan warmup, TimeSpan duration)
+    {
+        var latencies = operations.Select(_ => new List<long>(100_000)).ToArray();
+        foreach (var (span, record) in new[] { (warmup, false), (duration, true) })
+        {
+            var end = Stopwatch.GetTimestamp() + (long)(span.TotalSeconds * Stopwatch.Frequency);
+            while (Stopwatch.GetTimestamp() < end)
+                for (var i = 0; i < operations.Count; i++)
+                {
+                    var start = Stopwatch.GetTimestamp();
+                    if (!await operations[i]())
+                        throw new InvalidOperationException($"interleaved operation {i} failed");
+                    if (record)
+                        latencies[i].Add(Stopwatch.GetTimestamp() - start);
+                }
+        }
+        return latencies.Select(l =>
+        {
+            l.Sort();
+            return l[l.Count / 2] * 1000.0 / Stopwatch.Frequency;
+        }).ToArray();
+    }
+
+    /// <summary>A GET of <paramref name="url"/> as an operation for <see cref="InterleavedP50Async"/>.</summary>
+    public Func<Task<bool>> Get(Uri url, Func<HttpResponseMessage, Task<bool>>? check = null) => async () =>
+    {
+        using var response = await _client.GetAsync(url, HttpCompletionOption.ResponseContentRead);
+        return response.IsSuccessStatusCode && (check is null || await check(response));
+    };
+
     private async Task<long> LoopAsync(Uri url, int concurrency, TimeSpan duration, List<long>[]? latencies, Func<HttpResponseMessage, Task<bool>>? check)
     {
         var end = Stopwatch.GetTimestamp() + (long)(duration.TotalSeconds * Stopwatch.Frequency);
