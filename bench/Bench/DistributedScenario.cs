@@ -99,7 +99,7 @@ public static class DistributedScenario
 
             Say("  64 MB remote hits");
             var bigHits = await BigHitsAsync(peers, peer, Request("64mb.bin", false), group[0].Process, warmup, window);
-            report.Add("rh_64mb_gbps", bigHits.Gbps, "1e9 bytes/s, one Get at a time, 1 MiB data messages into a reused 64 MB buffer (goal >= 1)");
+            report.Add("rh_64mb_gbps", bigHits.Gbps, "1e9 bytes/s, one Get at a time over the bulk framing, into a reused 64 MB shared-memory extent (goal >= 1)");
             report.Add("rh_64mb_p50_ms", bigHits.P50Ms, "one 64 MB remote hit");
             report.Add("rh_64mb_client_cpu_ms", bigHits.ClientCpuMs, "CPU of the bench process (PeerClient) per 64 MB remote hit");
             report.Add("rh_64mb_server_cpu_ms", bigHits.ServerCpuMs, "CPU of the instance serving it per 64 MB remote hit");
@@ -226,11 +226,15 @@ public static class DistributedScenario
             throw new InvalidOperationException($"{peer} answered {request.Blob.Blob} with {header.Status}, {received.Length} bytes, not the {expected.Length} uploaded");
     }
 
-    /// <summary>Remote hits of the 64 MB object, one after the other, each copied into the same buffer.</summary>
+    /// <summary>Remote hits of the 64 MB object, one after the other, each into the same shared-memory
+    /// extent (what a requesting cachelet receives into).</summary>
     private static async Task<(double Gbps, double P50Ms, double ClientCpuMs, double ServerCpuMs)> BigHitsAsync(PeerClient peers, Uri peer, GetRequest request, Process server, TimeSpan warmup, TimeSpan window)
     {
-        var buffer = new byte[BigSize];
-        var destination = new MemoryStream(buffer, writable: true);
+        var directory = Path.Combine("/dev/shm", $"faast-bench-{Environment.ProcessId}");
+        using var arena = new FaaST.Cachelet.Memory.SharedMemoryArena(directory, new FaaST.Cachelet.Memory.ArenaOptions { Capacity = 2L * BigSize });
+        if (!arena.TryAllocate(BigSize, out var extent))
+            throw new InvalidOperationException($"no {BigSize}-byte extent in {directory}");
+        Stream? destination = null;
         var times = new List<double>();
         long bytes = 0;
         var measured = Stopwatch.StartNew();
@@ -243,13 +247,9 @@ public static class DistributedScenario
             do
             {
                 var start = Stopwatch.GetTimestamp();
-                var header = await peers.GetAsync(peer, request, _ =>
-                {
-                    destination.Position = 0;
-                    return destination;
-                }, CancellationToken.None);
-                if (header.Status != ObjectHeader.Types.Status.Ok || header.Fetched || destination.Position != BigSize)
-                    throw new InvalidOperationException($"64 MB Get: {header.Status}, fetched {header.Fetched}, {destination.Position} bytes");
+                var header = await peers.GetAsync(peer, request, _ => destination = extent.OpenWriteStream(), CancellationToken.None);
+                if (header.Status != ObjectHeader.Types.Status.Ok || header.Fetched || destination?.Position != BigSize)
+                    throw new InvalidOperationException($"64 MB Get: {header.Status}, fetched {header.Fetched}, {destination?.Position} bytes");
                 if (record)
                 {
                     times.Add(Stopwatch.GetElapsedTime(start).TotalMilliseconds);

@@ -13,7 +13,7 @@ namespace FaaST.Cachelet.Tests;
 
 /// <summary>The peer protocol between two real cachelets on real Kestrel listeners, over real Azurite.</summary>
 [Collection("azurite")]
-public sealed class PeerProtocolTests(AzuriteFixture azurite)
+public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
 {
     private const string Container = "peers";
     private static readonly CachePolicy LocalRead = new() { Consistency = ConsistencyPreset.LocalSyncLocal };

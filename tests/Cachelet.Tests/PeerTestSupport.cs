@@ -2,6 +2,7 @@ using System.Buffers;
 using System.Collections.Concurrent;
 using System.Net;
 using System.Net.Http.Headers;
+using System.Net.Sockets;
 using System.Security.Cryptography;
 using FaaST.Cachelet.Peers;
 using FaaST.Cachelet.Policy;
@@ -108,18 +109,24 @@ public sealed class PeerNode : IAsyncDisposable
     public FixedOwners Owners { get; }
     public Peer AsPeer => new(Id, Address);
 
-    public static async Task<PeerNode> StartAsync(string id, IBlobStore store, CachePolicy? policy = null, TimeSpan? timeout = null, string? authorization = null)
+    public static async Task<PeerNode> StartAsync(string id, IBlobStore store, CachePolicy? policy = null, TimeSpan? timeout = null, string? authorization = null,
+        TimeSpan? fetchTimeout = null, bool bulkTransfers = true)
     {
         var logs = new ListLogger();
         var cache = new BlobCache($"{App}-{id}-{Guid.NewGuid():N}"[..24], policy ?? new CachePolicy(), logs);
         var builder = WebApplication.CreateSlimBuilder();
         builder.Logging.ClearProviders();
         builder.Logging.AddProvider(logs);
+        var bulk = new PeerBulkListener();
         builder.WebHost.ConfigureKestrel(k =>
         {
             k.Limits.Http2.InitialConnectionWindowSize = 16 * 1024 * 1024;
             k.Limits.Http2.InitialStreamWindowSize = 16 * 1024 * 1024;
-            k.Listen(IPAddress.Loopback, 0, l => l.Protocols = HttpProtocols.Http2);
+            k.Listen(IPAddress.Loopback, 0, l =>
+            {
+                l.Protocols = HttpProtocols.Http2;
+                bulk.Attach(l);
+            });
         });
         var web = builder.Build();
         var header = authorization ?? PeerAuth.HeaderValue(Secret, App);
@@ -127,10 +134,16 @@ public sealed class PeerNode : IAsyncDisposable
         {
             AuthorizationHeader = PeerAuth.HeaderValue(Secret, App),
             StoreFor = account => account == store.Endpoint.AbsoluteUri ? store : null,
-        }, logs);
+        }, logs, bulk);
         await web.StartAsync();
         var address = new Uri(web.Urls.First().Replace("[::1]", "127.0.0.1", StringComparison.Ordinal) + "/");
-        var client = new PeerClient(new PeerOptions { AuthorizationHeader = header, Timeout = timeout ?? TimeSpan.FromSeconds(5) });
+        var client = new PeerClient(new PeerOptions
+        {
+            AuthorizationHeader = header,
+            Timeout = timeout ?? TimeSpan.FromSeconds(5),
+            FetchTimeout = fetchTimeout ?? TimeSpan.FromMinutes(5),
+            BulkTransfers = bulkTransfers,
+        });
         var owners = new FixedOwners(id);
         cache.ConnectPeers(owners, client);
         return new PeerNode(id, cache, web, address, logs, client, owners);
@@ -375,4 +388,173 @@ public static class Wait
             await Task.Delay(50);
         }
     }
+}
+
+/// <summary>
+/// A deliberately misbehaving bulk peer: a bare TCP listener that reads the bulk hello and the first
+/// request of each connection, then runs whatever the test says on the socket.
+/// </summary>
+public sealed class FakeBulkPeer : IAsyncDisposable
+{
+    private readonly Socket _listener;
+    private readonly CancellationTokenSource _stopping = new();
+    private readonly Task _accepting;
+    private int _calls;
+    private int _connections;
+
+    private FakeBulkPeer(Func<Socket, GetRequest, CancellationToken, Task> serve)
+    {
+        _listener = new Socket(SocketType.Stream, ProtocolType.Tcp);
+        _listener.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        _listener.Listen();
+        Address = new Uri($"http://127.0.0.1:{((IPEndPoint)_listener.LocalEndPoint!).Port}/");
+        _accepting = Task.Run(async () =>
+        {
+            while (!_stopping.IsCancellationRequested)
+            {
+                Socket connection;
+                try
+                {
+                    connection = await _listener.AcceptAsync(_stopping.Token);
+                }
+                catch (Exception) when (_stopping.IsCancellationRequested)
+                {
+                    return;
+                }
+                Interlocked.Increment(ref _connections);
+                _ = Task.Run(async () =>
+                {
+                    using var socket = connection;
+                    try
+                    {
+                        var hello = new byte[8 + 4];
+                        await ReceiveExactlyAsync(socket, hello);
+                        if (!hello.AsSpan(0, 8).SequenceEqual("FAASTBK1"u8))
+                            return; // not a bulk connection (e.g. HTTP/2 for a Lookup): closed, as a peer without Lookup would
+                        await ReceiveExactlyAsync(socket, new byte[BitConverter.ToInt32(hello, 8)]);
+                        while (await ReadRequestAsync(socket) is { } request)
+                        {
+                            Interlocked.Increment(ref _calls);
+                            await serve(socket, request, _stopping.Token);
+                        }
+                    }
+                    catch (Exception e) when (e is SocketException or IOException or OperationCanceledException or EndOfStreamException)
+                    {
+                    }
+                    Abandoned.TrySetResult();
+                });
+            }
+        });
+    }
+
+    public Uri Address { get; }
+    public Peer AsPeer => new("fake-bulk", Address);
+
+    /// <summary>Requests read, and connections accepted.</summary>
+    public int Calls => Volatile.Read(ref _calls);
+    public int Connections => Volatile.Read(ref _connections);
+
+    /// <summary>Set once a connection ended (the requester closed it, or the handler returned).</summary>
+    public TaskCompletionSource Abandoned { get; } = new(TaskCreationOptions.RunContinuationsAsynchronously);
+
+    public static FakeBulkPeer Start(Func<Socket, GetRequest, CancellationToken, Task> serve) => new(serve);
+
+    public static async Task SendAsync(Socket socket, ReadOnlyMemory<byte> bytes)
+    {
+        while (!bytes.IsEmpty)
+            bytes = bytes[await socket.SendAsync(bytes)..];
+    }
+
+    public static Task ReplyAsync(Socket socket, BulkReply reply) => SendAsync(socket, Frame(reply));
+
+    public static byte[] Frame(IMessage message)
+    {
+        var frame = new byte[4 + message.CalculateSize()];
+        BitConverter.TryWriteBytes(frame, message.CalculateSize());
+        message.WriteTo(frame.AsSpan(4));
+        return frame;
+    }
+
+    /// <summary>The next request on a connection, or null when the requester closed it.</summary>
+    public static async Task<GetRequest?> ReadRequestAsync(Socket socket)
+    {
+        var prefix = new byte[4];
+        if (await socket.ReceiveAsync(prefix.AsMemory(0, 1)) == 0)
+            return null;
+        await ReceiveExactlyAsync(socket, prefix.AsMemory(1));
+        var payload = new byte[BitConverter.ToInt32(prefix)];
+        await ReceiveExactlyAsync(socket, payload);
+        return GetRequest.Parser.ParseFrom(payload);
+    }
+
+    /// <summary>Stalls (reads and drops anything sent) until the requester closes the connection.</summary>
+    public static async Task UntilClosedAsync(Socket socket, CancellationToken ct)
+    {
+        var sink = new byte[4096];
+        while (await socket.ReceiveAsync(sink, ct) > 0)
+        {
+        }
+    }
+
+    public static async Task ReceiveExactlyAsync(Socket socket, Memory<byte> buffer)
+    {
+        while (!buffer.IsEmpty)
+        {
+            var n = await socket.ReceiveAsync(buffer);
+            if (n == 0)
+                throw new EndOfStreamException();
+            buffer = buffer[n..];
+        }
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        _stopping.Cancel();
+        _listener.Dispose();
+        await _accepting;
+    }
+}
+
+/// <summary>Azurite, with every download held back by <see cref="Delay"/> first (slow storage).</summary>
+public sealed class SlowDownloads(IBlobStore inner, TimeSpan delay) : IBlobStore
+{
+    public TimeSpan Delay => delay;
+    public Uri Endpoint => inner.Endpoint;
+    public Uri GetBlobUri(string container, string blob) => inner.GetBlobUri(container, blob);
+    public Task CreateContainerIfNotExistsAsync(string container, CancellationToken ct = default) => inner.CreateContainerIfNotExistsAsync(container, ct);
+    public Task<BlobProperties?> GetPropertiesAsync(string container, string blob, CancellationToken ct = default) => inner.GetPropertiesAsync(container, blob, ct);
+
+    public async Task<BlobProperties?> DownloadToAsync(string container, string blob, Stream destination, BlobRange? range = null,
+        string? ifMatch = null, CancellationToken ct = default)
+    {
+        await Task.Delay(delay, ct);
+        return await inner.DownloadToAsync(container, blob, destination, range, ifMatch, ct);
+    }
+
+    public async Task<BlobProperties?> DownloadToAsync(string container, string blob, Func<BlobProperties, Stream> destinationFactory,
+        string? ifMatch = null, CancellationToken ct = default)
+    {
+        await Task.Delay(delay, ct);
+        return await inner.DownloadToAsync(container, blob, destinationFactory, ifMatch, ct);
+    }
+
+    public async Task<BlobContent?> DownloadAsync(string container, string blob, CancellationToken ct = default)
+    {
+        await Task.Delay(delay, ct);
+        return await inner.DownloadAsync(container, blob, ct);
+    }
+
+    public Task<BlobProperties> UploadAsync(string container, string blob, ReadOnlyMemory<byte> content, string? contentType = null,
+        string? ifMatch = null, string? ifNoneMatch = null, CancellationToken ct = default) =>
+        inner.UploadAsync(container, blob, content, contentType, ifMatch, ifNoneMatch, ct);
+
+    public Task<BlobProperties> UploadAsync(string container, string blob, Stream content, long length, string? contentType = null,
+        string? ifMatch = null, string? ifNoneMatch = null, CancellationToken ct = default) =>
+        inner.UploadAsync(container, blob, content, length, contentType, ifMatch, ifNoneMatch, ct);
+
+    public Task<bool> DeleteAsync(string container, string blob, string? ifMatch = null, CancellationToken ct = default) =>
+        inner.DeleteAsync(container, blob, ifMatch, ct);
+
+    public IAsyncEnumerable<BlobItem> ListAsync(string container, string? prefix = null, CancellationToken ct = default) =>
+        inner.ListAsync(container, prefix, ct);
 }

@@ -89,9 +89,92 @@ public readonly unsafe struct Extent : IEquatable<Extent>
         File is null ? new MemoryStream([], writable: false) : new UnmanagedMemoryStream(Pointer, Length, Length, FileAccess.Read);
 
     /// <summary>Writes the bytes from the start, for objects of any size: a download streams straight
-    /// into the extent. Writing past <see cref="Length"/> throws.</summary>
+    /// into the extent. Writing past <see cref="Length"/> throws. The stream is also an
+    /// <see cref="System.Buffers.IBufferWriter{T}"/>, so a socket can receive straight into the mapping.</summary>
     public Stream OpenWriteStream() =>
-        File is null ? new MemoryStream([], writable: true) : new UnmanagedMemoryStream(Pointer, 0, Length, FileAccess.Write);
+        File is null ? new MemoryStream([], writable: true) : new WriteStream(Pointer, Length);
+
+    /// <summary>Write-only, from the start of the mapping: Length is how far it was written.</summary>
+    private sealed class WriteStream(byte* pointer, long capacity) : Stream, System.Buffers.IBufferWriter<byte>
+    {
+        private long _position;
+        private long _length;
+
+        public override bool CanRead => false;
+        public override bool CanSeek => true;
+        public override bool CanWrite => true;
+        public override long Length => _length;
+
+        public override long Position
+        {
+            get => _position;
+            set
+            {
+                ArgumentOutOfRangeException.ThrowIfNegative(value);
+                ArgumentOutOfRangeException.ThrowIfGreaterThan(value, capacity);
+                _position = value;
+            }
+        }
+
+        public override void Write(ReadOnlySpan<byte> buffer)
+        {
+            if (buffer.Length > capacity - _position)
+                throw new NotSupportedException($"writing {buffer.Length} bytes at {_position} overflows the extent's {capacity} bytes");
+            buffer.CopyTo(new Span<byte>(pointer + _position, buffer.Length));
+            Moved(buffer.Length);
+        }
+
+        public override void Write(byte[] buffer, int offset, int count) => Write(buffer.AsSpan(offset, count));
+
+        public override ValueTask WriteAsync(ReadOnlyMemory<byte> buffer, CancellationToken ct = default)
+        {
+            Write(buffer.Span);
+            return ValueTask.CompletedTask;
+        }
+
+        public override Task WriteAsync(byte[] buffer, int offset, int count, CancellationToken ct) =>
+            WriteAsync(buffer.AsMemory(offset, count), ct).AsTask();
+
+        /// <summary>The rest of the extent from the current position (at most 1 GiB at a time).</summary>
+        public Memory<byte> GetMemory(int sizeHint = 0)
+        {
+            var left = (int)Math.Min(capacity - _position, 1 << 30);
+            if (left < Math.Max(sizeHint, 1))
+                throw new InvalidOperationException($"the extent's {capacity} bytes are full");
+            return new MappedMemory(pointer + _position, left).Memory;
+        }
+
+        public Span<byte> GetSpan(int sizeHint = 0) => GetMemory(sizeHint).Span;
+
+        public void Advance(int count)
+        {
+            ArgumentOutOfRangeException.ThrowIfNegative(count);
+            if (count > capacity - _position)
+                throw new InvalidOperationException($"advanced past the extent's {capacity} bytes");
+            Moved(count);
+        }
+
+        private void Moved(int count)
+        {
+            _position += count;
+            _length = Math.Max(_length, _position);
+        }
+
+        public override long Seek(long offset, SeekOrigin origin) => Position = origin switch
+        {
+            SeekOrigin.Begin => offset,
+            SeekOrigin.Current => _position + offset,
+            _ => _length + offset,
+        };
+
+        public override void Flush()
+        {
+        }
+
+        public override int Read(byte[] buffer, int offset, int count) => throw new NotSupportedException("the stream is write-only");
+
+        public override void SetLength(long value) => throw new NotSupportedException("an extent's length is fixed");
+    }
 
     /// <summary>The first byte in the host's mapping.</summary>
     internal byte* Pointer

@@ -7,10 +7,11 @@ using Google.Protobuf;
 namespace FaaST.Cachelet.Peers;
 
 /// <summary>
-/// The requesting side of the peer protocol. One HTTP/2 client per peer, shared by all calls: calls
-/// multiplex on its connections, and a transfer moves in <see cref="PeerOptions.ChunkSize"/> messages,
-/// so a small request is never queued behind a large one. Data is copied once, from the connection's
-/// buffers straight into the destination (a shared-memory extent).
+/// The requesting side of the peer protocol. Small whole objects come inline on one long-lived
+/// Lookup stream per peer (HTTP/2); larger ones and ranges come over the peer port's bulk framing,
+/// on pooled connections of their own, received from the socket straight into the destination (a
+/// shared-memory extent), so a small request is never queued behind a large one. A peer that does
+/// not speak the bulk framing is asked with the gRPC Get method instead.
 /// </summary>
 public sealed class PeerClient(PeerOptions options) : IDisposable
 {
@@ -22,6 +23,11 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
 
     private readonly ConcurrentDictionary<Uri, GrpcClient> _clients = new();
     private readonly ConcurrentDictionary<Uri, LookupChannel> _lookups = new();
+    private readonly ConcurrentDictionary<Uri, PeerBulkChannel> _bulk = new();
+    private readonly ConcurrentDictionary<Uri, long> _bulkRefused = new();
+
+    /// <summary>A peer that answered a bulk connection in another protocol is asked over gRPC only, for this long.</summary>
+    private static readonly TimeSpan BulkRetryAfter = TimeSpan.FromMinutes(1);
 
     public PeerOptions Options => options;
 
@@ -71,6 +77,22 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
                     return answer;
                 }
                 fetchedByLookup = answer.Fetched; // the owner fetched it for the lookup; Get finds it cached
+            }
+            if (options.BulkTransfers && !(_bulkRefused.TryGetValue(peer, out var until) && Environment.TickCount64 < until))
+            {
+                try
+                {
+                    var bulk = _bulk.GetOrAdd(peer, p => new PeerBulkChannel(p, options.AuthorizationHeader));
+                    var answer = await bulk.GetAsync(request, destination, timeout, options.Timeout, options.FetchTimeout);
+                    answer.Fetched |= fetchedByLookup;
+                    return answer;
+                }
+                catch (PeerBulkChannel.NotBulkException e)
+                {
+                    // A peer without bulk Gets: the gRPC Get below (and for a while, only that).
+                    if (e.Mismatch)
+                        _bulkRefused[peer] = Environment.TickCount64 + (long)BulkRetryAfter.TotalMilliseconds;
+                }
             }
             using var call = await ClientFor(peer).ServerStreamingAsync(GetPath, request, GetChunk.Parser, timeout.Token);
             var first = await call.ReadAsync(timeout.Token);
@@ -210,6 +232,8 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
     {
         foreach (var lookup in _lookups.Values)
             lookup.Dispose();
+        foreach (var bulk in _bulk.Values)
+            bulk.Dispose();
         foreach (var client in _clients.Values)
             client.Dispose();
         _clients.Clear();

@@ -31,9 +31,12 @@ public static class PeerEndpoints
 {
     private const int DataField = 2;
 
-    public static void MapPeerEndpoints(this IEndpointRouteBuilder routes, BlobCache cache, PeerServerOptions options, ILogger logger)
+    /// <summary>Maps the gRPC methods; <paramref name="bulk"/>, if given, serves bulk Gets on its listener from then on.</summary>
+    public static void MapPeerEndpoints(this IEndpointRouteBuilder routes, BlobCache cache, PeerServerOptions options, ILogger logger,
+        PeerBulkListener? bulk = null)
     {
         var server = new Server(cache, options, logger);
+        bulk?.Serve(server);
         routes.MapGrpcDuplex<GetRequest, GetChunk>(PeerClient.GetPath, GetRequest.Parser, server.GetAsync);
         routes.MapGrpcDuplex<PutChunk, PutResponse>(PeerClient.PutPath, PutChunk.Parser, server.PutAsync);
         routes.MapGrpcDuplex<LookupRequest, LookupReply>(LookupChannel.Path, LookupRequest.Parser, server.LookupAsync);
@@ -47,8 +50,14 @@ public static class PeerEndpoints
             (_, _) => Task.FromResult(cache.PeerStats()), admit: context => server.Admit(context, "Stats"));
     }
 
-    private sealed class Server(BlobCache cache, PeerServerOptions options, ILogger logger)
+    internal sealed class Server(BlobCache cache, PeerServerOptions options, ILogger logger)
     {
+        public BlobCache Cache => cache;
+
+        public ILogger Logger => logger;
+
+        public string AuthorizationHeader => options.AuthorizationHeader;
+
         /// <summary>Refuses (and logs) a call from anything but another instance of this app.</summary>
         public void Admit(HttpContext context, string method)
         {
@@ -77,33 +86,47 @@ public static class PeerEndpoints
             Admit(stream.Context, "Get");
             var ct = stream.Context.RequestAborted;
             var request = await stream.ReadAsync(ct) ?? throw new GrpcException(GrpcStatus.InvalidArgument, "Get: no request message");
-            var blob = Check(request.Blob, "Get");
-            var found = await cache.OpenForPeerAsync(StoreFor(blob, "Get"), blob, request.IfVersion, request.Fetch, request.Validate, ct);
-            using var read = found.Read;
+            var (header, read) = await OpenRangeAsync(request, "Get", ct);
+            using (read)
+            {
+                stream.Write(new GetChunk { Header = header });
+                await stream.FlushAsync(ct);
+                if (header.Status == ObjectHeader.Types.Status.Ok)
+                    await SendRangeAsync(stream, read, header.Offset, header.RangeLength, ct);
+            }
+        }
+
+        /// <summary>
+        /// Opens what a Get asks for (fetching it if asked and needed) and checks its range: the header
+        /// to send and, if it is OK, the pinned object its bytes come from (the caller disposes it).
+        /// </summary>
+        public async Task<(ObjectHeader Header, CachedRead Read)> OpenRangeAsync(GetRequest request, string method, CancellationToken ct)
+        {
+            var blob = Check(request.Blob, method);
+            var found = await cache.OpenForPeerAsync(StoreFor(blob, method), blob, request.IfVersion, request.Fetch, request.Validate, ct);
+            var read = found.Read;
             if (found.Status != ObjectHeader.Types.Status.Ok)
             {
-                await stream.WriteAsync(new GetChunk { Header = new ObjectHeader { Status = found.Status } }, ct);
-                return;
+                read.Dispose();
+                return (new ObjectHeader { Status = found.Status }, default);
             }
             var length = read.Length;
             var offset = request.Offset;
             var rangeLength = request.Length == 0 ? length - offset : request.Length;
             if (offset < 0 || rangeLength < 0 || offset + rangeLength > length)
-                throw new GrpcException(GrpcStatus.OutOfRange, $"Get {blob.Container}/{blob.Blob}: range {offset}+{request.Length} is outside its {length} bytes");
-            stream.Write(new GetChunk
             {
-                Header = new ObjectHeader
-                {
-                    Status = ObjectHeader.Types.Status.Ok,
-                    Version = read.ETag,
-                    Length = length,
-                    Offset = offset,
-                    RangeLength = rangeLength,
-                    Fetched = found.Fetched,
-                },
-            });
-            await stream.FlushAsync(ct);
-            await SendRangeAsync(stream, read, offset, rangeLength, ct);
+                read.Dispose();
+                throw new GrpcException(GrpcStatus.OutOfRange, $"{method} {blob.Container}/{blob.Blob}: range {offset}+{request.Length} is outside its {length} bytes");
+            }
+            return (new ObjectHeader
+            {
+                Status = ObjectHeader.Types.Status.Ok,
+                Version = read.ETag,
+                Length = length,
+                Offset = offset,
+                RangeLength = rangeLength,
+                Fetched = found.Fetched,
+            }, read);
         }
 
         private async Task SendRangeAsync(GrpcServerStream<GetRequest, GetChunk> stream, CachedRead read, long offset, long length, CancellationToken ct)

@@ -27,6 +27,14 @@ public sealed record PeerOptions
     /// <summary>Bytes per data message of a transfer, default 1 MiB: large enough for throughput,
     /// small enough that other calls on the connection interleave with a big transfer.</summary>
     public int ChunkSize { get; init; } = 1 << 20;
+
+    /// <summary>Longest a bulk Get waits for an owner that says it is still fetching the object from
+    /// storage (a remote miss of a large object at storage speed). Default 5 minutes.</summary>
+    public TimeSpan FetchTimeout { get; init; } = TimeSpan.FromMinutes(5);
+
+    /// <summary>Gets that do not fit the Lookup stream go over the peer port's bulk framing (default),
+    /// or, if false, over the gRPC Get method.</summary>
+    public bool BulkTransfers { get; init; } = true;
 }
 
 /// <summary>A peer call failed (unreachable, timed out, refused, or answered nonsense).</summary>

@@ -129,6 +129,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         ListenOptions? httpListen = null, grpcListen = null, peerListen = null;
         var peers = Policy.Enabled && options.Peers;
         var peerAddress = options.PeerListenAddress ?? options.ListenAddress;
+        var bulk = new PeerBulkListener(); // large peer Gets, on the peer port next to HTTP/2
         builder.WebHost.ConfigureKestrel(k =>
         {
             k.AddServerHeader = false;
@@ -151,6 +152,7 @@ public sealed class RuntimeHost : IAsyncDisposable
                 k.Listen(IPAddress.Parse(peerAddress), options.PeerPort, l =>
                 {
                     l.Protocols = HttpProtocols.Http2;
+                    bulk.Attach(l);
                     peerListen = l;
                 });
         });
@@ -236,7 +238,7 @@ public sealed class RuntimeHost : IAsyncDisposable
                 AuthorizationHeader = peerOptions.AuthorizationHeader,
                 StoreFor = account => accounts.ForEndpoint(account),
                 Accepts = context => context.Connection.LocalPort == peerPort,
-            }, loggers.CreateLogger("FaaST.Peers"));
+            }, loggers.CreateLogger("FaaST.Peers"), bulk);
         }
         HttpTriggerEndpoints.Map(web, App, invoker, loggers.CreateLogger("FaaST.Http"));
         AdminEndpoints.Map(web, this);

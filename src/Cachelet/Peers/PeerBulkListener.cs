@@ -1,0 +1,220 @@
+using System.Buffers;
+using System.IO.Pipelines;
+using System.Net.Sockets;
+using FaaST.Protos.Peer;
+using FaaST.Rpc;
+using FaaST.Storage;
+using Microsoft.AspNetCore.Connections;
+using Microsoft.AspNetCore.Connections.Features;
+using Microsoft.AspNetCore.Server.Kestrel.Core;
+using Microsoft.Extensions.Logging;
+
+namespace FaaST.Cachelet.Peers;
+
+/// <summary>
+/// Serves bulk Gets (framing in protos/peer.proto) on the peer listener, ahead of HTTP/2: a connection
+/// whose first bytes are <see cref="PeerBulk.Magic"/> is served here, any other goes on to HTTP/2
+/// untouched. Requests are read from Kestrel's input pipe; replies and object bytes are written to
+/// the connection's socket directly, from the shared-memory extent, with no copy in user space.
+/// </summary>
+public sealed class PeerBulkListener
+{
+    private volatile PeerEndpoints.Server? _server;
+
+    /// <summary>How long a send may wait for the requester to take bytes before the connection is dropped.</summary>
+    public TimeSpan SendTimeout { get; init; } = TimeSpan.FromSeconds(30);
+
+    /// <summary>While an owner fetches from storage for a Get, it says so this often (an empty reply).</summary>
+    public TimeSpan FetchHeartbeat { get; init; } = TimeSpan.FromSeconds(1);
+
+    /// <summary>Installs the listener on a Kestrel endpoint (before the app is built).</summary>
+    public void Attach(ListenOptions listen) => listen.Use(next => context => OnConnectionAsync(context, next));
+
+    internal void Serve(PeerEndpoints.Server server) => _server = server;
+
+    private async Task OnConnectionAsync(ConnectionContext context, ConnectionDelegate next)
+    {
+        var input = context.Transport.Input;
+        bool bulk;
+        try
+        {
+            bulk = await PeekMagicAsync(input, context.ConnectionClosed);
+        }
+        catch (OperationCanceledException)
+        {
+            return;
+        }
+        if (!bulk)
+        {
+            await next(context);
+            return;
+        }
+        var socket = context.Features.Get<IConnectionSocketFeature>()?.Socket;
+        var server = _server;
+        try
+        {
+            if (socket is null || server is null)
+            {
+                if (socket is not null)
+                    await SendAsync(socket, PeerBulk.Frame(new BulkReply { Error = "this instance does not serve peers (yet)" }), context.ConnectionClosed);
+                return;
+            }
+            await ServeAsync(server, socket, input, context);
+        }
+        catch (Exception e) when (e is OperationCanceledException or SocketException or IOException or InvalidDataException or ObjectDisposedException)
+        {
+            // The requester went away, stalled past SendTimeout or broke the framing: drop the connection.
+            server?.Logger.LogDebug("Bulk peer connection from {Remote} ended: {Reason}", context.RemoteEndPoint, e.Message);
+        }
+    }
+
+    /// <summary>True if the connection starts with the bulk magic (consumed); else nothing is consumed.</summary>
+    private static async Task<bool> PeekMagicAsync(PipeReader input, CancellationToken ct)
+    {
+        while (true)
+        {
+            var result = await input.ReadAsync(ct);
+            var buffer = result.Buffer;
+            if (buffer.Length >= PeerBulk.Magic.Length || result.IsCompleted)
+            {
+                var ours = buffer.Length >= PeerBulk.Magic.Length && PeerBulk.IsMagic(buffer.Slice(0, PeerBulk.Magic.Length));
+                input.AdvanceTo(ours ? buffer.GetPosition(PeerBulk.Magic.Length) : buffer.Start);
+                return ours;
+            }
+            input.AdvanceTo(buffer.Start, buffer.End);
+        }
+    }
+
+    private async Task ServeAsync(PeerEndpoints.Server server, Socket socket, PipeReader input, ConnectionContext context)
+    {
+        // Ends when the requester goes, or when the host stops (Kestrel asks its connections to close).
+        using var closing = CancellationTokenSource.CreateLinkedTokenSource(context.ConnectionClosed,
+            context.Features.Get<IConnectionLifetimeNotificationFeature>()?.ConnectionClosedRequested ?? CancellationToken.None);
+        var ct = closing.Token;
+        var token = await ReadFrameAsync(input, PeerBulk.MaxHelloLength, static s => System.Text.Encoding.UTF8.GetString(s), ct);
+        if (token is null)
+            return;
+        if (!PeerAuth.Matches(token, server.AuthorizationHeader))
+        {
+            server.Logger.LogWarning("Refused a peer Get (bulk connection) from {Remote}: missing or wrong app credentials", context.RemoteEndPoint);
+            await SendAsync(socket, PeerBulk.Frame(new BulkReply { Error = "not an instance of this app (wrong or missing peer credentials)" }), ct);
+            return;
+        }
+        while (await ReadFrameAsync(input, PeerBulk.MaxRequestLength, static s => GetRequest.Parser.ParseFrom(s), ct) is { } request)
+        {
+            ObjectHeader header;
+            CachedRead read;
+            try
+            {
+                var open = server.OpenRangeAsync(request, "Get", ct);
+                try
+                {
+                    while (await Task.WhenAny(open, Task.Delay(FetchHeartbeat, ct)) != open)
+                        await SendAsync(socket, PeerBulk.Frame(new BulkReply()), ct);
+                }
+                catch
+                {
+                    // The connection is going: whatever the open still pins must be let go when it ends.
+                    _ = open.ContinueWith(static t => t.Result.Read.Dispose(), TaskContinuationOptions.OnlyOnRanToCompletion);
+                    throw;
+                }
+                (header, read) = await open;
+            }
+            catch (Exception e) when (e is GrpcException or IOException or BlobStorageException or StorageUnavailableException)
+            {
+                await SendAsync(socket, PeerBulk.Frame(new BulkReply { Error = e.Message }), ct);
+                continue;
+            }
+            using (read)
+            {
+                await SendAsync(socket, PeerBulk.Frame(new BulkReply { Header = header }), ct);
+                if (header.Status == ObjectHeader.Types.Status.Ok)
+                    await SendRangeAsync(server.Cache, socket, read, header.Offset, header.RangeLength, ct);
+            }
+        }
+    }
+
+    /// <summary>Reads one length-prefixed frame; null at a clean end of the connection.</summary>
+    private static async Task<T?> ReadFrameAsync<T>(PipeReader input, int maxLength, Func<ReadOnlySpan<byte>, T> parse, CancellationToken ct)
+        where T : class
+    {
+        while (true)
+        {
+            var result = await input.ReadAsync(ct);
+            var buffer = result.Buffer;
+            if (buffer.Length >= 4)
+            {
+                var length = PeerBulk.ReadLength(buffer);
+                if (length > maxLength)
+                    throw new InvalidDataException($"a {length}-byte frame (at most {maxLength})");
+                if (buffer.Length >= 4 + length)
+                {
+                    var payload = buffer.Slice(4, length);
+                    T value;
+                    try
+                    {
+                        value = payload.IsSingleSegment ? parse(payload.FirstSpan) : parse(payload.ToArray());
+                    }
+                    catch (Google.Protobuf.InvalidProtocolBufferException e)
+                    {
+                        throw new InvalidDataException("a malformed request: " + e.Message);
+                    }
+                    input.AdvanceTo(payload.End);
+                    return value;
+                }
+            }
+            if (result.IsCompleted)
+            {
+                if (buffer.Length > 0)
+                    throw new InvalidDataException("the connection ended inside a frame");
+                return null;
+            }
+            input.AdvanceTo(buffer.Start, buffer.End);
+        }
+    }
+
+    private async Task SendRangeAsync(BlobCache cache, Socket socket, CachedRead read, long offset, long length, CancellationToken ct)
+    {
+        const int Window = 8 << 20; // bytes per send call: large, so the kernel does the work in few calls
+        if (read.Entry is { } entry)
+        {
+            var extent = entry.Extent;
+            for (long sent = 0; sent < length; sent += Window)
+                await SendAsync(socket, extent.GetMemory(offset + sent, (int)Math.Min(Window, length - sent)), ct);
+            return;
+        }
+        if (read.File is { } file)
+        {
+            using var handle = File.OpenHandle(Path.Combine(cache.Directory, file));
+            var buffer = ArrayPool<byte>.Shared.Rent(1 << 20);
+            try
+            {
+                for (long sent = 0; sent < length;)
+                {
+                    var n = RandomAccess.Read(handle, buffer.AsSpan(0, (int)Math.Min(buffer.Length, length - sent)), offset + sent);
+                    if (n == 0)
+                        throw new IOException($"{file} ended early");
+                    await SendAsync(socket, buffer.AsMemory(0, n), ct);
+                    sent += n;
+                }
+            }
+            finally
+            {
+                ArrayPool<byte>.Shared.Return(buffer);
+            }
+            return;
+        }
+        await SendAsync(socket, read.Bytes.Slice((int)offset, (int)length), ct);
+    }
+
+    private async Task SendAsync(Socket socket, ReadOnlyMemory<byte> data, CancellationToken ct)
+    {
+        using var timeout = CancellationTokenSource.CreateLinkedTokenSource(ct);
+        timeout.CancelAfter(SendTimeout);
+        while (!data.IsEmpty)
+        {
+            var n = await socket.SendAsync(data, SocketFlags.None, timeout.Token);
+            data = data[n..];
+        }
+    }
+}
