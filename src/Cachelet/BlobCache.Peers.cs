@@ -251,7 +251,7 @@ public sealed partial class BlobCache
         }
     }
 
-    /// <summary>A fetch whose requesting peer left: unpins (or deletes the file of) its result once it ends.</summary>
+    /// <summary>A fetch whose reader (or requesting peer) left: unpins (or deletes the file of) its result once it ends.</summary>
     private async Task ReleaseAbandonedFetchAsync(BlobKey key, Lazy<Task<CachedRead?>> fetch)
     {
         try
@@ -260,7 +260,7 @@ public sealed partial class BlobCache
         }
         catch (Exception e)
         {
-            _logger.LogDebug("Fetching {Container}/{Blob} for a peer that left failed: {Message}", key.Container, key.Blob, e.Message);
+            _logger.LogDebug("Fetching {Container}/{Blob} for a reader that left failed: {Message}", key.Container, key.Blob, e.Message);
         }
         finally
         {

@@ -98,11 +98,17 @@ public sealed partial class BlobCache : IAsyncDisposable
             return await PassthroughAsync(store, container, blob, ct);
 
         var key = new BlobKey(store.Endpoint.AbsoluteUri, container, blob);
-        var owner = OwnerOf(key);
+        Peer? owner = null;
+        var ownerKnown = false; // hashing the key onto the ring (~1.5 µs) only when the owner matters
         if (_index.TryGet(key, out var entry))
         {
             var current = true;
-            if (_policy.Consistency.ReadTarget == DataTarget.Owner && owner is not null)
+            if (_policy.Consistency.ReadTarget == DataTarget.Owner)
+            {
+                owner = OwnerOf(key);
+                ownerKnown = true;
+            }
+            if (owner is not null)
             {
                 // The owner holds the current version: ask it, sending our version (no bytes if it matches).
                 var answer = await TryFetchFromOwnerAsync(store, key, owner, entry.ETag, validate: false, ct);
@@ -133,20 +139,35 @@ public sealed partial class BlobCache : IAsyncDisposable
         }
 
         // A miss: one fetch per key at a time; concurrent readers share it and pin what it cached.
+        // The fetch is no one reader's to cancel (the others wait for it too): it runs under the
+        // cache's own token, each reader stops waiting when its own is cancelled, and a result whose
+        // reader left is released when it arrives.
         while (true)
         {
-            var mine = new Lazy<Task<CachedRead?>>(() => FetchAsync(store, key, owner, ct));
+            if (!ownerKnown)
+            {
+                owner = OwnerOf(key);
+                ownerKnown = true;
+            }
+            var mine = new Lazy<Task<CachedRead?>>(() => FetchAsync(store, key, owner, _stopping.Token));
             var fetch = _fetches.GetOrAdd(key, mine);
             CachedRead? result;
             try
             {
-                result = await fetch.Value;
+                result = await fetch.Value.WaitAsync(ct);
             }
-            finally
+            catch (OperationCanceledException) when (ct.IsCancellationRequested && ReferenceEquals(fetch, mine))
             {
-                if (ReferenceEquals(fetch, mine))
-                    _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
+                _ = ReleaseAbandonedFetchAsync(key, mine);
+                throw;
             }
+            catch (Exception) when (ReferenceEquals(fetch, mine))
+            {
+                _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
+                throw;
+            }
+            if (ReferenceEquals(fetch, mine))
+                _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
             if (ReferenceEquals(fetch, mine) || result is null)
                 return result is { } r ? Tag(span, r) : result;
             if (result.Value.Entry is null && result.Value.File is null)

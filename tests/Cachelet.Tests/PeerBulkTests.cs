@@ -157,7 +157,7 @@ public sealed partial class PeerProtocolTests
             Assert.Contains("credentials", (await ReadReplyAsync(intruder)).Error, StringComparison.Ordinal);
             Assert.Equal(0, await intruder.ReceiveAsync(new byte[1]).WaitAsync(Generous));
         }
-        Assert.Contains("Refused a peer Get (bulk connection)", owner.Logs.All, StringComparison.Ordinal);
+        Assert.Contains("Refused a peer Get call (bulk connection)", owner.Logs.All, StringComparison.Ordinal);
         await Wait.UntilAsync(() => owner.Cache.PinnedBytes == 0, "the owner pins nothing");
     }
 

@@ -1014,4 +1014,25 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
         Assert.Equal("b", self.MemberId);
         Assert.Equal(0, self.Objects);
     }
+
+    [Fact]
+    public async Task A_reader_that_gives_up_does_not_cancel_the_fetch_other_readers_wait_for()
+    {
+        var slow = new SlowDownloads(azurite.Store, TimeSpan.FromSeconds(1));
+        await using var node = await PeerNode.StartAsync("a", slow, LocalRead);
+        var data = Random(2_000_000);
+        var name = await PutAsync(data);
+
+        using var impatient = new CancellationTokenSource();
+        var first = node.Cache.ReadAsync(slow, Container, name, impatient.Token).AsTask();
+        var second = node.Cache.ReadAsync(slow, Container, name, default).AsTask();
+        await impatient.CancelAsync();
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => first);
+        using (var read = (await second.WaitAsync(Generous))!.Value)
+            Assert.Equal(Sha(data), Sha(Bytes(read))); // it joined the fetch the first reader started
+        using (var again = (await node.Cache.ReadAsync(slow, Container, name, default))!.Value)
+            Assert.Equal(ReadPath.LocalHit, again.Path);
+        Assert.Equal(1, slow.Downloads); // fetched once, and cached
+        await Wait.UntilAsync(() => node.Cache.PinnedBytes == 0, "the abandoned reader's pin is released");
+    }
 }

@@ -518,7 +518,12 @@ public sealed class FakeBulkPeer : IAsyncDisposable
 /// <summary>Azurite, with every download held back by <see cref="Delay"/> first (slow storage).</summary>
 public sealed class SlowDownloads(IBlobStore inner, TimeSpan delay) : IBlobStore
 {
+    private int _downloads;
+
     public TimeSpan Delay => delay;
+
+    /// <summary>Downloads started.</summary>
+    public int Downloads => Volatile.Read(ref _downloads);
     public Uri Endpoint => inner.Endpoint;
     public Uri GetBlobUri(string container, string blob) => inner.GetBlobUri(container, blob);
     public Task CreateContainerIfNotExistsAsync(string container, CancellationToken ct = default) => inner.CreateContainerIfNotExistsAsync(container, ct);
@@ -527,6 +532,7 @@ public sealed class SlowDownloads(IBlobStore inner, TimeSpan delay) : IBlobStore
     public async Task<BlobProperties?> DownloadToAsync(string container, string blob, Stream destination, BlobRange? range = null,
         string? ifMatch = null, CancellationToken ct = default)
     {
+        Interlocked.Increment(ref _downloads);
         await Task.Delay(delay, ct);
         return await inner.DownloadToAsync(container, blob, destination, range, ifMatch, ct);
     }
@@ -534,12 +540,14 @@ public sealed class SlowDownloads(IBlobStore inner, TimeSpan delay) : IBlobStore
     public async Task<BlobProperties?> DownloadToAsync(string container, string blob, Func<BlobProperties, Stream> destinationFactory,
         string? ifMatch = null, CancellationToken ct = default)
     {
+        Interlocked.Increment(ref _downloads);
         await Task.Delay(delay, ct);
         return await inner.DownloadToAsync(container, blob, destinationFactory, ifMatch, ct);
     }
 
     public async Task<BlobContent?> DownloadAsync(string container, string blob, CancellationToken ct = default)
     {
+        Interlocked.Increment(ref _downloads);
         await Task.Delay(delay, ct);
         return await inner.DownloadAsync(container, blob, ct);
     }

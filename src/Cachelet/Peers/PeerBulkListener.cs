@@ -96,7 +96,7 @@ public sealed class PeerBulkListener
             return;
         if (!PeerAuth.Matches(token, server.AuthorizationHeader))
         {
-            server.Logger.LogWarning("Refused a peer Get (bulk connection) from {Remote}: missing or wrong app credentials", context.RemoteEndPoint);
+            server.Logger.LogWarning("Refused a peer Get call (bulk connection) from {Remote}: missing or wrong app credentials", context.RemoteEndPoint);
             await SendAsync(socket, PeerBulk.Frame(new BulkReply { Error = "not an instance of this app (wrong or missing peer credentials)" }), ct);
             return;
         }
