@@ -127,7 +127,7 @@ public static class DistributedScenario
             if (hits.Errors > 0)
                 Console.WriteLine($"warning: {hits.Errors} of the 1 KB remote hits failed");
             rh1kb = hits.Ops;
-            report.Add("rh_1kb_ops", hits.Ops, $"{Concurrency} loops, random key of {smallObjects}: each a gRPC Get (one HTTP/2 request, auth header) served from shared memory");
+            report.Add("rh_1kb_ops", hits.Ops, $"{Concurrency} loops, random key of {smallObjects}: each a Get on the peer's Lookup stream (HTTP/2), served from shared memory");
             report.Add("rh_1kb_p50_ms", hits.P50Ms, $"at {Concurrency} concurrent");
             report.Add("rh_1kb_client_cpu_us_per_op", hits.ClientCpuUs, "CPU of the bench process (PeerClient) per remote hit");
             report.Add("rh_1kb_server_cpu_us_per_op", hits.ServerCpuUs, "CPU of the instance serving it per remote hit");
