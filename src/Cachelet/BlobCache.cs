@@ -33,7 +33,7 @@ public sealed partial class BlobCache : IAsyncDisposable
     private readonly CancellationTokenSource _stopping = new();
 
     // Owner set: the write goes to that peer (owner/async presets); else to storage.
-    private sealed record PendingWrite(IBlobStore Store, BlobKey Key, CacheEntry Entry, PinHandle Pin, Peer? Owner = null);
+    private sealed record PendingWrite(IBlobStore Store, BlobKey Key, CacheEntry Entry, PinHandle Pin);
 
     /// <param name="owner">Owner of the segment directory and files (the user the app's workers run as); null keeps this process's.</param>
     public BlobCache(string appName, CachePolicy policy, ILogger? logger = null, string shmRoot = ShmRoot, FileOwner? owner = null)
@@ -369,12 +369,34 @@ public sealed partial class BlobCache : IAsyncDisposable
                 InvalidateAtOwner(owner, key, version);
             return new BlobProperties(version, extent.Length, DateTimeOffset.UtcNow, null);
         }
-        // Write-behind: the cache has the new version now; the owner or storage gets it in the background.
+        if (toOwner)
+        {
+            // owner/async: written through to the owner's cache before returning (so a read at the
+            // owner sees it), which uploads it in the background. If the owner cannot take it,
+            // storage gets it in the background from here.
+            string? version;
+            try
+            {
+                version = await TryPutToOwnerAsync(store, key, extent, owner!, uploadSync: false, ct);
+            }
+            catch
+            {
+                _arena.Free(extent);
+                throw;
+            }
+            if (version is not null)
+            {
+                _index.AddOrReplace(key, version, extent, owned: false);
+                _index.RecordWrite(key);
+                return new BlobProperties(version, extent.Length, DateTimeOffset.UtcNow, null);
+            }
+        }
+        // Write-behind: the cache has the new version now; storage gets it in the background.
         var provisional = ProvisionalVersion();
         var entry = _index.AddOrReplace(key, provisional, extent, owned: owner is null);
         _index.RecordWrite(key);
         _index.TryPin(entry, out var pin);
-        _writeBehind.Writer.TryWrite(new PendingWrite(store, key, entry, pin!, toOwner ? owner : null));
+        _writeBehind.Writer.TryWrite(new PendingWrite(store, key, entry, pin!));
         return new BlobProperties(provisional, extent.Length, DateTimeOffset.UtcNow, null);
     }
 
@@ -412,13 +434,6 @@ public sealed partial class BlobCache : IAsyncDisposable
                 {
                     try
                     {
-                        // To the owner if the preset says so and it takes it; storage otherwise.
-                        if (write.Owner is { } owner && attempt == 1 &&
-                            await TryPutToOwnerAsync(write.Store, write.Key, write.Entry.Extent, owner, uploadSync: false, CancellationToken.None) is { } version)
-                        {
-                            _index.UpdateVersion(write.Entry, version);
-                            break;
-                        }
                         var written = await UploadExtentAsync(write.Store, write.Key, write.Entry.Extent, CancellationToken.None);
                         _index.UpdateVersion(write.Entry, written.ETag);
                         break;

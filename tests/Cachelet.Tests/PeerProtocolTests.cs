@@ -761,7 +761,7 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
     }
 
     [Fact]
-    public async Task An_owner_async_write_returns_at_once_and_reaches_the_owner_and_storage_eventually()
+    public async Task An_owner_async_write_is_at_the_owner_when_it_returns_and_reaches_storage_eventually()
     {
         await using var owner = await PeerNode.StartAsync("a", azurite.Store, With(ConsistencyPreset.OwnerAsyncOwner));
         await using var writer = await PeerNode.StartAsync("b", azurite.Store, With(ConsistencyPreset.OwnerAsyncOwner));
@@ -771,7 +771,8 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
         var data = Random(2 << 20);
 
         var written = await writer.Cache.WriteAsync(azurite.Store, Container, name, data, default);
-        Assert.Contains("faast-pending", written.ETag, StringComparison.Ordinal); // not acknowledged by anyone yet
+        Assert.Contains("faast-pending", written.ETag, StringComparison.Ordinal); // not in storage yet...
+        Assert.Equal(written.ETag, Cached(owner, Key(name))?.ETag); // ...but in the owner's cache, where reads go
 
         await Wait.UntilAsync(async () => (await StorageBytesAsync(name))?.AsSpan().SequenceEqual(data) == true, "storage has the write");
         var etag = (await azurite.Store.GetPropertiesAsync(Container, name))!.ETag;

@@ -229,8 +229,8 @@ public sealed class DistributedTests(AzuriteFixture azurite)
 
     /// <summary>
     /// Faa$T §6.6 / Table 6 (shortened to 100 additions): five instances add to one counter in round
-    /// robin. Reads from storage or the owner see every acknowledged addition; local reads count on
-    /// their own copy, so about four fifths of the additions are lost.
+    /// robin. Reads from storage or the owner see every acknowledged addition (owner/async/owner
+    /// nearly always); local reads count on their own copy, so about four fifths are lost.
     /// </summary>
     [Theory]
     [InlineData("storage/sync/storage")]
@@ -261,8 +261,9 @@ public sealed class DistributedTests(AzuriteFixture azurite)
                 Assert.Equal(0, inconsistencies);
                 break;
             case "owner/async/owner":
-                // Eventual: a read may miss an addition still on its way to the owner, never invent one.
-                Assert.InRange(last, additions / 2, additions);
+                // Each addition is in the owner's cache before it returns; only the upload is late. A
+                // read that falls back to storage (a peer timeout on a loaded machine) may miss one.
+                Assert.InRange(last, additions * 9 / 10, additions);
                 break;
             default:
                 // Each instance counts its own additions on top of what it first read.
