@@ -32,7 +32,7 @@ public sealed partial class BlobCache : IAsyncDisposable
     private readonly Task _writer;
     private readonly CancellationTokenSource _stopping = new();
 
-    // Owner set: the write goes to that peer (owner/async presets); else to storage.
+    // A write-behind to storage, pinned until it is uploaded.
     private sealed record PendingWrite(IBlobStore Store, BlobKey Key, CacheEntry Entry, PinHandle Pin);
 
     /// <param name="owner">Owner of the segment directory and files (the user the app's workers run as); null keeps this process's.</param>

@@ -150,6 +150,8 @@ public sealed partial class PeerProtocolTests
             Assert.Equal(data, (await ReadBulkAnswerAsync(good)).Bytes);
         }
 
+        Assert.Contains("Dropped a bulk peer connection", owner.Logs.All, StringComparison.Ordinal); // the broken framing, logged
+
         // Wrong credentials: an error reply, the connection closed, no bytes, logged.
         using (var intruder = await ConnectBulkAsync(owner, PeerAuth.HeaderValue("another-secret"u8, PeerNode.App)))
         {

@@ -61,9 +61,13 @@ public sealed class PeerBulkListener
             }
             await ServeAsync(server, socket, input, context);
         }
-        catch (Exception e) when (e is OperationCanceledException or SocketException or IOException or InvalidDataException or ObjectDisposedException)
+        catch (InvalidDataException e)
         {
-            // The requester went away, stalled past SendTimeout or broke the framing: drop the connection.
+            server?.Logger.LogWarning("Dropped a bulk peer connection from {Remote}: {Reason}", context.RemoteEndPoint, e.Message);
+        }
+        catch (Exception e) when (e is OperationCanceledException or SocketException or IOException or ObjectDisposedException)
+        {
+            // The requester went away or stalled past SendTimeout: drop the connection.
             server?.Logger.LogDebug("Bulk peer connection from {Remote} ended: {Reason}", context.RemoteEndPoint, e.Message);
         }
     }
@@ -109,7 +113,7 @@ public sealed class PeerBulkListener
                 var open = server.OpenRangeAsync(request, "Get", ct);
                 try
                 {
-                    while (await Task.WhenAny(open, Task.Delay(FetchHeartbeat, ct)) != open)
+                    while (!open.IsCompleted && await Task.WhenAny(open, Task.Delay(FetchHeartbeat, ct)) != open)
                         await SendAsync(socket, PeerBulk.Frame(new BulkReply()), ct);
                 }
                 catch
@@ -157,7 +161,7 @@ public sealed class PeerBulkListener
                     }
                     catch (Google.Protobuf.InvalidProtocolBufferException e)
                     {
-                        throw new InvalidDataException("a malformed request: " + e.Message);
+                        throw new InvalidDataException("a malformed message: " + e.Message);
                     }
                     input.AdvanceTo(payload.End);
                     return value;
