@@ -138,7 +138,9 @@ public sealed class PolicyFileTests : IDisposable
             "doNotCache": ["logs/*", "**/*.tmp"],
             "consistency": "owner/async/owner",
             "inlineThreshold": 4096,
-            "memoryDaemonInterval": "00:00:02"
+            "memoryDaemonInterval": "00:00:02",
+            "peerTimeout": "00:00:00.75",
+            "peerFetchTimeout": "00:20:00"
           }
         }
         """;
@@ -163,6 +165,8 @@ public sealed class PolicyFileTests : IDisposable
         Assert.Same(ConsistencyPreset.OwnerAsyncOwner, p.Consistency);
         Assert.Equal(4096, p.InlineThreshold);
         Assert.Equal(TimeSpan.FromSeconds(2), p.MemoryDaemonInterval);
+        Assert.Equal(TimeSpan.FromMilliseconds(750), p.PeerTimeout);
+        Assert.Equal(TimeSpan.FromMinutes(20), p.PeerFetchTimeout);
     }
 
     [Fact]
@@ -227,7 +231,7 @@ public sealed class PolicyFileTests : IDisposable
     {
         var e = FailsCache("\"evicton\": {}", "cache.evicton", "unknown key \"evicton\"", "Did you mean \"eviction\"?");
 
-        foreach (var key in new[] { "enabled", "memoryLimit", "cacheCapacity", "headroom", "eviction", "doNotCache", "consistency", "inlineThreshold", "memoryDaemonInterval" })
+        foreach (var key in new[] { "enabled", "memoryLimit", "cacheCapacity", "headroom", "eviction", "doNotCache", "consistency", "inlineThreshold", "memoryDaemonInterval", "peerTimeout", "peerFetchTimeout" })
             Assert.Contains(key, e.Reason);
     }
 
@@ -288,6 +292,8 @@ public sealed class PolicyFileTests : IDisposable
     [InlineData("\"inlineThreshold\": \"65MiB\"", "cache.inlineThreshold", "\"65MiB\" is out of range; must be from 0B to 64MiB")]
     [InlineData("\"memoryDaemonInterval\": \"00:00:00.001\"", "cache.memoryDaemonInterval", "\"00:00:00.001\" is out of range; must be from 00:00:00.01 to 00:01:00")]
     [InlineData("\"memoryDaemonInterval\": \"00:01:00.1\"", "cache.memoryDaemonInterval", "out of range")]
+    [InlineData("\"peerTimeout\": \"00:00:00.05\"", "cache.peerTimeout", "\"00:00:00.05\" is out of range; must be from 00:00:00.1 to 00:05:00")]
+    [InlineData("\"peerFetchTimeout\": \"2.00:00:00\"", "cache.peerFetchTimeout", "out of range")]
     public void A_value_out_of_range_names_the_range(string members, string keyPath, string reason) =>
         FailsCache(members, keyPath, reason);
 

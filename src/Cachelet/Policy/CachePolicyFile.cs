@@ -18,7 +18,9 @@ namespace FaaST.Cachelet.Policy;
 ///     "doNotCache": ["logs/*", "**/*.tmp"],  // globs over "container/blob"
 ///     "consistency": "storage/sync/storage", // write target/write mode/read target (Faa$T Table 3)
 ///     "inlineThreshold": "64KiB",
-///     "memoryDaemonInterval": "00:00:00.5"
+///     "memoryDaemonInterval": "00:00:00.5",
+///     "peerTimeout": "00:00:05",              // any one message from another instance
+///     "peerFetchTimeout": "00:05:00"          // an owner still fetching from storage
 ///   }
 /// }
 /// </code>
@@ -132,6 +134,8 @@ public static class CachePolicyFile
                     "consistency" => policy with { Consistency = ReadPreset(value, key) },
                     "inlineThreshold" => policy with { InlineThreshold = ReadSize(value, key) },
                     "memoryDaemonInterval" => policy with { MemoryDaemonInterval = ReadTimeSpan(value, key) },
+                    "peerTimeout" => policy with { PeerTimeout = ReadTimeSpan(value, key) },
+                    "peerFetchTimeout" => policy with { PeerFetchTimeout = ReadTimeSpan(value, key) },
                     _ => throw new UnreachableException(key.Path),
                 };
             }

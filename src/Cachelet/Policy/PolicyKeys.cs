@@ -79,6 +79,16 @@ internal static partial class PolicyKeys
             MinTime = TimeSpan.FromMilliseconds(10),
             MaxTime = TimeSpan.FromMinutes(1),
         },
+        new("cache.peerTimeout", PolicyValueKind.TimeSpan)
+        {
+            MinTime = TimeSpan.FromMilliseconds(100),
+            MaxTime = TimeSpan.FromMinutes(5),
+        },
+        new("cache.peerFetchTimeout", PolicyValueKind.TimeSpan)
+        {
+            MinTime = TimeSpan.FromSeconds(1),
+            MaxTime = TimeSpan.FromDays(1),
+        },
     ];
 
     private static readonly Dictionary<string, PolicyKey> ByPath = All.ToDictionary(k => k.Path, StringComparer.Ordinal);

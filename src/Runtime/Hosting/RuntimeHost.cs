@@ -229,7 +229,8 @@ public sealed class RuntimeHost : IAsyncDisposable
             var peerOptions = new PeerOptions
             {
                 AuthorizationHeader = PeerAuth.HeaderValue(PeerSecret(), Path.GetFileName(App.Directory)),
-                Timeout = options.PeerTimeout ?? TimeSpan.FromSeconds(5),
+                Timeout = options.PeerTimeout ?? Policy.PeerTimeout,
+                FetchTimeout = Policy.PeerFetchTimeout,
             };
             _peerClient = new PeerClient(peerOptions);
             var accounts = _accounts;

@@ -56,7 +56,7 @@ public sealed record RuntimeHostOptions
     /// <summary>Membership heartbeats (default 1 s, an instance is gone after 3 missed ones).</summary>
     public FaaST.Membership.MembershipOptions? Membership { get; init; }
 
-    /// <summary>Longest wait for one message from a peer before the read goes to storage (default 5 s).</summary>
+    /// <summary>Overrides faast.json's <c>cache.peerTimeout</c> (tests).</summary>
     public TimeSpan? PeerTimeout { get; init; }
 
     /// <summary>Finds the FaaST checkout: $FAAST_HOME, else the nearest parent of the binary with workers/ and package.json.</summary>
