@@ -100,18 +100,8 @@ public static class CacheletScenario
 
     /// <summary>Copies the benchmark app to a temporary folder with the given faast.json. It keeps its
     /// name, which names the user its workers run as (as root), so runs reuse one user.</summary>
-    private static Task<HostProcess> StartAsync(string home, string app, string faastJson, int workers, Dictionary<string, string> env)
-    {
-        var dir = Path.Combine(Path.GetTempPath(), "faast-bench-" + Guid.NewGuid().ToString("N")[..8], Path.GetFileName(app));
-        foreach (var file in Directory.EnumerateFiles(app, "*", SearchOption.AllDirectories))
-        {
-            var target = Path.Combine(dir, Path.GetRelativePath(app, file));
-            Directory.CreateDirectory(Path.GetDirectoryName(target)!);
-            File.Copy(file, target);
-        }
-        File.WriteAllText(Path.Combine(dir, "faast.json"), faastJson);
-        return HostProcess.StartAsync(home, dir, workers, env);
-    }
+    private static Task<HostProcess> StartAsync(string home, string app, string faastJson, int workers, Dictionary<string, string> env) =>
+        HostProcess.StartAsync(home, HostProcess.CopyApp(app, faastJson), workers, env);
 
     private static async Task<double> FixedRunsAsync(Uri url, int runs, long length)
     {

@@ -77,7 +77,7 @@ public static class DistributedScenario
 
         Say("remote hits: 2 instances of python-bench, local/sync/local");
         double rh1kb;
-        var app = CopyApp(Path.Combine(home, "bench", "apps", "python-bench"), """{ "cache": { "consistency": "local/sync/local", "memoryLimit": "4GiB" } }""");
+        var app = HostProcess.CopyApp(Path.Combine(home, "bench", "apps", "python-bench"), """{ "cache": { "consistency": "local/sync/local", "memoryLimit": "4GiB" } }""");
         await using (var group = await StartGroupAsync(home, app, 2, azurite.ConnectionString, Path.Combine(logs, "remote-hits")))
         {
             // A long timeout: the first Get (fetch=true) waits for the instance's whole 64 MB download before the header.
@@ -159,7 +159,7 @@ public static class DistributedScenario
             var mode = preset.Replace('/', '_');
             Say($"counter: {CounterInstances} instances, {preset}, {requests} additions");
             var dir = Path.Combine(logs, mode);
-            var counter = CopyApp(Path.Combine(home, "apps", "counter"), $$"""{ "cache": { "consistency": "{{preset}}" } }""");
+            var counter = HostProcess.CopyApp(Path.Combine(home, "apps", "counter"), $$"""{ "cache": { "consistency": "{{preset}}" } }""");
             var name = "c-" + preset.Replace('/', '-');
             await store.UploadAsync("counters", name, "0"u8.ToArray());
             await using (var group = await StartGroupAsync(home, counter, CounterInstances, azurite.ConnectionString, dir))
@@ -556,21 +556,6 @@ public static class DistributedScenario
         foreach (var (file, line) in lines.Take(3))
             Console.WriteLine($"    {file}: {line}");
         return lines.Length;
-    }
-
-    /// <summary>Copies an app to a new temporary folder under its own name (the name is the app's identity
-    /// for peers and its workers' user) with the given faast.json.</summary>
-    private static string CopyApp(string app, string faastJson)
-    {
-        var dir = Path.Combine(Path.GetTempPath(), "faast-bench-" + Guid.NewGuid().ToString("N")[..8], Path.GetFileName(app));
-        foreach (var file in Directory.EnumerateFiles(app, "*", SearchOption.AllDirectories))
-        {
-            var target = Path.Combine(dir, Path.GetRelativePath(app, file));
-            Directory.CreateDirectory(Path.GetDirectoryName(target)!);
-            File.Copy(file, target);
-        }
-        File.WriteAllText(Path.Combine(dir, "faast.json"), faastJson);
-        return dir;
     }
 
     private static void DeleteCopy(string app) => Directory.Delete(Path.GetDirectoryName(app)!, recursive: true);

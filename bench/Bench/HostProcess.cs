@@ -17,6 +17,21 @@ public sealed class HostProcess : IAsyncDisposable
 
     public Uri BaseAddress { get; }
 
+    /// <summary>Copies an app to a new temporary folder under its own name (the name is the app's identity
+    /// for peers and its workers' user) with the given faast.json.</summary>
+    public static string CopyApp(string app, string faastJson)
+    {
+        var dir = Path.Combine(Path.GetTempPath(), "faast-bench-" + Guid.NewGuid().ToString("N")[..8], Path.GetFileName(app));
+        foreach (var file in Directory.EnumerateFiles(app, "*", SearchOption.AllDirectories))
+        {
+            var target = Path.Combine(dir, Path.GetRelativePath(app, file));
+            Directory.CreateDirectory(Path.GetDirectoryName(target)!);
+            File.Copy(file, target);
+        }
+        File.WriteAllText(Path.Combine(dir, "faast.json"), faastJson);
+        return dir;
+    }
+
     public static async Task<HostProcess> StartAsync(string home, string appDirectory, int workers, IDictionary<string, string> environment, params string[] extraArguments)
     {
         var port = FreePort();

@@ -215,28 +215,10 @@ public sealed partial class BlobCache
         // object; only shutdown stops it. The peer stops waiting, and what it leaves pinned is released.
         while (true)
         {
-            var mine = new Lazy<Task<CachedRead?>>(() => FetchFromStorageAsync(store, key, _stopping.Token));
-            var shared = _fetches.GetOrAdd(key, mine);
-            CachedRead? result;
-            try
-            {
-                result = await shared.Value.WaitAsync(ct);
-            }
-            catch (OperationCanceledException) when (ct.IsCancellationRequested && ReferenceEquals(shared, mine))
-            {
-                _ = ReleaseAbandonedFetchAsync(key, mine);
-                throw;
-            }
-            catch (Exception) when (ReferenceEquals(shared, mine))
-            {
-                _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, shared));
-                throw;
-            }
-            if (ReferenceEquals(shared, mine))
-                _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, shared));
+            var (result, shared, mine) = await JoinFetchAsync(key, () => FetchFromStorageAsync(store, key, _stopping.Token), ct);
             if (result is not { } read)
                 return new PeerObject(ObjectHeader.Types.Status.NotFound, default, false);
-            if (ReferenceEquals(shared, mine) || read.Entry is null && read.File is null)
+            if (mine || read.Entry is null && read.File is null)
             {
                 if (ifVersion.Length > 0 && ifVersion == read.ETag)
                 {

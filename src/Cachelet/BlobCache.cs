@@ -139,9 +139,6 @@ public sealed partial class BlobCache : IAsyncDisposable
         }
 
         // A miss: one fetch per key at a time; concurrent readers share it and pin what it cached.
-        // The fetch is no one reader's to cancel (the others wait for it too): it runs under the
-        // cache's own token, each reader stops waiting when its own is cancelled, and a result whose
-        // reader left is released when it arrives.
         while (true)
         {
             if (!ownerKnown)
@@ -149,26 +146,8 @@ public sealed partial class BlobCache : IAsyncDisposable
                 owner = OwnerOf(key);
                 ownerKnown = true;
             }
-            var mine = new Lazy<Task<CachedRead?>>(() => FetchAsync(store, key, owner, _stopping.Token));
-            var fetch = _fetches.GetOrAdd(key, mine);
-            CachedRead? result;
-            try
-            {
-                result = await fetch.Value.WaitAsync(ct);
-            }
-            catch (OperationCanceledException) when (ct.IsCancellationRequested && ReferenceEquals(fetch, mine))
-            {
-                _ = ReleaseAbandonedFetchAsync(key, mine);
-                throw;
-            }
-            catch (Exception) when (ReferenceEquals(fetch, mine))
-            {
-                _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
-                throw;
-            }
-            if (ReferenceEquals(fetch, mine))
-                _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
-            if (ReferenceEquals(fetch, mine) || result is null)
+            var (result, fetch, mine) = await JoinFetchAsync(key, () => FetchAsync(store, key, owner, _stopping.Token), ct);
+            if (mine || result is null)
                 return result is { } r ? Tag(span, r) : result;
             if (result.Value.Entry is null && result.Value.File is null)
                 return result; // not cached: the bytes are shared read-only
@@ -188,6 +167,38 @@ public sealed partial class BlobCache : IAsyncDisposable
             // Evicted or replaced before we could pin it: fetch again.
             _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
         }
+    }
+
+    /// <summary>
+    /// One fetch per key at a time: starts one (<paramref name="start"/>, under the cache's own token)
+    /// or joins the one running. The fetch is no one reader's to cancel: each stops waiting on its own
+    /// <paramref name="ct"/>, and a result whose starter left is released when it arrives. Returns the
+    /// result, the fetch (to drop it from the table if its result cannot be used) and whether it was ours.
+    /// </summary>
+    private async Task<(CachedRead? Result, Lazy<Task<CachedRead?>> Fetch, bool Mine)> JoinFetchAsync(
+        BlobKey key, Func<Task<CachedRead?>> start, CancellationToken ct)
+    {
+        var mine = new Lazy<Task<CachedRead?>>(start);
+        var fetch = _fetches.GetOrAdd(key, mine);
+        var ours = ReferenceEquals(fetch, mine);
+        CachedRead? result;
+        try
+        {
+            result = await fetch.Value.WaitAsync(ct);
+        }
+        catch (OperationCanceledException) when (ct.IsCancellationRequested && ours)
+        {
+            _ = ReleaseAbandonedFetchAsync(key, mine);
+            throw;
+        }
+        catch (Exception) when (ours)
+        {
+            _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
+            throw;
+        }
+        if (ours)
+            _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
+        return (result, fetch, ours);
     }
 
     private static CachedRead Tag(Activity? span, CachedRead read)
