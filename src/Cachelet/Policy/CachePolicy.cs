@@ -20,13 +20,46 @@ public sealed record CachePolicy
     /// straight through to storage, as on the vanilla platform.</summary>
     public bool Enabled { get; init; } = true;
 
-    /// <summary><c>cache.memoryLimit</c>, default 1 GiB (1,073,741,824): the instance's whole memory
-    /// (host, workers and cache) that the memory daemon keeps under. At least 1 MiB.</summary>
+    /// <summary><c>cache.memoryLimit</c>: the instance's whole memory (host, workers and cache) that
+    /// the memory daemon keeps under. At least 1 MiB. Default 1 GiB (1,073,741,824), or the memory
+    /// cgroup's limit when the host runs under one (<see cref="WithCgroupLimit"/>).</summary>
     public long MemoryLimit { get; init; } = 1L << 30;
+
+    /// <summary>Where <see cref="MemoryLimit"/> came from.</summary>
+    public MemoryLimitSource MemoryLimitSource { get; init; } = MemoryLimitSource.Default;
 
     /// <summary><c>cache.cacheCapacity</c>, default none (bounded only by <see cref="MemoryLimit"/>):
     /// an upper bound on cached bytes. At least 1 byte and at most <see cref="MemoryLimit"/>.</summary>
     public long? CacheCapacity { get; init; }
+
+    /// <summary>
+    /// Fits the policy to the memory cgroup the instance runs in: without <c>cache.memoryLimit</c> in
+    /// faast.json the cgroup's limit is the memory limit; a larger value from the file, or a larger
+    /// <c>cache.cacheCapacity</c>, is cut to it, since the kernel would stop the instance there
+    /// anyway. <paramref name="warning"/> says what was cut, or is null.
+    /// </summary>
+    public CachePolicy WithCgroupLimit(Daemon.CgroupMemoryLimit? cgroup, out string? warning)
+    {
+        warning = null;
+        if (cgroup is null)
+            return this;
+        var policy = this;
+        if (MemoryLimitSource != MemoryLimitSource.PolicyFile)
+            policy = policy with { MemoryLimit = cgroup.Bytes, MemoryLimitSource = MemoryLimitSource.Cgroup };
+        else if (MemoryLimit > cgroup.Bytes)
+        {
+            warning = $"cache.memoryLimit ({ByteSize.Format(MemoryLimit)}) is more than the memory cgroup allows "
+                + $"({ByteSize.Format(cgroup.Bytes)}, {cgroup.File}); using {ByteSize.Format(cgroup.Bytes)}";
+            policy = policy with { MemoryLimit = cgroup.Bytes, MemoryLimitSource = MemoryLimitSource.Cgroup };
+        }
+        if (policy.CacheCapacity is { } capacity && capacity > policy.MemoryLimit)
+        {
+            warning = (warning is null ? "" : warning + "; ")
+                + $"cache.cacheCapacity ({ByteSize.Format(capacity)}) is cut to the memory limit ({ByteSize.Format(policy.MemoryLimit)})";
+            policy = policy with { CacheCapacity = policy.MemoryLimit };
+        }
+        return policy;
+    }
 
     /// <summary>The most bytes the cache may hold: <see cref="CacheCapacity"/> if set, else
     /// <see cref="MemoryLimit"/> (never more than <see cref="MemoryLimit"/>).</summary>
@@ -89,6 +122,17 @@ public sealed record EvictionOptions
 
 /// <summary>The eviction order when the memory daemon needs room; both evict objects this cachelet
 /// does not own before owned ones.</summary>
+/// <summary>Where an app's <see cref="CachePolicy.MemoryLimit"/> came from.</summary>
+public enum MemoryLimitSource
+{
+    /// <summary>Nothing set it: 1 GiB.</summary>
+    Default,
+    /// <summary><c>cache.memoryLimit</c> in faast.json.</summary>
+    PolicyFile,
+    /// <summary>The memory cgroup the host runs in (its limit was lower, or faast.json left it out).</summary>
+    Cgroup,
+}
+
 public enum EvictionPolicy
 {
     /// <summary><c>"lru"</c>: non-owned objects in LRU order, then owned ones in LRU order.</summary>

@@ -126,7 +126,7 @@ public static class CachePolicyFile
                 policy = key.Name switch
                 {
                     "enabled" => policy with { Enabled = ReadBoolean(value, key) },
-                    "memoryLimit" => policy with { MemoryLimit = ReadSize(value, key) },
+                    "memoryLimit" => policy with { MemoryLimit = ReadSize(value, key), MemoryLimitSource = MemoryLimitSource.PolicyFile },
                     "cacheCapacity" => policy with { CacheCapacity = ReadSize(value, key) },
                     "headroom" => policy with { Headroom = ReadFraction(value, key) },
                     "eviction" => policy with { Eviction = ReadEviction(value, key) },

@@ -1,3 +1,4 @@
+using FaaST.Cachelet.Policy;
 using FaaST.Cachelet.Telemetry;
 
 namespace FaaST.Runtime.Hosting;
@@ -18,6 +19,13 @@ internal static class AdminEndpoints
             {
                 enabled = true,
                 consistency = cache.Policy.Consistency.Name,
+                memoryLimit = cache.Policy.MemoryLimit,
+                memoryLimitSource = cache.Policy.MemoryLimitSource switch
+                {
+                    MemoryLimitSource.PolicyFile => "faast.json",
+                    MemoryLimitSource.Cgroup => "cgroup " + host.MemoryCgroup?.File,
+                    _ => "default",
+                },
                 directory = cache.Directory,
                 objects = cache.ObjectCount,
                 bytes = cache.CachedBytes,

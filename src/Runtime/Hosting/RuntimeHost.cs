@@ -53,6 +53,11 @@ public sealed class RuntimeHost : IAsyncDisposable
     /// <summary>The app's cache policy (faast.json, or the defaults).</summary>
     public CachePolicy Policy { get; }
 
+    /// <summary>The memory cgroup limit the policy was fitted to, if the host runs under one.</summary>
+    public CgroupMemoryLimit? MemoryCgroup { get; private init; }
+
+    private string? _policyWarning;
+
     /// <summary>The cachelet, when the policy enables it.</summary>
     public BlobCache? Cache => _cache;
 
@@ -97,7 +102,9 @@ public sealed class RuntimeHost : IAsyncDisposable
         }
         if (options.CacheEnabled is { } enabled)
             policy = policy with { Enabled = enabled };
-        var host = new RuntimeHost(app, policy);
+        var cgroup = policy.Enabled ? CgroupMemoryLimit.Find() : null;
+        policy = policy.WithCgroupLimit(cgroup, out var limitWarning);
+        var host = new RuntimeHost(app, policy) { MemoryCgroup = cgroup, _policyWarning = limitWarning };
         try
         {
             await host.StartCoreAsync(options, ct);
@@ -185,7 +192,11 @@ public sealed class RuntimeHost : IAsyncDisposable
             capabilities[WorkerCapabilities.SharedMemoryDirectory] = _cache.Directory;
             capabilities[WorkerCapabilities.SharedMemoryMinBytes] = Policy.InlineThreshold.ToString(CultureInfo.InvariantCulture);
             capabilities[WorkerCapabilities.SharedMemoryRelease] = "1";
-            _logger.LogInformation("Cachelet on: {Consistency}, up to {Bytes} bytes in {Directory}", Policy.Consistency, Policy.MaxCachedBytes, _cache.Directory);
+            if (_policyWarning is not null)
+                _logger.LogWarning("{App}/faast.json: {Warning}", App.Directory, _policyWarning);
+            _logger.LogInformation("Cachelet on: {Consistency}, up to {Bytes} bytes in {Directory}; memory limit {Limit} bytes ({Source})",
+                Policy.Consistency, Policy.MaxCachedBytes, _cache.Directory, Policy.MemoryLimit,
+                Policy.MemoryLimitSource == MemoryLimitSource.Cgroup ? MemoryCgroup!.File : Policy.MemoryLimitSource.ToString());
         }
 
         var processCount = options.WorkerProcessCount ??
