@@ -120,8 +120,6 @@ public sealed record EvictionOptions
     public TimeSpan? Ttl { get; init; }
 }
 
-/// <summary>The eviction order when the memory daemon needs room; both evict objects this cachelet
-/// does not own before owned ones.</summary>
 /// <summary>Where an app's <see cref="CachePolicy.MemoryLimit"/> came from.</summary>
 public enum MemoryLimitSource
 {
@@ -133,6 +131,8 @@ public enum MemoryLimitSource
     Cgroup,
 }
 
+/// <summary>The eviction order when the memory daemon needs room; both evict objects this cachelet
+/// does not own before owned ones.</summary>
 public enum EvictionPolicy
 {
     /// <summary><c>"lru"</c>: non-owned objects in LRU order, then owned ones in LRU order.</summary>
