@@ -108,7 +108,7 @@ public sealed class CgroupMemoryLimitTests : IDisposable
     [Fact]
     public void The_cgroup_limit_is_the_default_memory_limit()
     {
-        var policy = CachePolicy.Default.WithCgroupLimit(new CgroupMemoryLimit(3L << 30, "/m"), out var warning);
+        var policy = CachePolicy.Default.WithCgroupLimit(new CgroupMemoryLimit(3L << 30, "/m"), "app/faast.json", out var warning);
         Assert.Null(warning);
         Assert.Equal(3L << 30, policy.MemoryLimit);
         Assert.Equal(MemoryLimitSource.Cgroup, policy.MemoryLimitSource);
@@ -118,7 +118,7 @@ public sealed class CgroupMemoryLimitTests : IDisposable
     public void A_smaller_memory_limit_from_faast_json_stands()
     {
         var file = CachePolicy.Default with { MemoryLimit = 256 * MiB, MemoryLimitSource = MemoryLimitSource.PolicyFile };
-        var policy = file.WithCgroupLimit(new CgroupMemoryLimit(512 * MiB, "/m"), out var warning);
+        var policy = file.WithCgroupLimit(new CgroupMemoryLimit(512 * MiB, "/m"), "app/faast.json", out var warning);
         Assert.Null(warning);
         Assert.Same(file, policy);
     }
@@ -127,7 +127,7 @@ public sealed class CgroupMemoryLimitTests : IDisposable
     public void A_larger_memory_limit_or_capacity_is_cut_to_the_cgroup_with_a_warning()
     {
         var file = CachePolicy.Default with { MemoryLimit = 4L << 30, MemoryLimitSource = MemoryLimitSource.PolicyFile, CacheCapacity = 2L << 30 };
-        var policy = file.WithCgroupLimit(new CgroupMemoryLimit(768 * MiB, "/sys/fs/cgroup/memory/x/memory.limit_in_bytes"), out var warning);
+        var policy = file.WithCgroupLimit(new CgroupMemoryLimit(768 * MiB, "/sys/fs/cgroup/memory/x/memory.limit_in_bytes"), "app/faast.json", out var warning);
         Assert.Equal(768 * MiB, policy.MemoryLimit);
         Assert.Equal(768 * MiB, policy.CacheCapacity);
         Assert.Equal(MemoryLimitSource.Cgroup, policy.MemoryLimitSource);
@@ -137,9 +137,25 @@ public sealed class CgroupMemoryLimitTests : IDisposable
     }
 
     [Fact]
+    public void A_capacity_without_a_memory_limit_is_checked_against_the_cgroups_limit()
+    {
+        var file = CachePolicy.Default with { CacheCapacity = 2L << 30 }; // faast.json: only "cacheCapacity": "2GiB"
+        var policy = file.WithCgroupLimit(new CgroupMemoryLimit(8L << 30, "/m"), "app/faast.json", out var warning);
+        Assert.Null(warning);
+        Assert.Equal(8L << 30, policy.MemoryLimit);
+        Assert.Equal(2L << 30, policy.MaxCachedBytes);
+
+        // Without a cgroup the default 1 GiB limit stands, and the file is wrong.
+        var e = Assert.Throws<PolicyFileException>(() => file.WithCgroupLimit(null, "app/faast.json", out _));
+        Assert.Equal("app/faast.json", e.FileName);
+        Assert.Equal("cache.cacheCapacity", e.KeyPath);
+        Assert.Equal("2GiB is more than cache.memoryLimit (1GiB, the default where no memory cgroup sets one); set cache.memoryLimit too", e.Reason);
+    }
+
+    [Fact]
     public void Without_a_cgroup_the_policy_is_unchanged()
     {
-        Assert.Same(CachePolicy.Default, CachePolicy.Default.WithCgroupLimit(null, out var warning));
+        Assert.Same(CachePolicy.Default, CachePolicy.Default.WithCgroupLimit(null, "app/faast.json", out var warning));
         Assert.Null(warning);
     }
 }

@@ -212,6 +212,15 @@ public sealed class PolicyFileTests : IDisposable
     }
 
     [Fact]
+    public void A_capacity_alone_waits_for_the_instances_limit()
+    {
+        // Above the default 1 GiB, but a memory cgroup may allow it: checked at start (WithCgroupLimit).
+        var p = ParseCache("\"cacheCapacity\": \"2GiB\"");
+        Assert.Equal(2L << 30, p.CacheCapacity);
+        Assert.Equal(MemoryLimitSource.Default, p.MemoryLimitSource);
+    }
+
+    [Fact]
     public void Cache_capacity_equal_to_memory_limit_is_allowed_whatever_the_key_order()
     {
         var p = ParseCache("\"cacheCapacity\": \"2GiB\", \"memoryLimit\": \"2GiB\"");
@@ -287,7 +296,6 @@ public sealed class PolicyFileTests : IDisposable
     [InlineData("\"memoryLimit\": 1000", "cache.memoryLimit", "1000 is out of range; must be at least 1MiB")]
     [InlineData("\"memoryLimit\": -1", "cache.memoryLimit", "-1 is out of range")]
     [InlineData("\"cacheCapacity\": 0", "cache.cacheCapacity", "must be at least 1B")]
-    [InlineData("\"cacheCapacity\": \"2GiB\"", "cache.cacheCapacity", "2GiB is more than cache.memoryLimit (1GiB)")]
     [InlineData("\"memoryLimit\": \"64MiB\", \"cacheCapacity\": \"100MB\"", "cache.cacheCapacity", "100MB is more than cache.memoryLimit (64MiB)")]
     [InlineData("\"eviction\": { \"sizeThreshold\": \"0KB\" }", "cache.eviction.sizeThreshold", "\"0KB\" is out of range; must be at least 1B")]
     [InlineData("\"eviction\": { \"ttl\": \"00:00:00\" }", "cache.eviction.ttl", "\"00:00:00\" is out of range; must be greater than 00:00:00")]

@@ -273,6 +273,22 @@ public sealed class CacheletTests(AzuriteFixture azurite)
     }
 
     [Fact]
+    public async Task A_capacity_above_the_instances_memory_is_refused_or_cut_to_the_cgroup()
+    {
+        // Without memoryLimit in the file the limit is known only at start: the cgroup's, else 1 GiB.
+        using var app = PythonApp("""{ "cache": { "cacheCapacity": "1000GiB" } }""");
+        if (FaaST.Cachelet.Daemon.CgroupMemoryLimit.Find() is { } cgroup)
+        {
+            await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
+            Assert.Equal(cgroup.Bytes, host.Host.Policy.MaxCachedBytes);
+            return;
+        }
+        var e = await Assert.ThrowsAsync<AppConfigException>(() => HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString));
+        Assert.Contains(Path.Combine(app.Directory, "faast.json"), e.Message);
+        Assert.Contains("cache.cacheCapacity: 1000GiB is more than cache.memoryLimit (1GiB, the default", e.Message);
+    }
+
+    [Fact]
     public async Task A_worker_that_dies_holding_pins_releases_them_and_leaves_no_segments()
     {
         using var app = PythonApp().Function("ReadThenDie", """

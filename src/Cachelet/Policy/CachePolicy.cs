@@ -36,13 +36,23 @@ public sealed record CachePolicy
     /// Fits the policy to the memory cgroup the instance runs in: without <c>cache.memoryLimit</c> in
     /// faast.json the cgroup's limit is the memory limit; a larger value from the file, or a larger
     /// <c>cache.cacheCapacity</c>, is cut to it, since the kernel would stop the instance there
-    /// anyway. <paramref name="warning"/> says what was cut, or is null.
+    /// anyway. <paramref name="warning"/> says what was cut, or is null. Without a cgroup, a
+    /// <c>cache.cacheCapacity</c> above the default 1 GiB limit is an error in
+    /// <paramref name="policyFile"/> (<see cref="PolicyFileException"/>).
     /// </summary>
-    public CachePolicy WithCgroupLimit(Daemon.CgroupMemoryLimit? cgroup, out string? warning)
+    public CachePolicy WithCgroupLimit(Daemon.CgroupMemoryLimit? cgroup, string policyFile, out string? warning)
     {
         warning = null;
         if (cgroup is null)
+        {
+            if (CacheCapacity is { } wanted && wanted > MemoryLimit)
+            {
+                throw new PolicyFileException(policyFile, "cache.cacheCapacity",
+                    $"{ByteSize.Format(wanted)} is more than cache.memoryLimit ({ByteSize.Format(MemoryLimit)}, the default "
+                    + "where no memory cgroup sets one); set cache.memoryLimit too");
+            }
             return this;
+        }
         var policy = this;
         if (MemoryLimitSource != MemoryLimitSource.PolicyFile)
             policy = policy with { MemoryLimit = cgroup.Bytes, MemoryLimitSource = MemoryLimitSource.Cgroup };

@@ -139,7 +139,9 @@ public static class CachePolicyFile
                     _ => throw new UnreachableException(key.Path),
                 };
             }
-            if (policy.CacheCapacity is { } capacity && capacity > policy.MemoryLimit)
+            // Without memoryLimit here the limit is known only at start (a memory cgroup may set it):
+            // WithCgroupLimit checks the capacity then.
+            if (policy.CacheCapacity is { } capacity && capacity > policy.MemoryLimit && policy.MemoryLimitSource == MemoryLimitSource.PolicyFile)
             {
                 throw new PolicyFileException(file, "cache.cacheCapacity",
                     $"{ByteSize.Format(capacity)} is more than cache.memoryLimit ({ByteSize.Format(policy.MemoryLimit)}); "

@@ -92,18 +92,19 @@ public sealed class RuntimeHost : IAsyncDisposable
     {
         var app = FunctionApp.Load(options.AppDirectory, options.Environment);
         CachePolicy policy;
+        var cgroup = CgroupMemoryLimit.Find();
+        string? limitWarning;
         try
         {
             policy = CachePolicyFile.Load(app.Directory);
+            if (options.CacheEnabled is { } enabled)
+                policy = policy with { Enabled = enabled };
+            policy = policy.WithCgroupLimit(cgroup, Path.Combine(app.Directory, CachePolicyFile.FileName), out limitWarning);
         }
         catch (PolicyFileException e)
         {
             throw new AppConfigException(e.Message);
         }
-        if (options.CacheEnabled is { } enabled)
-            policy = policy with { Enabled = enabled };
-        var cgroup = policy.Enabled ? CgroupMemoryLimit.Find() : null;
-        policy = policy.WithCgroupLimit(cgroup, out var limitWarning);
         var host = new RuntimeHost(app, policy) { MemoryCgroup = cgroup, _policyWarning = limitWarning };
         try
         {
