@@ -43,14 +43,14 @@ public sealed record CgroupMemoryLimit(long Bytes, string File)
             // may still show the path from the host's root.
             if (mountRoot != "/" && (group == mountRoot || group.StartsWith(mountRoot + "/", StringComparison.Ordinal)))
                 group = group[mountRoot.Length..];
-            var top = Under(root, mountPoint);
+            var top = Path.TrimEndingDirectorySeparator(Under(root, mountPoint));
             var file = version2 ? "memory.max" : "memory.limit_in_bytes";
             for (var dir = Path.TrimEndingDirectorySeparator(Under(top, group)); ; dir = Path.GetDirectoryName(dir)!)
             {
                 var path = Path.Combine(dir, file);
                 if (ReadLimit(path) is { } bytes && (smallest is null || bytes < smallest.Bytes))
                     smallest = new CgroupMemoryLimit(bytes, root == "/" ? path : "/" + Path.GetRelativePath(root, path));
-                if (dir.Length <= top.TrimEnd('/').Length)
+                if (dir.Length <= top.Length)
                     break;
             }
         }

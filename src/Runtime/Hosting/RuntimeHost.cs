@@ -194,7 +194,7 @@ public sealed class RuntimeHost : IAsyncDisposable
             capabilities[WorkerCapabilities.SharedMemoryMinBytes] = Policy.InlineThreshold.ToString(CultureInfo.InvariantCulture);
             capabilities[WorkerCapabilities.SharedMemoryRelease] = "1";
             if (_policyWarning is not null)
-                _logger.LogWarning("{App}/faast.json: {Warning}", App.Directory, _policyWarning);
+                _logger.LogWarning("{File}: {Warning}", Path.Combine(App.Directory, CachePolicyFile.FileName), _policyWarning);
             _logger.LogInformation("Cachelet on: {Consistency}, up to {Bytes} bytes in {Directory}; memory limit {Limit} bytes ({Source})",
                 Policy.Consistency, Policy.MaxCachedBytes, _cache.Directory, Policy.MemoryLimit,
                 Policy.MemoryLimitSource == MemoryLimitSource.Cgroup ? MemoryCgroup!.File : Policy.MemoryLimitSource.ToString());
