@@ -131,12 +131,31 @@ public static class CacheletScenario
             .Append(status.GetProperty("hostProcessId").GetInt32()).ToArray();
         if (pids.Length < 3)
             throw new InvalidOperationException("expected two workers");
-        var before = pids.Sum(Pss);
+        var before = await SettledPssAsync(pids);
         var reads = await Task.WhenAll(client.GetStringAsync(Url(host, "/api/shared/256mb-shared.bin")), client.GetStringAsync(Url(host, "/api/shared/256mb-shared.bin")));
         if (reads.Any(r => !r.StartsWith("268435456", StringComparison.Ordinal)))
             throw new InvalidOperationException("a shared read failed: " + string.Join(" | ", reads));
         var after = pids.Sum(Pss);
         return (after - before) / (1024.0 * 1024.0);
+    }
+
+    /// <summary>
+    /// The processes' summed PSS once it stops moving. Python workers hand a grown heap back to the
+    /// system after 1 s idle (the 256 MB read() runs just before leave one per worker), and a baseline
+    /// taken before that trim makes the shared read look like it freed memory.
+    /// </summary>
+    private static async Task<long> SettledPssAsync(int[] pids)
+    {
+        var last = pids.Sum(Pss);
+        for (var i = 0; i < 14; i++)
+        {
+            await Task.Delay(1500); // longer than the workers' idle-trim delay, so one sample straddles it
+            var now = pids.Sum(Pss);
+            if (Math.Abs(now - last) < (4 << 20))
+                return now;
+            last = now;
+        }
+        throw new InvalidOperationException($"the RSS of processes {string.Join(", ", pids)} did not settle in 21 s");
     }
 
     /// <summary>Proportional set size: shared pages are split among the processes that map them, so a sum counts them once.</summary>
