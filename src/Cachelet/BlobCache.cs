@@ -40,9 +40,8 @@ public sealed partial class BlobCache : IAsyncDisposable
     {
         _policy = policy;
         _logger = logger ?? NullLogger.Instance;
-        var prefix = "faast-" + Sanitize(appName);
-        SharedMemoryArena.CleanStale(shmRoot, prefix);
-        Directory = SharedMemoryArena.InstanceDirectory(shmRoot, prefix);
+        CleanStaleSegments(appName, shmRoot);
+        Directory = SharedMemoryArena.InstanceDirectory(shmRoot, SegmentPrefix(appName));
         _arena = new SharedMemoryArena(Directory, new ArenaOptions { Capacity = policy.MaxCachedBytes, Owner = owner });
         _index = new CacheIndex(_arena, new CacheIndexOptions { Policy = EvictionPolicyFor(policy.Eviction) });
         Metrics = new CacheletMetrics(appName, () => _arena.Allocated, () => _index.PinnedBytes, () => _index.Count,
@@ -482,6 +481,15 @@ public sealed partial class BlobCache : IAsyncDisposable
         _arena.Dispose();
         _stopping.Dispose();
     }
+
+    /// <summary>
+    /// Deletes the segment directories of this app's instances whose host process is gone (a crash
+    /// leaves them): done at start, and by a supervisor that saw an instance die.
+    /// </summary>
+    public static int CleanStaleSegments(string appName, string shmRoot = ShmRoot) =>
+        SharedMemoryArena.CleanStale(shmRoot, SegmentPrefix(appName));
+
+    private static string SegmentPrefix(string appName) => "faast-" + Sanitize(appName);
 
     private static string Sanitize(string name)
     {

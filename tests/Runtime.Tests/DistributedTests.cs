@@ -189,7 +189,10 @@ public sealed class DistributedTests(AzuriteFixture azurite)
         using var http = new HttpClient();
         Assert.Equal("1", await (await http.PostAsync(new Uri(group[0].BaseAddress, $"api/add/{name}"), null)).Content.ReadAsStringAsync());
         Assert.Equal("2", await (await http.PostAsync(new Uri(group[1].BaseAddress, $"api/add/{name}"), null)).Content.ReadAsStringAsync());
+        var crashed = owner.Process.Id;
+        Assert.Single(Directory.GetDirectories("/dev/shm", $"faast-counter-{crashed}"));
         await group.KillAsync(2);
+        Assert.Empty(Directory.GetDirectories("/dev/shm", $"faast-counter-{crashed}")); // the crash's segments are freed
         Assert.Equal("2", await GetAsync(group[0], $"api/get/{name}"));
         await group.WaitForViewAsync(2);
         Assert.Equal("3", await (await http.PostAsync(new Uri(group[1].BaseAddress, $"api/add/{name}"), null)).Content.ReadAsStringAsync());

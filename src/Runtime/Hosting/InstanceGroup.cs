@@ -3,6 +3,7 @@ using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
 using System.Text.Json;
+using FaaST.Cachelet;
 
 namespace FaaST.Runtime.Hosting;
 
@@ -87,13 +88,16 @@ public sealed class InstanceGroup : IAsyncDisposable
         }
     }
 
-    /// <summary>Kills instance <paramref name="index"/> at once (SIGKILL: a crash, no deregistration).</summary>
+    /// <summary>Kills instance <paramref name="index"/> at once (SIGKILL: a crash, no deregistration).
+    /// Its shared-memory segments are then freed, as a supervisor would, rather than left until the
+    /// app next starts.</summary>
     public async Task KillAsync(int index)
     {
         var instance = this[index];
         _instances[index] = null;
         instance.Process.Kill(entireProcessTree: true);
         await instance.Process.WaitForExitAsync();
+        BlobCache.CleanStaleSegments(Path.GetFileName(Path.TrimEndingDirectorySeparator(_options.AppDirectory)));
     }
 
     /// <summary>Stops instance <paramref name="index"/> cleanly (SIGTERM: it leaves the view and flushes).</summary>
