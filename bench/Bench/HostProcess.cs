@@ -17,11 +17,14 @@ public sealed class HostProcess : IAsyncDisposable
 
     public Uri BaseAddress { get; }
 
+    // Every app copy of this bench run lives under one folder, deleted when the run ends.
+    private static readonly string CopiesRoot = Path.Combine(Path.GetTempPath(), $"faast-bench-{Environment.ProcessId}");
+
     /// <summary>Copies an app to a new temporary folder under its own name (the name is the app's identity
     /// for peers and its workers' user) with the given faast.json.</summary>
     public static string CopyApp(string app, string faastJson)
     {
-        var dir = Path.Combine(Path.GetTempPath(), "faast-bench-" + Guid.NewGuid().ToString("N")[..8], Path.GetFileName(app));
+        var dir = Path.Combine(CopiesRoot, Guid.NewGuid().ToString("N")[..8], Path.GetFileName(app));
         foreach (var file in Directory.EnumerateFiles(app, "*", SearchOption.AllDirectories))
         {
             var target = Path.Combine(dir, Path.GetRelativePath(app, file));
@@ -30,6 +33,13 @@ public sealed class HostProcess : IAsyncDisposable
         }
         File.WriteAllText(Path.Combine(dir, "faast.json"), faastJson);
         return dir;
+    }
+
+    /// <summary>Deletes the copies <see cref="CopyApp"/> made (once their hosts have stopped).</summary>
+    public static void DeleteAppCopies()
+    {
+        if (Directory.Exists(CopiesRoot))
+            Directory.Delete(CopiesRoot, recursive: true);
     }
 
     public static async Task<HostProcess> StartAsync(string home, string appDirectory, int workers, IDictionary<string, string> environment, params string[] extraArguments)

@@ -13,30 +13,37 @@ public static class Program
         var quick = args.Contains("--quick");
         var scenario = args.FirstOrDefault(a => !a.StartsWith("--", StringComparison.Ordinal));
         var home = Environment.GetEnvironmentVariable("FAAST_HOME") is { Length: > 0 } h ? h : FindHome();
-        switch (scenario)
+        try
         {
-            case "runtime":
-                await RuntimeScenario.RunAsync(home, quick);
-                return 0;
-            case "cachelet":
-                await CacheletScenario.RunAsync(home, quick);
-                return 0;
-            case "distributed":
-                await DistributedScenario.RunAsync(home, quick);
-                return 0;
-            case "micro":
-                // In-process: the project file is not named after the assembly, so BenchmarkDotNet's
-                // default out-of-process toolchain cannot find it. Reports land in bench/results/micro.
-                var job = (quick ? Job.ShortRun : Job.Default).WithToolchain(InProcessEmitToolchain.Instance);
-                var config = DefaultConfig.Instance
-                    .WithArtifactsPath(Path.Combine(home, "bench", "results", "micro"))
-                    .AddJob(job);
-                var rest = args.Where(a => a != "micro" && a != "--quick").ToArray();
-                BenchmarkSwitcher.FromAssembly(typeof(Program).Assembly).Run(rest.Length > 0 ? rest : ["--filter", "*"], config);
-                return 0;
-            default:
-                await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, micro");
-                return 2;
+            switch (scenario)
+            {
+                case "runtime":
+                    await RuntimeScenario.RunAsync(home, quick);
+                    return 0;
+                case "cachelet":
+                    await CacheletScenario.RunAsync(home, quick);
+                    return 0;
+                case "distributed":
+                    await DistributedScenario.RunAsync(home, quick);
+                    return 0;
+                case "micro":
+                    // In-process: the project file is not named after the assembly, so BenchmarkDotNet's
+                    // default out-of-process toolchain cannot find it. Reports land in bench/results/micro.
+                    var job = (quick ? Job.ShortRun : Job.Default).WithToolchain(InProcessEmitToolchain.Instance);
+                    var config = DefaultConfig.Instance
+                        .WithArtifactsPath(Path.Combine(home, "bench", "results", "micro"))
+                        .AddJob(job);
+                    var rest = args.Where(a => a != "micro" && a != "--quick").ToArray();
+                    BenchmarkSwitcher.FromAssembly(typeof(Program).Assembly).Run(rest.Length > 0 ? rest : ["--filter", "*"], config);
+                    return 0;
+                default:
+                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, micro");
+                    return 2;
+            }
+        }
+        finally
+        {
+            HostProcess.DeleteAppCopies();
         }
     }
 

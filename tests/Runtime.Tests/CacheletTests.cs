@@ -189,7 +189,8 @@ public sealed class CacheletTests(AzuriteFixture azurite)
     [InlineData("node-app")]
     public async Task A_large_output_written_through_shared_memory_fires_the_next_stage_from_the_cache(string sample)
     {
-        await using var host = await HostUnderTest.StartAsync(TestApp.CopySample(sample), azurite.ConnectionString);
+        using var app = TestApp.CopySample(sample);
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
         var name = $"{Guid.NewGuid():N}.txt";
         var words = string.Join("  ", Enumerable.Range(0, 40_000).Select(i => $"Word{i % 7}"));  // ~270 KB
         var post = await host.Http.PostAsync($"/api/ingest/{name}", new StringContent(words));

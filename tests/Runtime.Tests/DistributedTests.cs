@@ -129,28 +129,21 @@ public sealed class DistributedTests(AzuriteFixture azurite)
     [Fact]
     public async Task An_unchanged_sample_app_on_three_instances_gets_remote_hits()
     {
-        var appDirectory = TestApp.CopySample("python-app", keepName: true);
-        try
-        {
-            await using var group = await StartAsync(appDirectory, 3);
-            using var store = new BlobStore(azurite.ConnectionString);
-            await store.CreateContainerIfNotExistsAsync("documents");
-            var names = Enumerable.Range(0, 6).Select(i => $"doc-{Guid.NewGuid():N}-{i}.txt").ToArray();
+        using var app = TestApp.CopySample("python-app", keepName: true);
+        await using var group = await StartAsync(app.Directory, 3);
+        using var store = new BlobStore(azurite.ConnectionString);
+        await store.CreateContainerIfNotExistsAsync("documents");
+        var names = Enumerable.Range(0, 6).Select(i => $"doc-{Guid.NewGuid():N}-{i}.txt").ToArray();
+        foreach (var n in names)
+            await store.UploadAsync("documents", n, "the quick brown fox jumps over the lazy dog the end"u8.ToArray());
+        var answers = new List<string>();
+        foreach (var instance in group.Instances)
             foreach (var n in names)
-                await store.UploadAsync("documents", n, "the quick brown fox jumps over the lazy dog the end"u8.ToArray());
-            var answers = new List<string>();
-            foreach (var instance in group.Instances)
-                foreach (var n in names)
-                    answers.Add(await GetAsync(instance, $"api/wordcount/{n}"));
-            Assert.All(answers, a => Assert.Contains("[\"the\", 3]", a));
-            var reads = await Task.WhenAll(group.Instances.Select(ReadsAsync));
-            Assert.True(reads.Sum(r => r["remote_hit"] + r["remote_miss"]) >= 6, "non-owners should read from the owners: " + JsonSerializer.Serialize(reads));
-            Assert.True(reads.Sum(r => r["local_miss"]) <= names.Length, "each document should come from storage once: " + JsonSerializer.Serialize(reads));
-        }
-        finally
-        {
-            Directory.Delete(Path.GetDirectoryName(appDirectory)!, recursive: true);
-        }
+                answers.Add(await GetAsync(instance, $"api/wordcount/{n}"));
+        Assert.All(answers, a => Assert.Contains("[\"the\", 3]", a));
+        var reads = await Task.WhenAll(group.Instances.Select(ReadsAsync));
+        Assert.True(reads.Sum(r => r["remote_hit"] + r["remote_miss"]) >= 6, "non-owners should read from the owners: " + JsonSerializer.Serialize(reads));
+        Assert.True(reads.Sum(r => r["local_miss"]) <= names.Length, "each document should come from storage once: " + JsonSerializer.Serialize(reads));
     }
 
     [Fact]

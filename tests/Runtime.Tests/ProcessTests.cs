@@ -14,8 +14,8 @@ public sealed partial class ProcessTests(AzuriteFixture azurite)
     public async Task The_host_process_serves_a_sample_and_stops_cleanly_on_sigterm()
     {
         // Under its own name: as root, the workers run as faast-python-app (one user, not one per run).
-        var app = TestApp.CopySample("python-app", keepName: true);
-        await using var host = await HostProcess.StartAsync(app, azurite.ConnectionString);
+        using var app = TestApp.CopySample("python-app", keepName: true);
+        await using var host = await HostProcess.StartAsync(app.Directory, azurite.ConnectionString);
         Assert.Equal("Hello, Process!", await host.Http.GetStringAsync("api/Hello?name=Process"));
         using var status = JsonDocument.Parse(await host.Http.GetStringAsync("admin/host/status"));
         var workers = status.RootElement.GetProperty("workerProcessIds").EnumerateArray().Select(p => p.GetInt32()).ToArray();
@@ -37,9 +37,9 @@ public sealed partial class ProcessTests(AzuriteFixture azurite)
         if (!Environment.IsPrivilegedProcess)
             return; // making a cgroup takes root (CI runs as root)
         using var cgroup = TestCgroup.Create(768L << 20);
-        var app = TestApp.CopySample("python-app", keepName: true);
-        File.WriteAllText(Path.Combine(app, "faast.json"), """{ "cache": { "memoryLimit": "4GiB" } }""");
-        await using var host = await HostProcess.StartAsync(app, azurite.ConnectionString, cgroup.ProcsFile);
+        using var app = TestApp.CopySample("python-app", keepName: true);
+        File.WriteAllText(Path.Combine(app.Directory, "faast.json"), """{ "cache": { "memoryLimit": "4GiB" } }""");
+        await using var host = await HostProcess.StartAsync(app.Directory, azurite.ConnectionString, cgroup.ProcsFile);
 
         using var cache = JsonDocument.Parse(await host.Http.GetStringAsync("admin/cache"));
         Assert.Equal(768L << 20, cache.RootElement.GetProperty("memoryLimit").GetInt64());
@@ -57,14 +57,9 @@ public sealed partial class ProcessTests(AzuriteFixture azurite)
     private sealed class HostProcess : IAsyncDisposable
     {
         private readonly Process _process;
-        private readonly string _app;
         private readonly ConcurrentQueue<string> _output = new();
 
-        private HostProcess(Process process, string app)
-        {
-            _process = process;
-            _app = app;
-        }
+        private HostProcess(Process process) => _process = process;
 
         public HttpClient Http { get; private set; } = null!;
 
@@ -86,7 +81,7 @@ public sealed partial class ProcessTests(AzuriteFixture azurite)
                 info.ArgumentList.Add(a);
             info.Environment["FAAST_HOME"] = Repo.Root;
             info.Environment["AzureWebJobsStorage"] = storage;
-            var host = new HostProcess(Process.Start(info)!, app);
+            var host = new HostProcess(Process.Start(info)!);
             var address = new TaskCompletionSource<string>(TaskCreationOptions.RunContinuationsAsynchronously);
             host._process.OutputDataReceived += (_, e) =>
             {
@@ -127,7 +122,6 @@ public sealed partial class ProcessTests(AzuriteFixture azurite)
             }
             Http?.Dispose();
             _process.Dispose();
-            Directory.Delete(Path.GetDirectoryName(_app)!, recursive: true);
         }
     }
 

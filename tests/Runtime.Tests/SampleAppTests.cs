@@ -13,7 +13,8 @@ public sealed class SampleAppTests(AzuriteFixture azurite)
     [InlineData("node-app")]
     public async Task Hello_answers_with_the_name_from_query_or_json_body(string sample)
     {
-        await using var host = await HostUnderTest.StartAsync(TestApp.CopySample(sample), azurite.ConnectionString);
+        using var app = TestApp.CopySample(sample);
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
         Assert.Equal("Hello, World!", await host.Http.GetStringAsync("/api/Hello?name=World"));
         var post = await host.Http.PostAsync("/api/Hello", new StringContent("""{"name":"Json"}""", Encoding.UTF8, "application/json"));
         Assert.Equal("Hello, Json!", await post.Content.ReadAsStringAsync());
@@ -28,7 +29,8 @@ public sealed class SampleAppTests(AzuriteFixture azurite)
     [InlineData("node-app")]
     public async Task WordCount_reads_an_input_blob_and_writes_an_output_blob(string sample)
     {
-        await using var host = await HostUnderTest.StartAsync(TestApp.CopySample(sample), azurite.ConnectionString);
+        using var app = TestApp.CopySample(sample);
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
         var name = $"{sample}-{Guid.NewGuid():N}.txt";
         await host.Blobs!.CreateContainerIfNotExistsAsync("documents");
         await host.Blobs.UploadAsync("documents", name, Encoding.UTF8.GetBytes("the cat and the hat and the bat"));
@@ -50,7 +52,8 @@ public sealed class SampleAppTests(AzuriteFixture azurite)
     [InlineData("node-app")]
     public async Task A_missing_input_blob_reaches_the_function_as_null(string sample)
     {
-        await using var host = await HostUnderTest.StartAsync(TestApp.CopySample(sample), azurite.ConnectionString);
+        using var app = TestApp.CopySample(sample);
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
         var response = await host.Http.GetAsync($"/api/wordcount/nothing-{Guid.NewGuid():N}");
         Assert.Equal(HttpStatusCode.NotFound, response.StatusCode);
         Assert.Contains("does not exist", await response.Content.ReadAsStringAsync());
@@ -61,7 +64,8 @@ public sealed class SampleAppTests(AzuriteFixture azurite)
     [InlineData("node-app")]
     public async Task Pipeline_stage_two_fires_from_the_blob_stage_one_wrote(string sample)
     {
-        await using var host = await HostUnderTest.StartAsync(TestApp.CopySample(sample), azurite.ConnectionString);
+        using var app = TestApp.CopySample(sample);
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
         var name = $"{Guid.NewGuid():N}.txt";
         var post = await host.Http.PostAsync($"/api/ingest/{name}", new StringContent("Hello   WORLD\n of  Functions"));
         Assert.Equal(HttpStatusCode.Accepted, post.StatusCode);
@@ -80,7 +84,8 @@ public sealed class SampleAppTests(AzuriteFixture azurite)
     [InlineData("node-app")]
     public async Task Blob_trigger_fires_for_a_blob_written_by_someone_else(string sample)
     {
-        await using var host = await HostUnderTest.StartAsync(TestApp.CopySample(sample), azurite.ConnectionString);
+        using var app = TestApp.CopySample(sample);
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
         var name = $"external-{Guid.NewGuid():N}.txt";
         await host.Blobs!.CreateContainerIfNotExistsAsync("pipeline-raw");
         await host.Blobs.UploadAsync("pipeline-raw", name, Encoding.UTF8.GetBytes("FROM  Outside"));

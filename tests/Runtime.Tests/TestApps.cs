@@ -47,24 +47,28 @@ public sealed class TestApp : IDisposable
         return this;
     }
 
-    /// <summary>Copies a sample app from samples/; with <paramref name="keepName"/> into a fresh folder under its own name.</summary>
-    public static string CopySample(string sample, bool keepName = false)
+    private TestApp(string root, string directory)
+    {
+        _root = root;
+        Directory = directory;
+    }
+
+    /// <summary>A copy of a sample app from samples/ (deleted when disposed); with <paramref name="keepName"/>
+    /// in a fresh folder under its own name.</summary>
+    public static TestApp CopySample(string sample, bool keepName = false)
     {
         var source = Path.Combine(Repo.Root, "samples", sample);
-        var target = Path.Combine(Path.GetTempPath(), "faast-sample-" + Guid.NewGuid().ToString("N")[..12]);
-        if (keepName)
-            target = Path.Combine(target, sample);
+        var root = Path.Combine(Path.GetTempPath(), "faast-sample-" + Guid.NewGuid().ToString("N")[..12]);
+        var target = keepName ? Path.Combine(root, sample) : root;
         foreach (var file in System.IO.Directory.EnumerateFiles(source, "*", SearchOption.AllDirectories))
         {
             var rel = Path.GetRelativePath(source, file);
             if (rel.StartsWith(".faast", StringComparison.Ordinal) || rel.Contains("__pycache__", StringComparison.Ordinal))
                 continue;
-            Directory_(Path.GetDirectoryName(Path.Combine(target, rel))!);
+            System.IO.Directory.CreateDirectory(Path.GetDirectoryName(Path.Combine(target, rel))!);
             File.Copy(file, Path.Combine(target, rel));
         }
-        return target;
-
-        static void Directory_(string d) => System.IO.Directory.CreateDirectory(d);
+        return new TestApp(root, target);
     }
 
     public void Dispose()
