@@ -15,6 +15,15 @@ public class FunctionAppTests
     private static readonly System.Collections.Hashtable NoEnvironment = new();
 
     [Fact]
+    public void The_apps_name_is_its_folders_name_however_the_folder_is_written()
+    {
+        using var app = new TestApp("python", name: "orders");
+        Assert.Equal("orders", FunctionApp.Load(app.Directory + "/", NoEnvironment).Name);
+        Assert.Equal("orders", FunctionApp.NameOf(app.Directory + "/"));
+        Assert.Equal("orders", FunctionApp.NameOf(Path.Combine(app.Directory, "..", "orders")));
+    }
+
+    [Fact]
     public void Loads_functions_bindings_and_defaults()
     {
         using var app = new TestApp("python").Function("Get", HttpJson, ("__init__.py", "def main(req): pass"));

@@ -8,6 +8,14 @@ namespace FaaST.Runtime.App;
 public sealed class FunctionApp
 {
     public required string Directory { get; init; }
+
+    /// <summary>The app's name: its folder's name. It names the app to its peers, its membership
+    /// folder, its shared-memory segments and its workers' user.</summary>
+    public string Name => NameOf(Directory);
+
+    /// <summary>The name of the app in <paramref name="appDirectory"/> (relative, or with a trailing slash).</summary>
+    public static string NameOf(string appDirectory) =>
+        Path.GetFileName(Path.TrimEndingDirectorySeparator(Path.GetFullPath(appDirectory)));
     public required HostConfig Host { get; init; }
     public required AppSettings Settings { get; init; }
 
@@ -26,7 +34,7 @@ public sealed class FunctionApp
     /// </summary>
     public static FunctionApp Load(string appDirectory, System.Collections.IDictionary? environment = null)
     {
-        var dir = Path.GetFullPath(appDirectory);
+        var dir = Path.TrimEndingDirectorySeparator(Path.GetFullPath(appDirectory));
         if (!System.IO.Directory.Exists(dir))
             throw new AppConfigException($"{dir}: no such app directory");
         var host = HostConfig.Load(dir);

@@ -4,6 +4,7 @@ using System.Net;
 using System.Net.Sockets;
 using System.Text.Json;
 using FaaST.Cachelet;
+using FaaST.Runtime.App;
 
 namespace FaaST.Runtime.Hosting;
 
@@ -97,7 +98,7 @@ public sealed class InstanceGroup : IAsyncDisposable
         _instances[index] = null;
         instance.Process.Kill(entireProcessTree: true);
         await instance.Process.WaitForExitAsync();
-        BlobCache.CleanStaleSegments(Path.GetFileName(Path.TrimEndingDirectorySeparator(_options.AppDirectory)));
+        BlobCache.CleanStaleSegments(FunctionApp.NameOf(_options.AppDirectory));
     }
 
     /// <summary>Stops instance <paramref name="index"/> cleanly (SIGTERM: it leaves the view and flushes).</summary>

@@ -186,7 +186,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         var capabilities = new Dictionary<string, string>();
         if (Policy.Enabled)
         {
-            _cache = new BlobCache(Path.GetFileName(App.Directory), Policy, loggers.CreateLogger("FaaST.Cachelet"), owner: WorkerIdentity?.Owner);
+            _cache = new BlobCache(App.Name, Policy, loggers.CreateLogger("FaaST.Cachelet"), owner: WorkerIdentity?.Owner);
             var caching = new CachingBlobBindingProvider(_accounts, _cache);
             blobs = caching;
             capabilities[WorkerCapabilities.SharedMemory] = "1";
@@ -240,7 +240,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         {
             var peerOptions = new PeerOptions
             {
-                AuthorizationHeader = PeerAuth.HeaderValue(PeerSecret(), Path.GetFileName(App.Directory)),
+                AuthorizationHeader = PeerAuth.HeaderValue(PeerSecret(), App.Name),
                 Timeout = options.PeerTimeout ?? Policy.PeerTimeout,
                 FetchTimeout = Policy.PeerFetchTimeout,
             };
@@ -316,7 +316,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         var id = self.Id;
         var peerAddress = self.PeerAddress;
         var store = _accounts!.Get("AzureWebJobsStorage");
-        var membership = new MembershipService(store, Path.GetFileName(App.Directory), self, options.Membership, loggers.CreateLogger("FaaST.Membership"));
+        var membership = new MembershipService(store, App.Name, self, options.Membership, loggers.CreateLogger("FaaST.Membership"));
         var cache = _cache!;
         membership.Changed += change =>
         {
@@ -357,7 +357,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         if (App.WorkerRuntime == "node" && Directory.Exists(Path.Combine(home, "node_modules")))
             mustRead.Add(Path.Combine(home, "node_modules"));
         mustRead.AddRange(App.Runnable.Select(f => f.ScriptFile).Where(File.Exists));
-        var user = options.WorkerUser ?? Workers.WorkerIdentity.UserNameFor(Path.GetFileName(App.Directory));
+        var user = options.WorkerUser ?? Workers.WorkerIdentity.UserNameFor(App.Name);
         WorkerIdentity = Workers.WorkerIdentity.Choose(options.Isolation, user, mustRead, _logger, out var reason);
         IsolationReason = WorkerIdentity is null ? reason : null;
     }

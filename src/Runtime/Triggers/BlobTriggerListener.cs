@@ -45,7 +45,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         _accounts = accounts;
         _blobs = blobs;
         _logger = logger;
-        _hostId = Sanitize(app.Settings["AzureFunctionsWebHost__hostid"] ?? Path.GetFileName(app.Directory));
+        _hostId = Sanitize(app.Settings["AzureFunctionsWebHost__hostid"] ?? app.Name);
         _watches = app.Runnable
             .Where(f => f.Trigger is { Type: BindingMetadata.BlobTrigger })
             .Select(f =>
