@@ -13,15 +13,38 @@ internal static class AppJson
     /// <summary>Parses a JSON file; a syntax error names the file, line and position.</summary>
     public static JsonDocument Parse(string file)
     {
+        var bytes = File.ReadAllBytes(file);
+        // JsonDocument accepts invalid UTF-8 inside strings and only fails when a value is read
+        // (InvalidOperationException, which nothing expected): refuse the file here, with the place.
+        if (!System.Text.Unicode.Utf8.IsValid(bytes))
+            throw new AppConfigException($"{file}: not valid UTF-8 ({InvalidUtf8At(bytes)}); save it as UTF-8");
         try
         {
-            return JsonDocument.Parse(File.ReadAllBytes(file), Options);
+            return JsonDocument.Parse(bytes, Options);
         }
         catch (JsonException e)
         {
             var where = e.LineNumber is { } line ? $" (line {line + 1}, position {e.BytePositionInLine + 1})" : "";
             throw new AppConfigException($"{file}: not valid JSON{where}: {FirstSentence(e.Message)}");
         }
+    }
+
+    /// <summary>Where the first byte that is not UTF-8 is: line, column and byte offset.</summary>
+    internal static string InvalidUtf8At(ReadOnlySpan<byte> bytes)
+    {
+        int offset = 0, line = 1, lineStart = 0;
+        while (offset < bytes.Length)
+        {
+            if (System.Text.Rune.DecodeFromUtf8(bytes[offset..], out var rune, out var used) != System.Buffers.OperationStatus.Done)
+                break;
+            if (rune.Value == '\n')
+            {
+                line++;
+                lineStart = offset + used;
+            }
+            offset += used;
+        }
+        return $"line {line}, byte {offset - lineStart + 1} of the line, offset {offset}: 0x{(offset < bytes.Length ? bytes[offset] : 0):X2}";
     }
 
     private static string FirstSentence(string message)

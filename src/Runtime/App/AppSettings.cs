@@ -21,9 +21,33 @@ public sealed class AppSettings
 
     public string? this[string name] => _values.TryGetValue(name, out var v) ? v : null;
 
+    /// <summary>local.settings.json's path (whether or not it exists).</summary>
+    public string FilePath { get; private init; } = "local.settings.json";
+
+    private HashSet<string> _fromEnvironment = new(StringComparer.OrdinalIgnoreCase);
+
+    /// <summary>Where setting <paramref name="name"/> came from, for errors: the file and key, or the environment variable.</summary>
+    public string SourceOf(string name) => _fromEnvironment.Contains(name)
+        ? $"environment variable {name}"
+        : $"{FilePath}: Values.{name}";
+
+    /// <summary>FUNCTIONS_WORKER_PROCESS_COUNT, if set (checked at load: 1 to <see cref="MaxWorkerProcessCount"/>).</summary>
+    public int? WorkerProcessCount { get; private init; }
+
+    /// <summary>FUNCTIONS_REQUEST_BODY_SIZE_LIMIT in bytes, if set (checked at load: 1 to <see cref="MaxRequestBodySizeLimit"/>).</summary>
+    public long? RequestBodySizeLimit { get; private init; }
+
+    /// <summary>The most worker processes per instance (as --workers).</summary>
+    public const int MaxWorkerProcessCount = 64;
+
+    /// <summary>The largest request body limit: a body travels to the worker in one gRPC message,
+    /// which the worker channel caps at 1 GiB.</summary>
+    public const long MaxRequestBodySizeLimit = 1L << 30;
+
     public static AppSettings Load(string appDirectory, IDictionary? environment = null)
     {
         var values = new Dictionary<string, string>(StringComparer.OrdinalIgnoreCase);
+        var fromEnvironment = new HashSet<string>(StringComparer.OrdinalIgnoreCase);
         int? port = null;
         var file = Path.Combine(appDirectory, "local.settings.json");
         if (File.Exists(file))
@@ -61,13 +85,39 @@ public sealed class AppSettings
         {
             var name = (string)e.Key;
             if (values.ContainsKey(name) && e.Value is string s)
+            {
                 values[name] = s;
+                fromEnvironment.Add(name);
+            }
         }
         // Settings only in the environment still count (AzureWebJobsStorage, worker settings).
         foreach (var name in EnvironmentOnlySettings)
             if (!values.ContainsKey(name) && environment[name] is string s)
+            {
                 values[name] = s;
-        return new AppSettings(values) { LocalHttpPort = port };
+                fromEnvironment.Add(name);
+            }
+        var settings = new AppSettings(values) { LocalHttpPort = port, FilePath = file, _fromEnvironment = fromEnvironment };
+        // Checked now, not where they are used: junk here used to fall back to the default silently.
+        return new AppSettings(values)
+        {
+            LocalHttpPort = port, FilePath = file, _fromEnvironment = fromEnvironment,
+            WorkerProcessCount = (int?)settings.WholeNumber("FUNCTIONS_WORKER_PROCESS_COUNT", 1, MaxWorkerProcessCount, "worker processes"),
+            RequestBodySizeLimit = settings.WholeNumber("FUNCTIONS_REQUEST_BODY_SIZE_LIMIT", 1, MaxRequestBodySizeLimit, "bytes"),
+        };
+    }
+
+    /// <summary>Setting <paramref name="name"/> as a whole number in [min, max]; null when unset.</summary>
+    private long? WholeNumber(string name, long min, long max, string unit)
+    {
+        var text = this[name];
+        if (text is null)
+            return null;
+        if (!long.TryParse(text.Trim(), System.Globalization.NumberStyles.None, System.Globalization.CultureInfo.InvariantCulture, out var n) ||
+            n < min || n > max)
+            throw new AppConfigException(
+                $"{SourceOf(name)} is \"{FaaST.Runtime.Http.LogText.Escape(text)}\"; it must be a whole number of {unit} from {min} to {max}");
+        return n;
     }
 
     private static readonly string[] EnvironmentOnlySettings =

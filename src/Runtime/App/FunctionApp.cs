@@ -23,6 +23,9 @@ public sealed class FunctionApp
     public required string WorkerRuntime { get; init; }
     public required IReadOnlyList<FunctionDefinition> Functions { get; init; }
 
+    /// <summary>Problems that do not stop the app (e.g. host.json names functions it does not have); logged at start.</summary>
+    public IReadOnlyList<string> Warnings { get; init; } = [];
+
     /// <summary>Functions that can run: enabled and without errors.</summary>
     public IEnumerable<FunctionDefinition> Runnable => Functions.Where(f => !f.Disabled && f.Error is null);
 
@@ -43,14 +46,25 @@ public sealed class FunctionApp
             .Where(d => File.Exists(Path.Combine(d, "function.json")))
             .OrderBy(d => d, StringComparer.Ordinal)
             .ToList();
+        var warnings = new List<string>();
         if (host.Functions is { } only)
+        {
+            var unknown = only.Where(n => !folders.Any(d => Path.GetFileName(d).Equals(n, StringComparison.OrdinalIgnoreCase))).ToList();
+            if (unknown.Count > 0)
+                warnings.Add($"{Path.Combine(dir, "host.json")}: functions names {string.Join(", ", unknown.Select(n => $"\"{Http.LogText.Escape(n)}\""))}, " +
+                    $"which {(unknown.Count == 1 ? "is not a function" : "are not functions")} of this app (a folder with a function.json); ignored");
             folders = folders.Where(d => only.Contains(Path.GetFileName(d), StringComparer.OrdinalIgnoreCase)).ToList();
+        }
+        // A malformed storage connection string used to surface only when a store was first opened,
+        // on a background task, and kill the process: refuse it here, naming the setting.
+        if (StorageAccounts.ConnectionProblem(settings, "AzureWebJobsStorage") is { } storageProblem)
+            throw new AppConfigException(storageProblem);
         var runtime = settings["FUNCTIONS_WORKER_RUNTIME"]?.Trim().ToLowerInvariant() ?? InferRuntime(dir, folders);
         if (!SupportedRuntimes.Contains(runtime))
             throw new AppConfigException(
                 $"{Path.Combine(dir, "local.settings.json")}: Values.FUNCTIONS_WORKER_RUNTIME is \"{runtime}\"; FaaST runs \"python\" or \"node\"");
         var functions = folders.Select(f => LoadFunction(f, runtime, settings)).ToList();
-        return new FunctionApp { Directory = dir, Host = host, Settings = settings, WorkerRuntime = runtime, Functions = functions };
+        return new FunctionApp { Directory = dir, Host = host, Settings = settings, WorkerRuntime = runtime, Functions = functions, Warnings = warnings };
     }
 
     private static string InferRuntime(string dir, List<string> folders)
@@ -167,6 +181,7 @@ public sealed class FunctionApp
         if (canonical == BindingMetadata.HttpTrigger)
         {
             route = AppJson.GetString(b, "route", file, where)?.Trim('/') ?? function;
+            Http.RouteTemplates.Validate(route, file, $"{where}route");
             if (b.TryGetProperty("methods", out var m) && m.ValueKind != JsonValueKind.Null)
             {
                 if (m.ValueKind != JsonValueKind.Array || m.EnumerateArray().Any(x => x.ValueKind != JsonValueKind.String))
@@ -177,6 +192,9 @@ public sealed class FunctionApp
             }
         }
         var connection = AppJson.GetString(b, "connection", file, where);
+        if (canonical is BindingMetadata.Blob or BindingMetadata.BlobTrigger && !string.IsNullOrEmpty(connection) &&
+            StorageAccounts.ConnectionProblem(settings, connection) is { } problem)
+            throw new AppConfigException($"{file}: {where}connection: {problem}");
         return new BindingMetadata
         {
             Name = name, Type = canonical, Direction = direction, DataType = dataType, Path = path,

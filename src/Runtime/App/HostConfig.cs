@@ -36,8 +36,7 @@ public sealed record HostConfig
         if (version is not null && version != "2.0")
             throw new AppConfigException($"{file}: version \"{version}\" is not supported; use \"2.0\"");
         var config = new HostConfig();
-        if (AppJson.GetTimeSpan(root, "functionTimeout", file, "") is { } timeout)
-            config = config with { FunctionTimeout = timeout == TimeSpan.Zero ? Timeout.InfiniteTimeSpan : timeout };
+        config = config with { FunctionTimeout = ReadFunctionTimeout(root, file) ?? config.FunctionTimeout };
         if (root.TryGetProperty("functions", out var functions))
         {
             if (functions.ValueKind != JsonValueKind.Array || functions.EnumerateArray().Any(f => f.ValueKind != JsonValueKind.String))
@@ -48,7 +47,7 @@ public sealed record HostConfig
         {
             if (ext.TryGetProperty("http", out var http) && http.ValueKind == JsonValueKind.Object &&
                 AppJson.GetString(http, "routePrefix", file, "extensions.http.") is { } prefix)
-                config = config with { RoutePrefix = prefix.Trim('/') };
+                config = config with { RoutePrefix = CheckRoutePrefix(prefix, file) };
             if (ext.TryGetProperty("blobs", out var blobs) && blobs.ValueKind == JsonValueKind.Object)
             {
                 if (AppJson.GetTimeSpan(blobs, "pollingInterval", file, "extensions.blobs.") is { } poll)
@@ -66,6 +65,58 @@ public sealed record HostConfig
         }
         return config;
     }
+
+    /// <summary>
+    /// The longest functionTimeout FaaST accepts: 24 hours. Azure's plans allow at most 10 minutes
+    /// (Consumption) or are unbounded (Premium, Dedicated: "-1"); a finite timeout is a safety net,
+    /// and one longer than a day is not one. Timers also stop working past ~24.8 days
+    /// (int.MaxValue ms), which is how 60 days used to pass here and then fail every invocation.
+    /// </summary>
+    public static readonly TimeSpan MaxFunctionTimeout = TimeSpan.FromHours(24);
+
+    /// <summary>functionTimeout: a time span from 00:00:01 to 24:00:00, or "-1" (Azure's way) for none.</summary>
+    private static TimeSpan? ReadFunctionTimeout(JsonElement root, string file)
+    {
+        var text = AppJson.GetString(root, "functionTimeout", file, "");
+        if (text is null)
+            return null;
+        if (text.Trim() == "-1")
+            return Timeout.InfiniteTimeSpan;
+        var t = AppJson.GetTimeSpan(root, "functionTimeout", file, "")!.Value;
+        // 00:00:00 has always meant "no limit" here; kept so that existing apps keep working.
+        if (t == TimeSpan.Zero)
+            return Timeout.InfiniteTimeSpan;
+        if (t < TimeSpan.FromSeconds(1) || t > MaxFunctionTimeout)
+            throw new AppConfigException(
+                $"{file}: functionTimeout \"{text}\" is out of range: it must be from 00:00:01 to 24:00:00, or \"-1\" for no limit");
+        return t;
+    }
+
+    /// <summary>extensions.http.routePrefix: literal path segments only, no "." or ".." (they would
+    /// never match a normalised request path, or would climb out of the prefix).</summary>
+    private static string CheckRoutePrefix(string prefix, string file)
+    {
+        var trimmed = prefix.Trim('/');
+        if (trimmed.Length == 0)
+            return trimmed;
+        foreach (var segment in trimmed.Split('/'))
+        {
+            string? reason = segment switch
+            {
+                "" => "has an empty segment (\"//\")",
+                "." or ".." => $"has a \"{segment}\" segment",
+                _ when segment.Any(c => char.IsControl(c) || char.IsWhiteSpace(c) || c is '{' or '}' or '?' or '#' or '*' or '\\' or '%') =>
+                    $"has a character that cannot be in a literal route segment ({{ }} ? # * \\ % spaces and control characters)",
+                _ => null,
+            };
+            if (reason is not null)
+                throw new AppConfigException(
+                    $"{file}: extensions.http.routePrefix \"{Escape(prefix)}\" {reason}; use plain path segments such as \"api\" or \"v1/api\", or \"\" for none");
+        }
+        return trimmed;
+    }
+
+    private static string Escape(string s) => FaaST.Runtime.Http.LogText.Escape(s);
 
     private static int PositiveInt(JsonElement obj, string name, string file, int fallback)
     {

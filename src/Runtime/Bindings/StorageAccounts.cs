@@ -20,6 +20,28 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
             .Contains("UseDevelopmentStorage=true", StringComparison.OrdinalIgnoreCase);
     }
 
+    /// <summary>
+    /// What is wrong with the connection string in setting <paramref name="connection"/> (naming the
+    /// setting, never its value, which holds the account key); null when it is fine, unset, or the
+    /// development storage.
+    /// </summary>
+    public static string? ConnectionProblem(AppSettings settings, string connection)
+    {
+        var cs = settings[connection];
+        if (string.IsNullOrWhiteSpace(cs) || cs.Replace(" ", "", StringComparison.Ordinal)
+                .Contains("UseDevelopmentStorage=true", StringComparison.OrdinalIgnoreCase))
+            return null;
+        try
+        {
+            _ = StorageConnectionString.Parse(cs);
+            return null;
+        }
+        catch (Exception e) when (e is ArgumentException or FormatException)
+        {
+            return $"{settings.SourceOf(connection)} is not a usable storage connection string: {e.Message}";
+        }
+    }
+
     /// <summary>The store for a connection setting; throws naming the setting when it is not set.</summary>
     public IBlobStore Get(string connection) => _stores.GetOrAdd(connection, Create);
 

@@ -164,12 +164,16 @@ public sealed class RuntimeHost : IAsyncDisposable
                     peerListen = l;
                 });
         });
+        // Azure's route constraints include regex, which the slim builder leaves out.
+        builder.Services.Configure<RouteOptions>(r => r.SetParameterPolicy<Microsoft.AspNetCore.Routing.Constraints.RegexInlineRouteConstraint>("regex"));
         var web = builder.Build();
         _web = web;
         var loggers = web.Services.GetRequiredService<ILoggerFactory>();
         _logger = loggers.CreateLogger("FaaST.Host");
         foreach (var f in App.Functions.Where(f => f.Error is not null))
             _logger.LogError("Function {Function} is disabled: {Error}", f.Name, f.Error);
+        foreach (var warning in App.Warnings)
+            _logger.LogWarning("{Warning}", warning);
 
         ChooseWorkerIdentity(options, home);
         string? devStorage = null;
@@ -201,7 +205,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         }
 
         var processCount = options.WorkerProcessCount ??
-            (int.TryParse(App.Settings["FUNCTIONS_WORKER_PROCESS_COUNT"], NumberStyles.None, CultureInfo.InvariantCulture, out var n) && n is >= 1 and <= 64 ? n : 1);
+            App.Settings.WorkerProcessCount ?? 1;
         var workerOptions = new WorkerOptions
         {
             Runtime = App.WorkerRuntime,

@@ -22,14 +22,12 @@ internal static class HttpTriggerEndpoints
 
     public static void Map(IEndpointRouteBuilder routes, FunctionApp app, FunctionInvoker invoker, ILogger logger)
     {
-        var maxBody = long.TryParse(app.Settings["FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"], NumberStyles.None, CultureInfo.InvariantCulture, out var limit) && limit > 0
-            ? limit
-            : DefaultMaxBodySize;
+        var maxBody = app.Settings.RequestBodySizeLimit ?? DefaultMaxBodySize;
         foreach (var function in app.Functions)
         {
             // A function whose function.json could not be read answers on its default route with the reason.
             var trigger = function.Trigger ?? (function.Error is not null
-                ? new BindingMetadata { Name = "req", Type = BindingMetadata.HttpTrigger, Direction = BindingDirection.In, Route = function.Name }
+                ? new BindingMetadata { Name = "req", Type = BindingMetadata.HttpTrigger, Direction = BindingDirection.In, Route = LiteralRoute(function.Name) }
                 : null);
             if (trigger is not { Type: BindingMetadata.HttpTrigger })
                 continue;
@@ -41,6 +39,9 @@ internal static class HttpTriggerEndpoints
             endpoint.WithDisplayName(function.Name);
         }
     }
+
+    /// <summary>A folder name as a route of literal text (braces doubled), so that it always parses.</summary>
+    private static string LiteralRoute(string name) => name.Replace("{", "{{", StringComparison.Ordinal).Replace("}", "}}", StringComparison.Ordinal);
 
     private sealed class Handler(FunctionDefinition function, FunctionInvoker invoker, long maxBody, ILogger logger)
     {
@@ -144,9 +145,12 @@ internal static class HttpTriggerEndpoints
                             foreach (var p in doc.RootElement.EnumerateObject())
                                 values[p.Name] = p.Value.ValueKind == JsonValueKind.String ? p.Value.GetString()! : p.Value.GetRawText();
                     }
-                    catch (JsonException)
+                    catch (Exception e) when (e is JsonException or InvalidOperationException)
                     {
-                        // Not JSON after all: no values.
+                        // Not JSON after all: no values, so an expression that needs one is a 400.
+                        // InvalidOperationException: JsonDocument lets invalid UTF-8 in a string or
+                        // property name through and throws only when it is read (this was a 500).
+                        values.Clear();
                     }
                 }
                 return values.TryGetValue(name, out var v) ? v : null;
@@ -212,13 +216,19 @@ internal static class HttpTriggerEndpoints
             };
             if (status == 499)
                 return;
+            // The messages carry request data (resolved blob names, paths, the function's own text):
+            // control characters are escaped so that a CR or LF from a client cannot forge log lines.
+            // An unexpected exception is logged by type, message and stack, not as the exception
+            // object, whose ToString() would print its message raw.
+            var logged = LogText.Escape(message);
             if (e is FunctionFailedException f)
-                logger.LogError("Executed {Function} ({InvocationId}) failed: {Message}\n{Stack}", function.Name, invocation.InvocationId, f.Message, f.WorkerStackTrace);
+                logger.LogError("Executed {Function} ({InvocationId}) failed: {Message}\n{Stack}", function.Name, invocation.InvocationId, logged, f.WorkerStackTrace);
+            else if (status >= 500 && e is not (FunctionTimeoutException or WorkerUnavailableException or StorageUnavailableException or FunctionUnavailableException))
+                logger.LogError("Executed {Function} ({InvocationId}) failed with {Status}: {Message}\n{Stack}", function.Name, invocation.InvocationId, status, logged, e.StackTrace);
             else if (status >= 500)
-                logger.LogError(e is FunctionTimeoutException or WorkerUnavailableException or StorageUnavailableException or FunctionUnavailableException ? null : e,
-                    "Executed {Function} ({InvocationId}) failed with {Status}: {Message}", function.Name, invocation.InvocationId, status, message);
+                logger.LogError("Executed {Function} ({InvocationId}) failed with {Status}: {Message}", function.Name, invocation.InvocationId, status, logged);
             else
-                logger.LogWarning("Request to {Function} ({InvocationId}) rejected with {Status}: {Message}", function.Name, invocation.InvocationId, status, message);
+                logger.LogWarning("Request to {Function} ({InvocationId}) rejected with {Status}: {Message}", function.Name, invocation.InvocationId, status, logged);
             context.Response.StatusCode = status;
             context.Response.Headers["x-faast-invocation-id"] = invocation.InvocationId;
             await context.Response.WriteAsJsonAsync(new ErrorBody(message, invocation.InvocationId, function.Name), ErrorJson.Default.ErrorBody, cancellationToken: CancellationToken.None);

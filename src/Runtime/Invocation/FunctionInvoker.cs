@@ -30,7 +30,10 @@ internal sealed class FunctionInvoker
         _blobs = blobs;
         _logger = logger;
         _plans = app.Runnable.ToDictionary(f => f.Name, f => new FunctionPlan(f), StringComparer.OrdinalIgnoreCase);
+        _timeout = app.Host.FunctionTimeout;
     }
+
+    private readonly TimeSpan _timeout;
 
     /// <summary>Told after each output blob is written, e.g. to fire blob triggers at once.</summary>
     public IBlobWriteObserver? WriteObserver { get; set; }
@@ -46,6 +49,29 @@ internal sealed class FunctionInvoker
             throw new FunctionUnavailableException($"function {function.Name} is not loaded");
         if (_workers.LoadErrors.TryGetValue(function.Name, out var loadError))
             throw new FunctionUnavailableException($"function {function.Name} could not be loaded: {loadError}");
+        if (_timeout == Timeout.InfiniteTimeSpan)
+            return await InvokeCoreAsync(plan, function, invocation, triggerValue, ct, ct, null);
+
+        // functionTimeout covers the whole invocation: input reads, the worker, output writes. A
+        // storage that stalls must not hold a request (and its pins and buffers) past it. One
+        // linked token source per invocation is the price; without a timeout there is none.
+        using var deadline = CancellationTokenSource.CreateLinkedTokenSource(ct);
+        deadline.CancelAfter(_timeout);
+        var started = System.Diagnostics.Stopwatch.GetTimestamp();
+        try
+        {
+            return await InvokeCoreAsync(plan, function, invocation, triggerValue, deadline.Token, ct, started);
+        }
+        catch (OperationCanceledException) when (deadline.IsCancellationRequested && !ct.IsCancellationRequested)
+        {
+            throw new FunctionTimeoutException(
+                $"invocation {invocation.InvocationId} of {function.Name} ran past functionTimeout ({_timeout}) while reading or writing its blobs");
+        }
+    }
+
+    private async Task<TypedData?> InvokeCoreAsync(FunctionPlan plan, FunctionDefinition function, InvocationContext invocation,
+        TypedData triggerValue, CancellationToken ct, CancellationToken requestCt, long? started)
+    {
 
         var request = new InvocationRequest { InvocationId = invocation.InvocationId, FunctionId = function.Id };
         request.InputData.Add(new ParameterBinding { Name = plan.Trigger.Name, Data = triggerValue });
@@ -56,7 +82,16 @@ internal sealed class FunctionInvoker
         if (plan.InputBlobs.Length > 0)
             await ReadInputsAsync(plan, invocation, request, ct);
 
-        var response = await _workers.InvokeAsync(function, request, ct);
+        TimeSpan? remaining = null;
+        if (started is { } t0)
+        {
+            remaining = _timeout - System.Diagnostics.Stopwatch.GetElapsedTime(t0);
+            if (remaining <= TimeSpan.Zero)
+                throw new OperationCanceledException(ct);
+        }
+        // The worker call waits for the rest of the timeout itself and, past it, replaces the hung
+        // worker; given the deadline's token instead it would only see a cancellation.
+        var response = await _workers.InvokeAsync(function, request, requestCt, remaining);
         if (response.Result?.Status != StatusResult.Types.Status.Success)
         {
             var e = response.Result?.Exception;
@@ -70,7 +105,7 @@ internal sealed class FunctionInvoker
         {
             if (!plan.Outputs.TryGetValue(output.Name, out var binding))
             {
-                _logger.LogWarning("Function {Function} set output \"{Name}\", which function.json does not declare; ignored", function.Name, output.Name);
+                _logger.LogWarning("Function {Function} set output \"{Name}\", which function.json does not declare; ignored", function.Name, Http.LogText.Escape(output.Name));
                 continue;
             }
             if (binding.Type == BindingMetadata.Http)

@@ -1,3 +1,4 @@
+using FaaST.Runtime.Http;
 using System.Collections.Concurrent;
 using System.Threading.Channels;
 using FaaST.Protos.Worker;
@@ -183,13 +184,13 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
                 blob = await _blobs.ReadAsync(address, invocation, stop);
             if (blob is null)
             {
-                _logger.LogInformation("Blob {Path} was deleted before {Function} ran; skipped", path, function.Name);
+                _logger.LogInformation("Blob {Path} was deleted before {Function} ran; skipped", LogText.Escape(path), function.Name);
             }
             else
             {
-                _logger.LogInformation("Executing {Function} ({InvocationId}) for blob {Path}", function.Name, invocation.InvocationId, path);
+                _logger.LogInformation("Executing {Function} ({InvocationId}) for blob {Path}", function.Name, invocation.InvocationId, LogText.Escape(path));
                 await _invoker.InvokeAsync(function, invocation, new TypedData { Blob = blob }, stop);
-                _logger.LogInformation("Executed {Function} ({InvocationId}) for blob {Path}", function.Name, invocation.InvocationId, path);
+                _logger.LogInformation("Executed {Function} ({InvocationId}) for blob {Path}", function.Name, invocation.InvocationId, LogText.Escape(path));
             }
             await WriteReceiptAsync(watch, work.BlobName, work.ETag, key, stop);
         }
@@ -199,16 +200,17 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         }
         catch (Exception e)
         {
-            var detail = e is FunctionFailedException f ? $"{f.Message}\n{f.WorkerStackTrace}" : e.Message;
+            // Blob names and messages may come from a request (an HTTP function's output path): escaped.
+            var detail = e is FunctionFailedException f ? $"{LogText.Escape(f.Message)}\n{LogText.EscapeKeepingLines(f.WorkerStackTrace)}" : LogText.Escape(e.Message);
             if (work.Attempt < _app.Host.BlobMaxDequeueCount)
             {
                 _logger.LogError("Executed {Function} ({InvocationId}) for blob {Blob} failed (attempt {Attempt} of {Max}): {Error}",
-                    function.Name, invocation.InvocationId, work.BlobName, work.Attempt, _app.Host.BlobMaxDequeueCount, detail);
+                    function.Name, invocation.InvocationId, LogText.Escape(work.BlobName), work.Attempt, _app.Host.BlobMaxDequeueCount, detail);
                 _ = RetryLaterAsync(work with { Attempt = work.Attempt + 1, Content = null }, stop);
                 return;
             }
             _logger.LogError("Giving up on {Function} for blob {Blob} after {Max} attempts: {Error}",
-                function.Name, work.BlobName, work.Attempt, detail);
+                function.Name, LogText.Escape(work.BlobName), work.Attempt, detail);
             await WriteReceiptAsync(watch, work.BlobName, work.ETag, key, stop);
         }
     }
@@ -248,7 +250,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
         {
             _logger.LogWarning("Could not store the receipt for {Blob}: {Message}; a restart may run {Function} for it again",
-                blobName, e.Message, watch.Function.Name);
+                LogText.Escape(blobName), LogText.Escape(e.Message), watch.Function.Name);
         }
     }
 

@@ -84,7 +84,10 @@ internal sealed partial class WorkerPool : IAsyncDisposable
     }
 
     /// <summary>Runs one invocation on the least busy worker.</summary>
-    public async Task<InvocationResponse> InvokeAsync(FunctionDefinition function, InvocationRequest request, CancellationToken ct)
+    /// <param name="remaining">What is left of the invocation's functionTimeout (input reads took
+    /// the rest); the whole functionTimeout when not given.</param>
+    public async Task<InvocationResponse> InvokeAsync(FunctionDefinition function, InvocationRequest request, CancellationToken ct,
+        TimeSpan? remaining = null)
     {
         var (slot, channel) = await PickAsync(ct);
         if (!channel.SharedMemory && SharedMemoryReader is { } reader)
@@ -93,7 +96,7 @@ internal sealed partial class WorkerPool : IAsyncDisposable
         var timeout = _app.Host.FunctionTimeout;
         try
         {
-            return await call.WaitAsync(timeout, ct);
+            return await call.WaitAsync(remaining ?? timeout, ct);
         }
         catch (TimeoutException)
         {
@@ -180,11 +183,13 @@ internal sealed partial class WorkerPool : IAsyncDisposable
         };
         if (!_functionLogger.IsEnabled(level))
             return;
-        var detail = log.Exception is { } e ? $"\n{e.Message}\n{e.StackTrace}" : "";
+        // A function's log lines often carry request data (paths, headers): control characters are
+        // escaped so that a client's CR or LF cannot forge log lines; a stack trace keeps its lines.
+        var detail = log.Exception is { } e ? $"\n{Http.LogText.Escape(e.Message)}\n{Http.LogText.EscapeKeepingLines(e.StackTrace)}" : "";
         if (log.InvocationId.Length > 0)
-            _functionLogger.Log(level, "[{Function} {InvocationId}] {Message}{Detail}", functionName ?? log.Category, log.InvocationId, log.Message, detail);
+            _functionLogger.Log(level, "[{Function} {InvocationId}] {Message}{Detail}", functionName ?? log.Category, log.InvocationId, Http.LogText.Escape(log.Message), detail);
         else
-            _functionLogger.Log(level, "[worker] {Message}{Detail}", log.Message, detail);
+            _functionLogger.Log(level, "[worker] {Message}{Detail}", Http.LogText.Escape(log.Message), detail);
     }
 
     public async ValueTask DisposeAsync()
