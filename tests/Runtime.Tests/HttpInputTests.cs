@@ -70,6 +70,41 @@ public sealed class HttpInputTests(AzuriteFixture azurite)
         Assert.Equal("saved", await (await host.Http.PostAsync("/api/save", good)).Content.ReadAsStringAsync());
     }
 
+    /// <summary>A body without Content-Length (chunked), which cannot be sized in advance.</summary>
+    private sealed class ChunkedContent(byte[] bytes) : HttpContent
+    {
+        protected override async Task SerializeToStreamAsync(Stream stream, System.Net.TransportContext? context)
+        {
+            for (var i = 0; i < bytes.Length; i += 100_000)
+                await stream.WriteAsync(bytes.AsMemory(i, Math.Min(100_000, bytes.Length - i)));
+        }
+
+        protected override bool TryComputeLength(out long length)
+        {
+            length = -1;
+            return false;
+        }
+    }
+
+    [Fact]
+    public async Task Chunked_bodies_arrive_whole_and_one_over_the_limit_is_a_413()
+    {
+        const int limit = 3 * 1024 * 1024;
+        using var app = new TestApp("python", settings: new() { ["FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"] = limit.ToString(System.Globalization.CultureInfo.InvariantCulture) })
+            .Function("Sum", TestApp.HttpFunctionJson, ("__init__.py", "def main(req):\n    b = req.get_body()\n    return f'{len(b)} {sum(b) % 1000003}'\n"));
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
+        foreach (var size in new[] { 10, 70_000, limit })
+        {
+            var bytes = new byte[size];
+            new Random(size).NextBytes(bytes);
+            var expected = $"{size} {bytes.Sum(b => (long)b) % 1000003}";
+            var response = await host.Http.PostAsync("/api/Sum", new ChunkedContent(bytes));
+            Assert.Equal(expected, await response.Content.ReadAsStringAsync());
+        }
+        var over = await host.Http.PostAsync("/api/Sum", new ChunkedContent(new byte[limit + 1]));
+        Assert.Equal(HttpStatusCode.RequestEntityTooLarge, over.StatusCode);
+    }
+
     [Fact]
     public async Task A_stalled_storage_read_ends_at_functionTimeout_with_a_504()
     {

@@ -53,49 +53,111 @@ internal static class HttpTriggerEndpoints
                 return;
             }
             await using var invocation = new InvocationContext(function.Name);
+            RequestBodyBuffer? large = null;
+            var answered = false;
             try
             {
                 if (function.Error is { } error)
                     throw new FunctionUnavailableException($"function {function.Name} cannot run: {error}");
-                var body = await ReadBodyAsync(context.Request, maxBody, context.RequestAborted);
+                ReadOnlyMemory<byte> body;
+                (body, large) = await ReadBodyAsync(context.Request, maxBody, context.RequestAborted);
                 var request = ToHttpData(context, body, invocation);
-                var result = await invoker.InvokeAsync(function, invocation, new TypedData { Http = request }, context.RequestAborted);
+                TypedData? result;
+                try
+                {
+                    result = await invoker.InvokeAsync(function, invocation, new TypedData { Http = request }, context.RequestAborted);
+                }
+                catch (FunctionFailedException)
+                {
+                    answered = true;
+                    throw;
+                }
+                answered = true;
                 await WriteResponseAsync(context, result);
             }
             catch (Exception e) when (!context.Response.HasStarted)
             {
                 await WriteErrorAsync(context, invocation, e);
             }
+            finally
+            {
+                // The worker answered, so it has the whole request: the body can go at once.
+                // Otherwise the request may still be queued for a worker; the finalizer frees it.
+                if (answered)
+                    large?.Release();
+            }
         }
 
-        private static async Task<ReadOnlyMemory<byte>> ReadBodyAsync(HttpRequest request, long maxBody, CancellationToken ct)
+        /// <summary>Bodies from this size on go to native memory that is freed when the invocation ends.</summary>
+        private const int NativeBodyThreshold = 1024 * 1024;
+
+        private static async Task<(ReadOnlyMemory<byte> Body, RequestBodyBuffer? Native)> ReadBodyAsync(HttpRequest request, long maxBody, CancellationToken ct)
         {
             if (request.ContentLength is { } length)
             {
                 if (length > maxBody)
                     throw new BadHttpRequestException($"the request body of {length} bytes exceeds the limit of {maxBody} bytes", StatusCodes.Status413PayloadTooLarge);
                 if (length == 0)
-                    return ReadOnlyMemory<byte>.Empty;
-                var exact = new byte[length];
-                await request.Body.ReadExactlyAsync(exact, ct);
-                return exact;
+                    return (ReadOnlyMemory<byte>.Empty, null);
+                if (length < NativeBodyThreshold)
+                {
+                    var exact = new byte[length];
+                    await request.Body.ReadExactlyAsync(exact, ct);
+                    return (exact, null);
+                }
+                var buffer = new RequestBodyBuffer((int)length);
+                try
+                {
+                    await request.Body.ReadExactlyAsync(buffer.Memory, ct);
+                    buffer.Length = (int)length;
+                    return (buffer.Written, buffer);
+                }
+                catch
+                {
+                    buffer.Release(); // never handed out
+                    throw;
+                }
             }
             if (request.HttpContext.Features.Get<IHttpRequestBodyDetectionFeature>() is { CanHaveBody: false })
-                return ReadOnlyMemory<byte>.Empty;
-            // Chunked: collect up to the limit.
-            var reader = request.BodyReader;
-            while (true)
+                return (ReadOnlyMemory<byte>.Empty, null);
+            return await ReadChunkedAsync(request.Body, maxBody, ct);
+        }
+
+        /// <summary>A body of unknown length (chunked): read into native memory that doubles as it fills, up to the limit.</summary>
+        private static async Task<(ReadOnlyMemory<byte>, RequestBodyBuffer?)> ReadChunkedAsync(Stream body, long maxBody, CancellationToken ct)
+        {
+            var buffer = new RequestBodyBuffer(64 * 1024);
+            try
             {
-                var read = await reader.ReadAsync(ct);
-                if (read.Buffer.Length > maxBody)
-                    throw new BadHttpRequestException($"the request body exceeds the limit of {maxBody} bytes", StatusCodes.Status413PayloadTooLarge);
-                if (read.IsCompleted)
+                while (true)
                 {
-                    var bytes = read.Buffer.ToArray();
-                    reader.AdvanceTo(read.Buffer.End);
-                    return bytes;
+                    if (buffer.Length == buffer.Capacity)
+                    {
+                        if (buffer.Capacity >= maxBody)
+                        {
+                            // Full at the limit: one more byte is too many.
+                            if (await body.ReadAsync(new byte[1], ct) == 0)
+                                break;
+                            throw new BadHttpRequestException($"the request body exceeds the limit of {maxBody} bytes", StatusCodes.Status413PayloadTooLarge);
+                        }
+                        buffer.Grow((int)Math.Min(maxBody, (long)buffer.Capacity * 2));
+                    }
+                    var n = await body.ReadAsync(buffer.Free, ct);
+                    if (n == 0)
+                        break;
+                    buffer.Length += n;
                 }
-                reader.AdvanceTo(read.Buffer.Start, read.Buffer.End);
+                if (buffer.Length == 0)
+                {
+                    buffer.Release();
+                    return (ReadOnlyMemory<byte>.Empty, null);
+                }
+                return (buffer.Written, buffer);
+            }
+            catch
+            {
+                buffer.Release(); // never handed out
+                throw;
             }
         }
 

@@ -92,7 +92,13 @@ internal sealed class WorkerChannel
         while (await reader.WaitToReadAsync(ct))
         {
             while (reader.TryRead(out var message))
+            {
                 _stream.Write(message);
+                // Write copies the message into the stream. Until it returns, the message must stay
+                // reachable: a large request body lives in native memory that a finalizer frees once
+                // nothing references it (HttpTriggerEndpoints, RequestBodyBuffer).
+                GC.KeepAlive(message);
+            }
             await _stream.FlushAsync(ct);
         }
     }
