@@ -37,7 +37,18 @@ public static class Program
             });
 
         if (instances > 1)
-            return await RunGroupAsync(args, options, instances, stop.Token);
+        {
+            try
+            {
+                return await RunGroupAsync(args, options, instances, stop.Token);
+            }
+            catch (AppConfigException e)
+            {
+                // The group loads the app first; a bad app is the same start-up error as for one instance.
+                await Console.Error.WriteLineAsync($"faast: the app cannot start: {e.Message}");
+                return 3;
+            }
+        }
 
         RuntimeHost host;
         try

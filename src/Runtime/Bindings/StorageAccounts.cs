@@ -38,7 +38,7 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
         }
         catch (Exception e) when (e is ArgumentException or FormatException)
         {
-            return $"{settings.SourceOf(connection)} is not a usable storage connection string: {e.Message}";
+            return $"{settings.SourceOf(connection)} is not a usable storage connection string: {e.Message.Split(" (Parameter", 2)[0]}";
         }
     }
 
