@@ -65,7 +65,7 @@ public sealed class FuzzHost : IAsyncDisposable
         _output.Enqueue(line);
         if (line.Contains("unhandled exception", StringComparison.OrdinalIgnoreCase))
             _errors.Enqueue(line);
-        while (_output.Count > 4000)
+        while (_output.Count > 20000)
             _output.TryDequeue(out _);
     }
 
@@ -158,6 +158,12 @@ public sealed class FuzzHost : IAsyncDisposable
 
     public async ValueTask DisposeAsync()
     {
+        // FAAST_FUZZ_KEEP_LOGS=DIR keeps each host's whole output there (for looking into a finding).
+        if (Environment.GetEnvironmentVariable("FAAST_FUZZ_KEEP_LOGS") is { Length: > 0 } logs)
+        {
+            Directory.CreateDirectory(logs);
+            await File.WriteAllTextAsync(Path.Combine(logs, $"host-{Process.Id}.log"), Output);
+        }
         if (!Process.HasExited)
         {
             // SIGTERM: the host stops its workers gracefully; killed if it does not within 15 s.

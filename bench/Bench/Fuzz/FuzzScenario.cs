@@ -43,6 +43,11 @@ public static class FuzzScenario
             {
                 if (network.Any(n => n is "http" or "peer-grpc" or "peer-bulk"))
                     results.AddRange(await SampleHostTargetsAsync(home, work, azurite, network, seed, quick));
+                if (network.Contains("host-apps"))
+                    results.Add(Report(await AppHostFuzzer.RunAsync(home, Path.Combine(work, "host-apps"), azurite.ConnectionString, seed,
+                        quick ? 12 : 200, TimeSpan.FromSeconds(quick ? 30 : 420))));
+                if (network.Contains("worker"))
+                    results.Add(Report(await WorkerTargetAsync(home, work, azurite, seed, quick)));
             }
             finally
             {
@@ -85,6 +90,17 @@ public static class FuzzScenario
         if (wanted.Contains("peer-bulk"))
             results.Add(Report(WithHostErrors(host, await PeerFuzzer.RunBulkAsync(host, "fuzz-app", account, seed, count, budget))));
         return results;
+    }
+
+    /// <summary>The worker channel, from a fake worker dialing into a real host.</summary>
+    private static async Task<TargetResult> WorkerTargetAsync(string home, string work, AzuriteProcess azurite, int seed, bool quick)
+    {
+        var app = CopyApp(Path.Combine(home, "bench", "apps", "fuzz-app"), Path.Combine(work, "worker", "fuzz-app"));
+        var (fakeHome, reports) = WorkerFuzzer.MakeFakeHome(Path.Combine(work, "worker"));
+        Console.WriteLine("fuzz: starting a host whose worker is the fuzzer");
+        await using var host = FuzzHost.Start(home, app, azurite.ConnectionString, new Dictionary<string, string> { ["FAAST_FUZZ_WORKER_DIR"] = reports }, fakeHome);
+        var result = await WorkerFuzzer.RunAsync(host, reports, seed, quick ? 1_000 : 10_000, TimeSpan.FromSeconds(quick ? 25 : 180), malformedSessions: quick ? 2 : 5);
+        return WithHostErrors(host, result);
     }
 
     /// <summary>Adds what the host logged as unhandled during the target's run (one cause per exception type and place).</summary>
