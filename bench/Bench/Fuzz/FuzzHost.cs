@@ -101,7 +101,7 @@ public sealed class FuzzHost : IAsyncDisposable
     public string? UnhandledException()
     {
         var lines = _output.ToArray();
-        var i = Array.FindIndex(lines, l => l.Contains("Unhandled exception", StringComparison.Ordinal));
+        var i = Array.FindIndex(lines, l => l.StartsWith("Unhandled exception.", StringComparison.Ordinal));
         return i < 0 ? null : string.Join("\n", lines.Skip(i).Take(12));
     }
 

@@ -65,6 +65,7 @@ public static class FuzzRun
     {
         var result = new TargetResult(target, seed);
         var clock = Stopwatch.StartNew();
+        var minimizing = new Stopwatch();
         for (long i = 0; i < count; i++)
         {
             if (clock.Elapsed > budget)
@@ -74,7 +75,15 @@ public static class FuzzRun
             }
             var input = ConfigFuzzer.Input(target, seed, i);
             var outcome = fuzzer.Run(target, input);
-            result.Add(outcome, i, o => ConfigFuzzer.Printable(minimize ? Minimize(input, b => fuzzer.Run(target, b).Signature == o.Signature) : input));
+            // Minimizing takes at most a third of the time bound, so the inputs still get their share.
+            var shrink = minimize && minimizing.Elapsed < budget / 3;
+            result.Add(outcome, i, o =>
+            {
+                minimizing.Start();
+                var shown = ConfigFuzzer.Printable(shrink ? Minimize(input, b => fuzzer.Run(target, b).Signature == o.Signature) : input);
+                minimizing.Stop();
+                return shown;
+            });
         }
         result.Seconds = clock.Elapsed.TotalSeconds;
         return result;
@@ -84,7 +93,7 @@ public static class FuzzRun
     /// Shrinks an input while <paramref name="stillFails"/> holds: drops chunks of halving size, then
     /// single bytes (bounded number of tries, so a minimization never dominates a run).
     /// </summary>
-    public static byte[] Minimize(byte[] input, Func<byte[], bool> stillFails, int maxTries = 400)
+    public static byte[] Minimize(byte[] input, Func<byte[], bool> stillFails, int maxTries = 200)
     {
         var current = input;
         var tries = 0;

@@ -27,7 +27,7 @@ public static class FuzzScenario
         {
             foreach (var target in ConfigFuzzer.Targets.Where(Wanted))
             {
-                var r = FuzzRun.Config(config, target, seed, perTarget, TimeSpan.FromSeconds(quick ? 10 : 90), minimize: Environment.GetEnvironmentVariable("FAAST_FUZZ_NO_MINIMIZE") is null);
+                var r = FuzzRun.Config(config, target, seed, perTarget, TimeSpan.FromSeconds(quick ? 10 : 150), minimize: Environment.GetEnvironmentVariable("FAAST_FUZZ_NO_MINIMIZE") is null);
                 Print(r);
                 results.Add(r);
             }

@@ -89,12 +89,14 @@ public static class PeerFuzzer
         return t.Length > 100 ? t[..100] : t;
     }
 
-    private static BlobRef Blob(Random r, string account) => new()
+    // Writes (Put) never name the blob the checks after a run read back.
+    private static BlobRef Blob(Random r, string account, bool write = false)
     {
-        Account = r.Next(4) != 0 ? account : new[] { "", "http://127.0.0.1:1/x/", account.TrimEnd('/'), account.ToUpperInvariant(), "not a uri" }[r.Next(5)],
-        Container = r.Next(3) != 0 ? "fuzz" : Names[r.Next(Names.Length)],
-        Blob = r.Next(3) != 0 ? "fuzzcheck" : Names[r.Next(Names.Length)],
-    };
+        var accountName = r.Next(4) != 0 ? account : new[] { "", "http://127.0.0.1:1/x/", account.TrimEnd('/'), account.ToUpperInvariant(), "not a uri" }[r.Next(5)];
+        var container = r.Next(3) != 0 ? "fuzz" : Names[r.Next(Names.Length)];
+        var blob = r.Next(3) != 0 ? "fuzzcheck" : Names[r.Next(Names.Length)];
+        return new BlobRef { Account = accountName, Container = container, Blob = write && blob == "fuzzcheck" ? "fuzzput" : blob };
+    }
 
     private static long Number(Random r) => r.Next(8) switch
     {
@@ -111,7 +113,7 @@ public static class PeerFuzzer
         "Get" => GetRequest(r, account),
         "Put" => r.Next(3) == 0
             ? new PutChunk { Data = ByteString.CopyFrom(Bytes(r, r.Next(0, 3000))) }
-            : new PutChunk { Header = new PutHeader { Blob = Blob(r, account), Length = r.Next(3) == 0 ? Number(r) : r.Next(0, 3000), UploadSync = r.Next(2) == 0 } },
+            : new PutChunk { Header = new PutHeader { Blob = Blob(r, account, write: true), Length = r.Next(3) == 0 ? Number(r) : r.Next(0, 3000), UploadSync = r.Next(2) == 0 } },
         "Invalidate" => new InvalidateRequest { Blob = r.Next(8) == 0 ? null : Blob(r, account), KeepVersion = r.Next(2) == 0 ? "" : "\"0x8D\"" },
         "Lookup" => new LookupRequest { Id = (ulong)r.NextInt64(), Get = r.Next(8) == 0 ? null : GetRequest(r, account), InlineLimit = Number(r) },
         _ => new StatsRequest(),
