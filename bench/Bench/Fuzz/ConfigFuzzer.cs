@@ -268,8 +268,20 @@ public sealed class ConfigFuzzer : IDisposable
         var settings = app.Settings;
         if (StorageAccounts.NeedsDevelopmentStorage(settings))
             return Outcome.Accepted;
-        // What the host does at start with the storage setting: open the account, derive the peer secret.
+        // What the host does at start with the storage setting, in its order: derive the peer secret
+        // from it (peers are on by default), then open the account.
         using var accounts = new StorageAccounts(settings, null);
+        if (settings["FAAST_PEER_SECRET"] is not { Length: > 0 })
+        {
+            try
+            {
+                StorageConnectionString.Parse(accounts.ConnectionString("AzureWebJobsStorage")!).DeriveKey("faast-peer-v1");
+            }
+            catch (AppConfigException e)
+            {
+                return e.Message.Contains("AzureWebJobsStorage", StringComparison.Ordinal) ? Outcome.Rejected : Outcome.Crash("the storage error does not name the setting", Shorten(e.Message));
+            }
+        }
         try
         {
             accounts.Get("AzureWebJobsStorage");
@@ -278,8 +290,6 @@ public sealed class ConfigFuzzer : IDisposable
         {
             return e.Message.Contains("AzureWebJobsStorage", StringComparison.Ordinal) ? Outcome.Rejected : Outcome.Crash("the storage error does not name the setting", Shorten(e.Message));
         }
-        if (settings["FAAST_PEER_SECRET"] is not { Length: > 0 })
-            StorageConnectionString.Parse(accounts.ConnectionString("AzureWebJobsStorage")!).DeriveKey("faast-peer-v1");
         return Outcome.Accepted;
     }
 
