@@ -35,6 +35,18 @@ public sealed class PolicyFileTests : IDisposable
 
     // ---- defaults ---------------------------------------------------------------------------------
 
+    // Found by ./faast bench fuzz: the JSON reader accepts "\udc00", but reading it as a string threw
+    // InvalidOperationException, which stopped the host with an unhandled exception.
+    [Theory]
+    [InlineData("""{ "cache": { "consistency": "local/\udc00" } }""", "cache.consistency")]
+    [InlineData("""{ "cache": { "doNotCache": ["logs/*", "\ud83d"] } }""", "cache.doNotCache[1]")]
+    [InlineData("""{ "cache": { "eviction": { "ttl": "0\uddb3" } } }""", "cache.eviction.ttl")]
+    [InlineData("""{ "cache": { "memoryLimit": "1\ude00GiB" } }""", "cache.memoryLimit")]
+    [InlineData("""{ "$schema": "\udc33" }""", "$schema")]
+    [InlineData("""{ "cache": { "x\ud800": 1 } }""", "cache")]
+    public void Half_a_surrogate_pair_in_a_string_or_key_is_an_error_naming_the_key(string json, string keyPath) =>
+        Fails(json, keyPath, "half a UTF-16 surrogate pair");
+
     [Fact]
     public void Load_without_faast_json_returns_the_defaults()
     {

@@ -79,7 +79,55 @@ public static class CachePolicyFile
             throw new PolicyFileException(fileNameForErrors, null, $"not valid JSON{where}: {FirstSentence(e.Message)}", e);
         }
         using (document)
+        {
+            RequireReadableText(document.RootElement, "", fileNameForErrors);
             return new Reader(fileNameForErrors).ReadRoot(document.RootElement);
+        }
+    }
+
+    /// <summary>
+    /// The JSON reader accepts an escape of half a UTF-16 surrogate pair (<c>"\udc00"</c>), but no
+    /// .NET string can be made of it: reading such a value or key later throws
+    /// InvalidOperationException. One walk over the document first turns that into an error naming
+    /// the file and the key.
+    /// </summary>
+    private static void RequireReadableText(JsonElement element, string path, string file)
+    {
+        switch (element.ValueKind)
+        {
+            case JsonValueKind.String:
+                try
+                {
+                    element.GetString();
+                }
+                catch (InvalidOperationException)
+                {
+                    throw new PolicyFileException(file, path.Length == 0 ? null : path,
+                        "the string holds a \\u escape of half a UTF-16 surrogate pair, which is not text");
+                }
+                break;
+            case JsonValueKind.Object:
+                foreach (var property in element.EnumerateObject())
+                {
+                    string name;
+                    try
+                    {
+                        name = property.Name;
+                    }
+                    catch (InvalidOperationException)
+                    {
+                        throw new PolicyFileException(file, path.Length == 0 ? null : path,
+                            "a key holds a \\u escape of half a UTF-16 surrogate pair, which is not text");
+                    }
+                    RequireReadableText(property.Value, path.Length == 0 ? name : path + "." + name, file);
+                }
+                break;
+            case JsonValueKind.Array:
+                var i = 0;
+                foreach (var item in element.EnumerateArray())
+                    RequireReadableText(item, $"{path}[{i++}]", file);
+                break;
+        }
     }
 
     /// <summary>The reader's message without its own line/path suffix, on one line (it may quote

@@ -66,6 +66,10 @@ internal sealed class WorkerChannel
                                   Microsoft.AspNetCore.Connections.ConnectionAbortedException)
         {
             Close($"the worker's stream broke: {e.Message}");
+            // A malformed message: the stream is still up, so the worker hears why it ends (the
+            // call's status) instead of OK.
+            if (e is GrpcException)
+                throw;
         }
         catch (Exception e)
         {
@@ -137,6 +141,13 @@ internal sealed class WorkerChannel
         request.RequestId = Guid.NewGuid().ToString("N");
         var waiter = new TaskCompletionSource<StreamingMessage>(TaskCreationOptions.RunContinuationsAsynchronously);
         _requests[request.RequestId] = waiter;
+        // Closed already (the worker's first message after StartStream was malformed, say): Close has
+        // failed the waiters it saw, not this one, so fail it here rather than wait out the timeout.
+        if (_closedReason is { } reason)
+        {
+            _requests.TryRemove(request.RequestId, out _);
+            throw new WorkerUnavailableException($"worker {WorkerId}: {reason}");
+        }
         Send(request);
         try
         {
