@@ -98,6 +98,39 @@ public class ConfigValidationTests
     }
 
     [Fact]
+    public void An_escape_of_half_a_surrogate_pair_disables_that_function_naming_the_file_and_key()
+    {
+        using var app = new TestApp("python")
+            .Function("Good", HttpJson("good"), ("__init__.py", ""))
+            .Function("Half", HttpJson("x"), ("__init__.py", ""));
+        File.WriteAllText(Path.Combine(app.Directory, "Half", "function.json"),
+            """{"bindings": [{"type": "httpTrigger", "direction": "in\udf27", "name": "req"}]}""");
+
+        var loaded = FunctionApp.Load(app.Directory, NoEnvironment);
+        var error = loaded.Functions.Single(f => f.Name == "Half").Error;
+        Assert.NotNull(error);
+        Assert.Contains(Path.Combine("Half", "function.json"), error);
+        Assert.Contains("bindings[0].direction", error);
+        Assert.Null(loaded.Functions.Single(f => f.Name == "Good").Error);
+    }
+
+    [Fact]
+    public void A_nul_in_scriptFile_disables_that_function_naming_the_key()
+    {
+        using var app = new TestApp("python")
+            .Function("Good", HttpJson("good"), ("__init__.py", ""))
+            .Function("Nul", HttpJson("x"), ("__init__.py", ""));
+        File.WriteAllText(Path.Combine(app.Directory, "Nul", "function.json"),
+            """{"scriptFile": "x\u0000y", "bindings": [{"type": "httpTrigger", "direction": "in", "name": "req"}]}""");
+
+        var loaded = FunctionApp.Load(app.Directory, NoEnvironment);
+        var error = loaded.Functions.Single(f => f.Name == "Nul").Error;
+        Assert.NotNull(error);
+        Assert.Contains("scriptFile", error);
+        Assert.Null(loaded.Functions.Single(f => f.Name == "Good").Error);
+    }
+
+    [Fact]
     public void Invalid_utf8_in_local_settings_json_is_a_startup_error_naming_the_file()
     {
         using var app = new TestApp("python").Function("F", HttpJson("f"), ("__init__.py", ""));

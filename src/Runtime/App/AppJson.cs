@@ -18,14 +18,68 @@ internal static class AppJson
         // (InvalidOperationException, which nothing expected): refuse the file here, with the place.
         if (!System.Text.Unicode.Utf8.IsValid(bytes))
             throw new AppConfigException($"{file}: not valid UTF-8 ({InvalidUtf8At(bytes)}); save it as UTF-8");
+        JsonDocument doc;
         try
         {
-            return JsonDocument.Parse(bytes, Options);
+            doc = JsonDocument.Parse(bytes, Options);
         }
         catch (JsonException e)
         {
             var where = e.LineNumber is { } line ? $" (line {line + 1}, position {e.BytePositionInLine + 1})" : "";
             throw new AppConfigException($"{file}: not valid JSON{where}: {FirstSentence(e.Message)}");
+        }
+        try
+        {
+            CheckStrings(doc.RootElement, file, "");
+            return doc;
+        }
+        catch
+        {
+            doc.Dispose();
+            throw;
+        }
+    }
+
+    /// <summary>
+    /// A \u escape of half a surrogate pair is valid JSON syntax but no string: reading it throws
+    /// InvalidOperationException wherever a value happens to be read (found by the fuzzer; it stopped
+    /// the host). Every name and string is decoded once here, so the error names the file and key.
+    /// Config files are small; this costs microseconds at load.
+    /// </summary>
+    private static void CheckStrings(JsonElement e, string file, string path)
+    {
+        switch (e.ValueKind)
+        {
+            case JsonValueKind.Object:
+                foreach (var p in e.EnumerateObject())
+                {
+                    string name;
+                    try
+                    {
+                        name = p.Name;
+                    }
+                    catch (InvalidOperationException)
+                    {
+                        throw new AppConfigException($"{file}: a key in {(path.Length == 0 ? "the top level" : path)} is not valid text (an escape of half a UTF-16 surrogate pair)");
+                    }
+                    CheckStrings(p.Value, file, path.Length == 0 ? name : path + "." + name);
+                }
+                break;
+            case JsonValueKind.Array:
+                var i = 0;
+                foreach (var item in e.EnumerateArray())
+                    CheckStrings(item, file, $"{path}[{i++}]");
+                break;
+            case JsonValueKind.String:
+                try
+                {
+                    _ = e.GetString();
+                }
+                catch (InvalidOperationException)
+                {
+                    throw new AppConfigException($"{file}: {(path.Length == 0 ? "the top level" : path)} is not valid text (an escape of half a UTF-16 surrogate pair)");
+                }
+                break;
         }
     }
 

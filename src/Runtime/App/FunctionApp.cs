@@ -89,6 +89,8 @@ public sealed class FunctionApp
             if (root.ValueKind != JsonValueKind.Object)
                 throw new AppConfigException($"{file}: the top level must be a JSON object");
             var script = AppJson.GetString(root, "scriptFile", file, "") ?? defaultScript;
+            if (script.Length == 0 || script.Contains('\0', StringComparison.Ordinal))
+                throw new AppConfigException($"{file}: scriptFile must be a file path, not \"{Http.LogText.Escape(script)}\"");
             var scriptPath = Path.GetFullPath(Path.Combine(folder, script));
             var entry = AppJson.GetString(root, "entryPoint", file, "") ?? "";
             var disabled = root.TryGetProperty("disabled", out var d) && (d.ValueKind == JsonValueKind.True ||

@@ -52,8 +52,8 @@ public sealed record HostConfig
             {
                 if (AppJson.GetTimeSpan(blobs, "pollingInterval", file, "extensions.blobs.") is { } poll)
                 {
-                    if (poll < TimeSpan.FromMilliseconds(50))
-                        throw new AppConfigException($"{file}: extensions.blobs.pollingInterval must be at least 00:00:00.05");
+                    if (poll < TimeSpan.FromMilliseconds(50) || poll > TimeSpan.FromHours(24))
+                        throw new AppConfigException($"{file}: extensions.blobs.pollingInterval must be from 00:00:00.05 to 1.00:00:00, not {poll}");
                     config = config with { BlobPollingInterval = poll };
                 }
                 config = config with
