@@ -48,6 +48,35 @@ public sealed class HttpInputTests(AzuriteFixture azurite)
     }
 
     [Fact]
+    public async Task Response_headers_and_statuses_HTTP_cannot_carry_are_dropped_and_the_client_still_gets_an_answer()
+    {
+        using var app = new TestApp("python")
+            .Function("Headers", RouteJson("headers"), ("__init__.py", """
+                import azure.functions as func
+                def main(req: func.HttpRequest) -> func.HttpResponse:
+                    return func.HttpResponse("body", headers={"x-good": "yes", "x-crlf": "a\r\nSet-Cookie: evil=1",
+                                                              "x-latin": "caf\u00e9", "bad name": "v", "connection": "upgrade"})
+                """))
+            .Function("Status", RouteJson("status"), ("__init__.py", """
+                import azure.functions as func
+                def main(req: func.HttpRequest) -> func.HttpResponse:
+                    return func.HttpResponse("odd", status_code=1000)
+                """));
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
+
+        var response = await host.Http.GetAsync("/api/headers");
+        Assert.Equal(HttpStatusCode.OK, response.StatusCode);
+        Assert.Equal("body", await response.Content.ReadAsStringAsync());
+        Assert.Equal("yes", response.Headers.GetValues("x-good").Single());
+        Assert.False(response.Headers.Contains("x-crlf"));
+        Assert.False(response.Headers.Contains("Set-Cookie"));
+        Assert.False(response.Headers.Contains("x-latin"));
+
+        var status = await host.Http.GetAsync("/api/status");
+        Assert.Equal(HttpStatusCode.InternalServerError, status.StatusCode);
+    }
+
+    [Fact]
     public async Task Invalid_utf8_in_a_json_body_bound_from_a_route_is_a_400()
     {
         using var app = new TestApp("python").Function("Save", """

@@ -73,7 +73,7 @@ internal static class HttpTriggerEndpoints
                     throw;
                 }
                 answered = true;
-                await WriteResponseAsync(context, result);
+                await WriteResponseAsync(context, result, logger);
             }
             catch (Exception e) when (!context.Response.HasStarted)
             {
@@ -219,7 +219,7 @@ internal static class HttpTriggerEndpoints
             };
         }
 
-        private static async Task WriteResponseAsync(HttpContext context, TypedData? result)
+        private static async Task WriteResponseAsync(HttpContext context, TypedData? result, ILogger logger)
         {
             var response = context.Response;
             if (result is null || result.DataCase == TypedData.DataOneofCase.None)
@@ -232,11 +232,27 @@ internal static class HttpTriggerEndpoints
             if (result.DataCase == TypedData.DataOneofCase.Http)
             {
                 var http = result.Http;
-                response.StatusCode = http.StatusCode == 0 ? StatusCodes.Status200OK : http.StatusCode;
+                var status = http.StatusCode == 0 ? StatusCodes.Status200OK : http.StatusCode;
+                if (status is < 100 or > 599)
+                {
+                    // Kestrel refuses it once the response has started, and the client would get no answer at all.
+                    logger.LogWarning("function {Function} answered with status {Status}, which is not an HTTP status; 500 sent instead",
+                        LogText.Escape(context.GetEndpoint()?.DisplayName), status);
+                    status = StatusCodes.Status500InternalServerError;
+                }
+                response.StatusCode = status;
                 foreach (var (name, value) in http.Headers)
                 {
-                    if (name.Equals("content-length", StringComparison.OrdinalIgnoreCase) || name.Equals("transfer-encoding", StringComparison.OrdinalIgnoreCase))
+                    if (IsHopByHop(name))
                         continue;
+                    if (!IsToken(name) || !IsFieldValue(value))
+                    {
+                        // A CR/LF or a non-ASCII character would make Kestrel throw mid-response (found by the
+                        // fuzzer: the client got no response); a header it cannot send is dropped and logged.
+                        logger.LogWarning("function {Function} set a response header that HTTP cannot carry ({Name}: {Value}); it was dropped",
+                            LogText.Escape(context.GetEndpoint()?.DisplayName), LogText.Escape(name), LogText.Escape(value));
+                        continue;
+                    }
                     response.Headers[name] = value;
                 }
                 (body, contentType) = http.Body is { } b ? BodyOf(b) : (ReadOnlyMemory<byte>.Empty, null);
@@ -250,6 +266,32 @@ internal static class HttpTriggerEndpoints
             response.ContentLength = body.Length;
             if (body.Length > 0)
                 await response.Body.WriteAsync(body, context.RequestAborted);
+        }
+
+        /// <summary>Headers about the connection, which the server manages (RFC 9110 §7.6.1); a function cannot set them.</summary>
+        private static bool IsHopByHop(string name) =>
+            name.Equals("content-length", StringComparison.OrdinalIgnoreCase) ||
+            name.Equals("transfer-encoding", StringComparison.OrdinalIgnoreCase) ||
+            name.Equals("connection", StringComparison.OrdinalIgnoreCase) ||
+            name.Equals("keep-alive", StringComparison.OrdinalIgnoreCase) ||
+            name.Equals("upgrade", StringComparison.OrdinalIgnoreCase) ||
+            name.Equals("proxy-connection", StringComparison.OrdinalIgnoreCase) ||
+            name.Equals("te", StringComparison.OrdinalIgnoreCase) ||
+            name.Equals("trailer", StringComparison.OrdinalIgnoreCase);
+
+        private static readonly System.Buffers.SearchValues<char> TokenChars =
+            System.Buffers.SearchValues.Create("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz");
+
+        /// <summary>A header name: an RFC 9110 token.</summary>
+        private static bool IsToken(string name) => name.Length > 0 && !name.AsSpan().ContainsAnyExcept(TokenChars);
+
+        /// <summary>A header value Kestrel sends as it is: visible ASCII, space and tab.</summary>
+        private static bool IsFieldValue(string value)
+        {
+            foreach (var c in value)
+                if (c is not ('\t' or >= ' ' and <= '~'))
+                    return false;
+            return true;
         }
 
         private static (ReadOnlyMemory<byte>, string?) BodyOf(TypedData data) => data.DataCase switch
