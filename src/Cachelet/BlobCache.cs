@@ -319,33 +319,29 @@ public sealed partial class BlobCache : IAsyncDisposable
     /// <summary>
     /// Writes an output the worker put in a file of the segment directory: the cache adopts the file
     /// (no copy for large objects) or, when it cannot cache it, uploads it from the file and deletes it.
+    /// The file is opened once, without following links, and must be the worker's own regular file
+    /// (<see cref="SharedMemoryArena.OpenWorkerFile"/>); the upload reads that open file, never the name again.
     /// </summary>
+    /// <exception cref="InvalidOperationException">The worker named a file that cannot be its output (the message says why; the entry is deleted).</exception>
     public async ValueTask<BlobProperties> WriteFileAsync(IBlobStore store, string container, string blob, string fileName, long length, CancellationToken ct)
     {
-        if (_policy.Enabled && !_policy.DoNotCache(container, blob))
-        {
-            if (length <= _policy.MaxCachedBytes &&
-                (_arena.TryAdopt(fileName, length, out var adopted) || (Evict(length) > 0 && _arena.TryAdopt(fileName, length, out adopted))))
-                return await CommitAsync(store, new BlobKey(store.Endpoint.AbsoluteUri, container, blob), adopted, ct);
-        }
-        var path = ResolveWorkerFile(fileName);
+        WorkerFile file;
         try
         {
-            await using var file = new FileStream(path, FileMode.Open, FileAccess.Read, FileShare.Read, 1, FileOptions.Asynchronous);
-            return await store.UploadAsync(container, blob, file, length, ct: ct);
+            file = _arena.OpenWorkerFile(fileName, length);
         }
-        finally
+        catch (Exception e) when (e is ArgumentException or FileNotFoundException)
         {
-            File.Delete(path);
+            throw new InvalidOperationException($"output for {container}/{blob}: the worker named an unusable shared-memory file: {e.Message}", e);
         }
-    }
-
-    /// <summary>The path of a file a worker wrote; the name must be a plain file name in the segment directory.</summary>
-    private string ResolveWorkerFile(string fileName)
-    {
-        if (fileName.Length == 0 || fileName.Contains('/', StringComparison.Ordinal) || fileName is "." or "..")
-            throw new InvalidOperationException($"the worker named an invalid shared-memory file \"{fileName}\"");
-        return Path.Combine(Directory, fileName);
+        using (file)
+        {
+            if (_policy.Enabled && !_policy.DoNotCache(container, blob) && length <= _policy.MaxCachedBytes &&
+                (_arena.TryAdopt(file, out var adopted) || (Evict(length) > 0 && _arena.TryAdopt(file, out adopted))))
+                return await CommitAsync(store, new BlobKey(store.Endpoint.AbsoluteUri, container, blob), adopted, ct);
+            await using var content = file.OpenRead();
+            return await store.UploadAsync(container, blob, content, length, ct: ct);
+        }
     }
 
     /// <summary>
