@@ -254,7 +254,7 @@ public sealed partial class BlobCache : IAsyncDisposable
                     key.Container, key.Blob, props.Length);
                 if (props.Length < _policy.InlineThreshold)
                     return fallback = new MemoryStream((int)props.Length);
-                temporary = TemporaryFile.Create(Directory, Interlocked.Increment(ref _temporaryFiles), _arena.Options.Owner);
+                temporary = TemporaryFile.Create(_arena, Interlocked.Increment(ref _temporaryFiles));
                 return temporary.Stream;
             }, ct: ct);
         }
@@ -291,6 +291,14 @@ public sealed partial class BlobCache : IAsyncDisposable
     }
 
     private long _temporaryFiles;
+
+    /// <summary>
+    /// Opens a file of the segment directory that a read handed out (<see cref="CachedRead.File"/>)
+    /// for reading, only if it is still the cache's own regular file (never through a link a worker
+    /// put in its place).
+    /// </summary>
+    /// <exception cref="IOException">It is not (the message names the file and why).</exception>
+    internal Microsoft.Win32.SafeHandles.SafeFileHandle OpenFile(string name) => _arena.OpenForReading(name);
 
     private async Task<CachedRead?> PassthroughAsync(IBlobStore store, string container, string blob, CancellationToken ct)
     {
@@ -541,43 +549,26 @@ public readonly struct CachedRead : IDisposable
 /// <summary>A file in the segment directory holding one uncached object for one invocation.</summary>
 internal sealed class TemporaryFile : IDisposable
 {
-    private TemporaryFile(string path, FileStream stream)
+    private readonly SharedMemoryArena _arena;
+
+    private TemporaryFile(SharedMemoryArena arena, string name, FileStream stream)
     {
-        FilePath = path;
+        _arena = arena;
+        Name = name;
         Stream = stream;
     }
 
-    public string FilePath { get; }
-
     /// <summary>The segment name workers map ("t" + a number never reused by this instance).</summary>
-    public string Name => System.IO.Path.GetFileName(FilePath);
+    public string Name { get; }
 
     public FileStream Stream { get; }
 
-    public static TemporaryFile Create(string directory, long number, FileOwner? owner = null)
+    /// <summary>Created and later deleted by the arena, relative to its directory descriptor (the
+    /// workers' user may have replaced the directory's path by then).</summary>
+    public static TemporaryFile Create(SharedMemoryArena arena, long number)
     {
-        var path = System.IO.Path.Combine(directory, "t" + number.ToString("D6", System.Globalization.CultureInfo.InvariantCulture));
-        var options = new FileStreamOptions
-        {
-            Mode = FileMode.CreateNew,
-            Access = FileAccess.Write,
-            Options = FileOptions.Asynchronous,
-            BufferSize = 0,
-        };
-        if (!OperatingSystem.IsWindows())
-            options.UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite;
-        var stream = new FileStream(path, options);
-        try
-        {
-            owner?.ApplyTo(stream.SafeFileHandle, path);
-        }
-        catch
-        {
-            stream.Dispose();
-            File.Delete(path);
-            throw;
-        }
-        return new TemporaryFile(path, stream);
+        var name = "t" + number.ToString("D6", System.Globalization.CultureInfo.InvariantCulture);
+        return new TemporaryFile(arena, name, arena.CreateSideFile(name));
     }
 
     public void CloseStream() => Stream.Dispose();
@@ -585,13 +576,6 @@ internal sealed class TemporaryFile : IDisposable
     public void Dispose()
     {
         Stream.Dispose();
-        try
-        {
-            File.Delete(FilePath);
-        }
-        catch (IOException)
-        {
-            // the arena removes the whole directory at shutdown
-        }
+        _arena.DeleteSideFile(Name);
     }
 }

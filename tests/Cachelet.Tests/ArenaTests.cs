@@ -104,7 +104,7 @@ public sealed class ArenaTests : IDisposable
         using var arena = _scope.NewArena(new ArenaOptions { Capacity = 64L << 20, SlabSegmentSize = 8L << 20, Owner = owner });
         Assert.True(arena.TryAllocate(1000, out _));
         Assert.True(arena.TryAllocate(1 << 20, out _));
-        using (FaaST.Cachelet.TemporaryFile.Create(arena.Directory, 1, owner))
+        using (FaaST.Cachelet.TemporaryFile.Create(arena, 1))
         {
             var files = Directory.GetFiles(arena.Directory);
             Assert.Equal(["l", "s", "t"], files.Select(f => Path.GetFileName(f)[..1]).Order());

@@ -459,6 +459,54 @@ public sealed class SharedMemoryArena : IDisposable
     /// nobody took over. False if there was none.</summary>
     internal bool RemoveWorkerEntry(string fileName) => !_disposed && DirectoryFiles.Unlink(_directoryHandle, fileName);
 
+    /// <summary>
+    /// Creates a file of the cache's own beside the arena's (a temporary file of an object larger
+    /// than the cache): O_EXCL relative to the directory descriptor, 0600, given to the owner.
+    /// </summary>
+    /// <exception cref="IOException">The name is taken, or the OS refused.</exception>
+    internal FileStream CreateSideFile(string name)
+    {
+        ObjectDisposedException.ThrowIf(_disposed, this);
+        return CreateFile(name);
+    }
+
+    /// <summary>Deletes a file made by <see cref="CreateSideFile"/>; best effort (Dispose deletes the directory).</summary>
+    internal void DeleteSideFile(string name)
+    {
+        if (!_disposed)
+            TryDelete(name);
+    }
+
+    /// <summary>
+    /// Opens one of the cache's own files in the directory (a segment, a temporary file) for reading
+    /// it out to a worker or a peer: relative to the directory descriptor, not through a symbolic
+    /// link, and only if it is still a regular file of the workers' user (the workers may replace
+    /// any name in the directory; the host must never read something else in its place).
+    /// </summary>
+    /// <exception cref="IOException">No such file of the cache's (the message names it and why).</exception>
+    internal Microsoft.Win32.SafeHandles.SafeFileHandle OpenForReading(string name)
+    {
+        ObjectDisposedException.ThrowIf(_disposed, this);
+        if (name.Length == 0 || name is "." or ".." || name.Contains('/', StringComparison.Ordinal) || name.Contains('\0', StringComparison.Ordinal))
+            throw new IOException($"\"{name}\" is not a file name in {Directory}");
+        var handle = DirectoryFiles.OpenNoFollow(_directoryHandle, name, write: false, out var error)
+            ?? throw new IOException(error == DirectoryFiles.ELOOP
+                ? $"{name} in {Directory} was replaced by a symbolic link; it is not read"
+                : $"cannot open {name} in {Directory}: {System.Runtime.InteropServices.Marshal.GetPInvokeErrorMessage(error)}", error);
+        try
+        {
+            var status = DirectoryFiles.Status(handle, name);
+            if (!status.IsRegular || status.UserId != _workerUserId)
+                throw new IOException($"{name} in {Directory} was replaced by {(status.IsRegular ? $"a file of uid {status.UserId}" : "something not a regular file")}; it is not read");
+            return handle;
+        }
+        catch
+        {
+            handle.Dispose();
+            throw;
+        }
+    }
+
     /// <summary>The conventional directory of an app instance: ROOT/PREFIX-PID (e.g. /dev/shm/faast-myapp-1234).</summary>
     public static string InstanceDirectory(string root, string prefix) =>
         Path.Combine(root, prefix + "-" + Environment.ProcessId.ToString(CultureInfo.InvariantCulture));
