@@ -376,6 +376,37 @@ public sealed class CacheletTests(AzuriteFixture azurite)
     }
 
     [Fact]
+    public async Task The_sweep_of_a_dead_workers_files_never_follows_a_link_put_in_place_of_the_directory()
+    {
+        using var app = PythonApp().Function("Die", TestApp.HttpFunctionJson, ("__init__.py", "import os\ndef main(req):\n    os._exit(3)\n"));
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
+        var directory = (await CacheStatus(host)).GetProperty("directory").GetString()!;
+        var pid = host.Host.WorkerProcessIds.Single();
+        // Root's directory elsewhere, holding a file named like the worker's output.
+        var elsewhere = Path.Combine("/dev/shm", "faast-test-" + Guid.NewGuid().ToString("N"));
+        Directory.CreateDirectory(elsewhere, UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute);
+        var victim = Path.Combine(elsewhere, $"w{pid}-1");
+        await File.WriteAllBytesAsync(victim, new byte[100]);
+        // What the workers' user may do to its own directory: move it aside, put a link in its place.
+        var aside = directory + "-aside";
+        Directory.Move(directory, aside);
+        Directory.CreateSymbolicLink(directory, elsewhere);
+        try
+        {
+            Assert.Equal(HttpStatusCode.ServiceUnavailable, (await host.Http.GetAsync("/api/Die")).StatusCode);
+            await HostUnderTest.EventuallyAsync(
+                () => Task.FromResult(host.Host.WorkerProcessIds is [var next] && next != pid), "the worker to be replaced (after the sweep)");
+            Assert.True(File.Exists(victim), "the sweep deleted a file through the link");
+        }
+        finally
+        {
+            File.Delete(directory);
+            Directory.Move(aside, directory);
+            Directory.Delete(elsewhere, recursive: true);
+        }
+    }
+
+    [Fact]
     public async Task Segments_are_private_to_the_instance()
     {
         using var app = PythonApp();
