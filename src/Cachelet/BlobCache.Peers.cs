@@ -76,7 +76,7 @@ public sealed partial class BlobCache
                 _logger.LogWarning("Blob {Container}/{Blob} ({Length} bytes) is served without caching: no room in the cache", key.Container, key.Blob, h.Length);
                 if (h.Length < _policy.InlineThreshold)
                     return fallback = new MemoryStream((int)h.Length);
-                temporary = TemporaryFile.Create(Directory, Interlocked.Increment(ref _temporaryFiles), _arena.Options.Owner);
+                temporary = TemporaryFile.Create(_arena, Interlocked.Increment(ref _temporaryFiles));
                 return temporary.Stream;
             }, ct);
             switch (header.Status)
@@ -252,7 +252,7 @@ public sealed partial class BlobCache
 
     /// <summary>
     /// Room for an object a peer is writing through to this owner: an extent, or false when the cache
-    /// has no room (the caller then takes the bytes into a file and <see cref="AcceptPeerFileAsync"/>).
+    /// has no room (the caller then takes the bytes into a <see cref="CreateSpillFile"/> and <see cref="AcceptPeerFileAsync"/>).
     /// </summary>
     public bool TryAllocateForPeer(long length, out Extent extent) => TryAllocate(length, out extent);
 
@@ -291,21 +291,19 @@ public sealed partial class BlobCache
         return provisional;
     }
 
-    /// <summary>A peer's write that did not fit in the cache: uploaded from the file, which is then deleted.</summary>
-    public async Task<string> AcceptPeerFileAsync(IBlobStore store, BlobRef blob, string path, long length, CancellationToken ct)
+    /// <summary>
+    /// A file of the segment directory for a peer's write that does not fit in the cache (written,
+    /// rewound and uploaded through the one stream, never reopened by name); deleted when disposed.
+    /// </summary>
+    internal TemporaryFile CreateSpillFile() => TemporaryFile.Create(_arena, Interlocked.Increment(ref _temporaryFiles));
+
+    /// <summary>A peer's write that did not fit in the cache: uploaded from <paramref name="content"/> (its current position on).</summary>
+    public async Task<string> AcceptPeerFileAsync(IBlobStore store, BlobRef blob, Stream content, long length, CancellationToken ct)
     {
         var key = new BlobKey(blob.Account, blob.Container, blob.Blob);
-        try
-        {
-            await using var file = new FileStream(path, FileMode.Open, FileAccess.Read, FileShare.Read, 1, FileOptions.Asynchronous);
-            var written = await UploadAsync(store, key, file, length, ct);
-            _index.Remove(key); // an older cached version is stale now
-            return written.ETag;
-        }
-        finally
-        {
-            File.Delete(path);
-        }
+        var written = await UploadAsync(store, key, content, length, ct);
+        _index.Remove(key); // an older cached version is stale now
+        return written.ETag;
     }
 
     /// <summary>A peer says storage or the owner has a newer version: drop ours unless it is <paramref name="keepVersion"/>.</summary>

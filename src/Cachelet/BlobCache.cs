@@ -254,7 +254,7 @@ public sealed partial class BlobCache : IAsyncDisposable
                     key.Container, key.Blob, props.Length);
                 if (props.Length < _policy.InlineThreshold)
                     return fallback = new MemoryStream((int)props.Length);
-                temporary = TemporaryFile.Create(Directory, Interlocked.Increment(ref _temporaryFiles), _arena.Options.Owner);
+                temporary = TemporaryFile.Create(_arena, Interlocked.Increment(ref _temporaryFiles));
                 return temporary.Stream;
             }, ct: ct);
         }
@@ -292,6 +292,14 @@ public sealed partial class BlobCache : IAsyncDisposable
 
     private long _temporaryFiles;
 
+    /// <summary>
+    /// Opens a file of the segment directory that a read handed out (<see cref="CachedRead.File"/>)
+    /// for reading, only if it is still the cache's own regular file (never through a link a worker
+    /// put in its place).
+    /// </summary>
+    /// <exception cref="IOException">It is not (the message names the file and why).</exception>
+    internal Microsoft.Win32.SafeHandles.SafeFileHandle OpenFile(string name) => _arena.OpenForReading(name);
+
     private async Task<CachedRead?> PassthroughAsync(IBlobStore store, string container, string blob, CancellationToken ct)
     {
         var content = await store.DownloadAsync(container, blob, ct);
@@ -319,33 +327,29 @@ public sealed partial class BlobCache : IAsyncDisposable
     /// <summary>
     /// Writes an output the worker put in a file of the segment directory: the cache adopts the file
     /// (no copy for large objects) or, when it cannot cache it, uploads it from the file and deletes it.
+    /// The file is opened once, without following links, and must be the worker's own regular file
+    /// (<see cref="SharedMemoryArena.OpenWorkerFile"/>); the upload reads that open file, never the name again.
     /// </summary>
+    /// <exception cref="InvalidOperationException">The worker named a file that cannot be its output (the message says why; the entry is deleted).</exception>
     public async ValueTask<BlobProperties> WriteFileAsync(IBlobStore store, string container, string blob, string fileName, long length, CancellationToken ct)
     {
-        if (_policy.Enabled && !_policy.DoNotCache(container, blob))
-        {
-            if (length <= _policy.MaxCachedBytes &&
-                (_arena.TryAdopt(fileName, length, out var adopted) || (Evict(length) > 0 && _arena.TryAdopt(fileName, length, out adopted))))
-                return await CommitAsync(store, new BlobKey(store.Endpoint.AbsoluteUri, container, blob), adopted, ct);
-        }
-        var path = ResolveWorkerFile(fileName);
+        WorkerFile file;
         try
         {
-            await using var file = new FileStream(path, FileMode.Open, FileAccess.Read, FileShare.Read, 1, FileOptions.Asynchronous);
-            return await store.UploadAsync(container, blob, file, length, ct: ct);
+            file = _arena.OpenWorkerFile(fileName, length);
         }
-        finally
+        catch (Exception e) when (e is ArgumentException or FileNotFoundException)
         {
-            File.Delete(path);
+            throw new InvalidOperationException($"output for {container}/{blob}: the worker named an unusable shared-memory file: {e.Message}", e);
         }
-    }
-
-    /// <summary>The path of a file a worker wrote; the name must be a plain file name in the segment directory.</summary>
-    private string ResolveWorkerFile(string fileName)
-    {
-        if (fileName.Length == 0 || fileName.Contains('/', StringComparison.Ordinal) || fileName is "." or "..")
-            throw new InvalidOperationException($"the worker named an invalid shared-memory file \"{fileName}\"");
-        return Path.Combine(Directory, fileName);
+        using (file)
+        {
+            if (_policy.Enabled && !_policy.DoNotCache(container, blob) && length <= _policy.MaxCachedBytes &&
+                (_arena.TryAdopt(file, out var adopted) || (Evict(length) > 0 && _arena.TryAdopt(file, out adopted))))
+                return await CommitAsync(store, new BlobKey(store.Endpoint.AbsoluteUri, container, blob), adopted, ct);
+            await using var content = file.OpenRead();
+            return await store.UploadAsync(container, blob, content, length, ct: ct);
+        }
     }
 
     /// <summary>
@@ -545,43 +549,26 @@ public readonly struct CachedRead : IDisposable
 /// <summary>A file in the segment directory holding one uncached object for one invocation.</summary>
 internal sealed class TemporaryFile : IDisposable
 {
-    private TemporaryFile(string path, FileStream stream)
+    private readonly SharedMemoryArena _arena;
+
+    private TemporaryFile(SharedMemoryArena arena, string name, FileStream stream)
     {
-        FilePath = path;
+        _arena = arena;
+        Name = name;
         Stream = stream;
     }
 
-    public string FilePath { get; }
-
     /// <summary>The segment name workers map ("t" + a number never reused by this instance).</summary>
-    public string Name => System.IO.Path.GetFileName(FilePath);
+    public string Name { get; }
 
     public FileStream Stream { get; }
 
-    public static TemporaryFile Create(string directory, long number, FileOwner? owner = null)
+    /// <summary>Created and later deleted by the arena, relative to its directory descriptor (the
+    /// workers' user may have replaced the directory's path by then).</summary>
+    public static TemporaryFile Create(SharedMemoryArena arena, long number)
     {
-        var path = System.IO.Path.Combine(directory, "t" + number.ToString("D6", System.Globalization.CultureInfo.InvariantCulture));
-        var options = new FileStreamOptions
-        {
-            Mode = FileMode.CreateNew,
-            Access = FileAccess.Write,
-            Options = FileOptions.Asynchronous,
-            BufferSize = 0,
-        };
-        if (!OperatingSystem.IsWindows())
-            options.UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite;
-        var stream = new FileStream(path, options);
-        try
-        {
-            owner?.ApplyTo(stream.SafeFileHandle, path);
-        }
-        catch
-        {
-            stream.Dispose();
-            File.Delete(path);
-            throw;
-        }
-        return new TemporaryFile(path, stream);
+        var name = "t" + number.ToString("D6", System.Globalization.CultureInfo.InvariantCulture);
+        return new TemporaryFile(arena, name, arena.CreateSideFile(name));
     }
 
     public void CloseStream() => Stream.Dispose();
@@ -589,13 +576,6 @@ internal sealed class TemporaryFile : IDisposable
     public void Dispose()
     {
         Stream.Dispose();
-        try
-        {
-            File.Delete(FilePath);
-        }
-        catch (IOException)
-        {
-            // the arena removes the whole directory at shutdown
-        }
+        _arena.DeleteSideFile(Name);
     }
 }

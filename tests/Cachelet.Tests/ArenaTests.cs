@@ -104,7 +104,7 @@ public sealed class ArenaTests : IDisposable
         using var arena = _scope.NewArena(new ArenaOptions { Capacity = 64L << 20, SlabSegmentSize = 8L << 20, Owner = owner });
         Assert.True(arena.TryAllocate(1000, out _));
         Assert.True(arena.TryAllocate(1 << 20, out _));
-        using (FaaST.Cachelet.TemporaryFile.Create(arena.Directory, 1, owner))
+        using (FaaST.Cachelet.TemporaryFile.Create(arena, 1))
         {
             var files = Directory.GetFiles(arena.Directory);
             Assert.Equal(["l", "s", "t"], files.Select(f => Path.GetFileName(f)[..1]).Order());
@@ -214,11 +214,14 @@ public sealed class ArenaTests : IDisposable
 
         var e = arena.Adopt("w42-1", data.Length);
         Assert.True(e.IsLarge);
-        Assert.Equal("w42-1", e.Segment);
+        // The same file, now under an arena name (the worker's name is gone).
+        Assert.StartsWith("l", e.Segment, StringComparison.Ordinal);
+        Assert.False(File.Exists(path));
+        var adopted = Path.Combine(arena.Directory, e.Segment);
         Assert.Equal(data, e.Span.ToArray());
-        Assert.Equal(Mode600, File.GetUnixFileMode(path));
+        Assert.Equal(Mode600, File.GetUnixFileMode(adopted));
         // The extent is the file's pages: a write through the file shows in the extent.
-        using (var f = new FileStream(path, FileMode.Open, FileAccess.Write, FileShare.ReadWrite))
+        using (var f = new FileStream(adopted, FileMode.Open, FileAccess.Write, FileShare.ReadWrite))
         {
             f.Position = 10;
             f.WriteByte((byte)(data[10] ^ 0xFF));
@@ -227,7 +230,7 @@ public sealed class ArenaTests : IDisposable
         Assert.Equal(data.Length, arena.Allocated);
 
         arena.Free(e);
-        Assert.False(File.Exists(path));
+        Assert.False(File.Exists(adopted));
         Assert.Equal(0, arena.Reserved);
     }
 
@@ -265,6 +268,7 @@ public sealed class ArenaTests : IDisposable
         Assert.Throws<ArgumentException>(() => arena.Adopt(own.Segment, 10));
         var shortFile = Assert.Throws<ArgumentOutOfRangeException>(() => arena.Adopt("w1-1", 101));
         Assert.Contains("100 bytes", shortFile.Message, StringComparison.Ordinal);
+        Assert.Throws<ArgumentException>(() => arena.Adopt("t000001", 10));
         Assert.True(File.Exists(outside));
         Assert.Equal(10, arena.Allocated);
     }

@@ -761,6 +761,27 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
     }
 
     [Fact]
+    public async Task A_write_too_large_for_the_owners_cache_reaches_storage_through_a_spill_file_that_is_then_gone()
+    {
+        await using var owner = await PeerNode.StartAsync("a", azurite.Store, With(ConsistencyPreset.OwnerSyncOwner) with { CacheCapacity = 1 << 20 });
+        await using var writer = await PeerNode.StartAsync("b", azurite.Store, With(ConsistencyPreset.OwnerSyncOwner));
+        var name = $"spilled-{Guid.NewGuid():N}";
+        writer.Owners.Remote[Placement(name)] = owner.AsPeer;
+        await azurite.Store.CreateContainerIfNotExistsAsync(Container);
+        var data = Random(3 << 20);
+
+        var written = await writer.Cache.WriteAsync(azurite.Store, Container, name, data, default);
+
+        var stored = await azurite.Store.DownloadAsync(Container, name);
+        Assert.Equal(data, stored!.Data);
+        Assert.Equal(stored.Properties.ETag, written.ETag);
+        Assert.Null(Cached(owner, Key(name)));
+        Assert.Equal(0, writer.Cache.PeerFallbacks);
+        // The spill file was deleted (only the arena's own s/l files may remain).
+        Assert.DoesNotContain(Directory.GetFiles(owner.Cache.Directory), f => Path.GetFileName(f)[0] is not ('s' or 'l'));
+    }
+
+    [Fact]
     public async Task An_owner_async_write_is_at_the_owner_when_it_returns_and_reaches_storage_eventually()
     {
         await using var owner = await PeerNode.StartAsync("a", azurite.Store, With(ConsistencyPreset.OwnerAsyncOwner));

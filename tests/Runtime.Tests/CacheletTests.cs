@@ -331,6 +331,81 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         await HostUnderTest.EventuallyAsync(() => Task.FromResult(!File.Exists(orphan)), "the dead worker's output file to be swept");
     }
 
+    private const string NodeWrite = """
+        module.exports = async function (context, req) {
+          const body = req.bufferBody || Buffer.from(req.rawBody || '', 'utf8');
+          context.bindings.outblob = body;
+          return { body: String(body.length) };
+        };
+        """;
+
+    /// <summary>
+    /// Issue 10, defect 3: a large output the cache adopted belongs to the cache. Before, the
+    /// clean-up of a dead worker's w&lt;pid&gt;-* files deleted it too, and every later read of the
+    /// blob failed with 500 "segment ... not found" until it was rewritten.
+    /// </summary>
+    [Theory]
+    [InlineData("python")]
+    [InlineData("node")]
+    public async Task A_large_blob_a_worker_wrote_is_still_read_from_the_cache_after_that_worker_dies(string runtime)
+    {
+        using var app = runtime == "python"
+            ? PythonApp().Function("Die", TestApp.HttpFunctionJson, ("__init__.py", "import os\ndef main(req):\n    os._exit(3)\n"))
+            : new TestApp("node")
+                .Function("Read", TestApp.BlobReadJson("data"), ("index.js", NodeRead))
+                .Function("Write", WriteJson, ("index.js", NodeWrite))
+                .Function("Die", TestApp.HttpFunctionJson, ("index.js", "module.exports = async function () { process.exit(5); };"));
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
+        var data = Random(1 << 20); // over the arena's 256 KiB: adopted as a file of its own, not copied
+        var name = $"restart-{Guid.NewGuid():N}";
+        await host.Blobs!.CreateContainerIfNotExistsAsync("data");
+        var written = await host.Http.PostAsync($"/api/write/{name}", new ByteArrayContent(data));
+        Assert.Equal(HttpStatusCode.OK, written.StatusCode);
+        var writer = host.Host.WorkerProcessIds.Single();
+
+        Assert.Equal(HttpStatusCode.ServiceUnavailable, (await host.Http.GetAsync("/api/Die")).StatusCode);
+        await HostUnderTest.EventuallyAsync(
+            () => Task.FromResult(host.Host.WorkerProcessIds is [var next] && next != writer), "the worker to be replaced");
+
+        var read = await host.Http.GetAsync($"/api/read/{name}");
+        Assert.Equal(HttpStatusCode.OK, read.StatusCode);
+        Assert.Equal(Expected(data), await read.Content.ReadAsStringAsync());
+        var status = await CacheStatus(host);
+        Assert.Equal(1, Reads(status, "local_hit"));
+        Assert.Empty(Directory.GetFiles(status.GetProperty("directory").GetString()!, $"w{writer}-*"));
+    }
+
+    [Fact]
+    public async Task The_sweep_of_a_dead_workers_files_never_follows_a_link_put_in_place_of_the_directory()
+    {
+        using var app = PythonApp().Function("Die", TestApp.HttpFunctionJson, ("__init__.py", "import os\ndef main(req):\n    os._exit(3)\n"));
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
+        var directory = (await CacheStatus(host)).GetProperty("directory").GetString()!;
+        var pid = host.Host.WorkerProcessIds.Single();
+        // Root's directory elsewhere, holding a file named like the worker's output.
+        var elsewhere = Path.Combine("/dev/shm", "faast-test-" + Guid.NewGuid().ToString("N"));
+        Directory.CreateDirectory(elsewhere, UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute);
+        var victim = Path.Combine(elsewhere, $"w{pid}-1");
+        await File.WriteAllBytesAsync(victim, new byte[100]);
+        // What the workers' user may do to its own directory: move it aside, put a link in its place.
+        var aside = directory + "-aside";
+        Directory.Move(directory, aside);
+        Directory.CreateSymbolicLink(directory, elsewhere);
+        try
+        {
+            Assert.Equal(HttpStatusCode.ServiceUnavailable, (await host.Http.GetAsync("/api/Die")).StatusCode);
+            await HostUnderTest.EventuallyAsync(
+                () => Task.FromResult(host.Host.WorkerProcessIds is [var next] && next != pid), "the worker to be replaced (after the sweep)");
+            Assert.True(File.Exists(victim), "the sweep deleted a file through the link");
+        }
+        finally
+        {
+            File.Delete(directory);
+            Directory.Move(aside, directory);
+            Directory.Delete(elsewhere, recursive: true);
+        }
+    }
+
     [Fact]
     public async Task Segments_are_private_to_the_instance()
     {

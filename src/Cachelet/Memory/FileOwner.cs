@@ -10,19 +10,11 @@ namespace FaaST.Cachelet.Memory;
 /// </summary>
 public readonly partial record struct FileOwner(int UserId, int GroupId)
 {
-    /// <summary>Gives an open file to this owner.</summary>
+    /// <summary>Gives an open file or directory to this owner.</summary>
     /// <exception cref="IOException">The OS refused (the process is not root).</exception>
     internal void ApplyTo(SafeFileHandle file, string path)
     {
         if (FChown(file, UserId, GroupId) != 0)
-            throw Failure(path);
-    }
-
-    /// <summary>Gives a directory to this owner; a symbolic link is not followed (the link itself changes).</summary>
-    /// <exception cref="IOException">The OS refused (the process is not root).</exception>
-    internal void ApplyTo(string path)
-    {
-        if (LChown(path, UserId, GroupId) != 0)
             throw Failure(path);
     }
 
@@ -34,7 +26,4 @@ public readonly partial record struct FileOwner(int UserId, int GroupId)
 
     [LibraryImport("libc", EntryPoint = "fchown", SetLastError = true)]
     private static partial int FChown(SafeFileHandle fd, int uid, int gid);
-
-    [LibraryImport("libc", EntryPoint = "lchown", SetLastError = true, StringMarshalling = StringMarshalling.Utf8)]
-    private static partial int LChown(string path, int uid, int gid);
 }

@@ -56,6 +56,10 @@ public sealed class SharedMemoryArena : IDisposable
     private readonly Lock _pageLock = new();
     private readonly List<SlabSegment> _segments = [];
     private readonly ConcurrentDictionary<string, MappedFile> _large = new(StringComparer.Ordinal);
+    // The directory, opened once when it was created (before it was given to the workers' user, who
+    // may rename it or anything in it): every file is created, opened and deleted relative to it.
+    private readonly Microsoft.Win32.SafeHandles.SafeFileHandle _directoryHandle;
+    private readonly uint _workerUserId;
     private long _nextFileId;
     private long _used;
     private long _reserved;
@@ -86,8 +90,10 @@ public sealed class SharedMemoryArena : IDisposable
         if (System.IO.Directory.Exists(Directory) && System.IO.Directory.EnumerateFileSystemEntries(Directory).Any())
             throw new IOException($"{Directory} already holds files: another arena uses it, or a crashed run left it (see CleanStale)");
         System.IO.Directory.CreateDirectory(Directory, DirectoryMode);
-        File.SetUnixFileMode(Directory, DirectoryMode);
-        options.Owner?.ApplyTo(Directory);
+        _directoryHandle = DirectoryFiles.OpenDirectory(Directory);
+        File.SetUnixFileMode(_directoryHandle, DirectoryMode);
+        options.Owner?.ApplyTo(_directoryHandle, Directory);
+        _workerUserId = options.Owner is { } owner ? (uint)owner.UserId : DirectoryFiles.EffectiveUserId();
     }
 
     /// <summary>The directory holding the segment files (absolute).</summary>
@@ -243,8 +249,8 @@ public sealed class SharedMemoryArena : IDisposable
 
     /// <summary>
     /// Takes over a file a worker wrote into the directory (its output), as an extent of its first
-    /// <paramref name="length"/> bytes: a large one as it is (mapped, no copy, same file), a small
-    /// one copied into a slot and the file deleted.
+    /// <paramref name="length"/> bytes: a large one as it is (mapped, no copy, same file, renamed to
+    /// one of the arena's own names), a small one copied into a slot and the file deleted.
     /// </summary>
     /// <exception cref="InvalidOperationException">Over capacity, or the OS refused the memory; the file is left as it was.</exception>
     public Extent Adopt(string fileName, long length)
@@ -256,42 +262,112 @@ public sealed class SharedMemoryArena : IDisposable
 
     /// <summary>
     /// <see cref="Adopt"/>, but false when the arena is over capacity or the OS refuses the memory;
-    /// the file is then left as it was (the caller may still read it, then delete it).
+    /// the file is then left as it was. A file that cannot be taken over at all (see
+    /// <see cref="OpenWorkerFile"/>) is deleted and the exception says why.
     /// </summary>
-    /// <exception cref="ArgumentException">The name is not a plain file name in the directory, is a symbolic link or names one of the arena's own files.</exception>
+    /// <exception cref="ArgumentException">See <see cref="OpenWorkerFile"/>.</exception>
     /// <exception cref="FileNotFoundException">No such file.</exception>
     /// <exception cref="ArgumentOutOfRangeException">The file is shorter than <paramref name="length"/>.</exception>
-    public unsafe bool TryAdopt(string fileName, long length, out Extent extent)
+    public bool TryAdopt(string fileName, long length, out Extent extent)
+    {
+        var file = OpenWorkerFile(fileName, length);
+        bool adopted;
+        try
+        {
+            adopted = TryAdopt(file, out extent);
+        }
+        catch
+        {
+            file.Dispose();
+            throw;
+        }
+        if (adopted)
+            file.Dispose();
+        else
+            file.Close(); // left as it was, for the caller
+        return adopted;
+    }
+
+    /// <summary>
+    /// Opens a file a worker wrote into the directory, once and for all: the name is resolved
+    /// relative to the directory descriptor without following a symbolic link, and the opened file
+    /// itself must be a regular file with one link, owned by the workers' user (the arena's
+    /// <see cref="ArenaOptions.Owner"/>, else this process's user). Everything after this reads or
+    /// changes that open file, never the name again, so a name swapped for a link after the check
+    /// cannot lead anywhere. On any refusal the worker's entry is deleted (no file is left behind)
+    /// and the exception names the file and what is wrong.
+    /// </summary>
+    /// <exception cref="ArgumentException">Not a plain file name, one of the arena's own names, a
+    /// symbolic link, not a regular file, hard-linked, or owned by another user.</exception>
+    /// <exception cref="FileNotFoundException">No such file.</exception>
+    /// <exception cref="ArgumentOutOfRangeException">The file is shorter than <paramref name="length"/>.</exception>
+    public WorkerFile OpenWorkerFile(string fileName, long length)
     {
         ArgumentOutOfRangeException.ThrowIfNegative(length);
         ObjectDisposedException.ThrowIf(_disposed, this);
-        var path = AdoptablePath(fileName);
-        var info = new FileInfo(path);
-        if (!info.Exists)
-            throw new FileNotFoundException($"{fileName} does not exist in {Directory}", path);
-        if (info.LinkTarget is not null)
-            throw new ArgumentException($"{fileName} is a symbolic link; only regular files in {Directory} can be adopted", nameof(fileName));
-        if (info.Length < length)
-            throw new ArgumentOutOfRangeException(nameof(length), $"{fileName} holds {info.Length} bytes, fewer than {length}");
+        CheckWorkerName(fileName);
+        // Read-write: a large output is truncated to its length and mapped read-write. Opening
+        // cannot block (O_NONBLOCK: a FIFO) and follows no link (O_NOFOLLOW).
+        var handle = DirectoryFiles.OpenNoFollow(_directoryHandle, fileName, write: true, out var error);
+        if (handle is null)
+        {
+            if (error == DirectoryFiles.ENOENT)
+                throw new FileNotFoundException($"{fileName} does not exist in {Directory}", Path.Combine(Directory, fileName));
+            DirectoryFiles.Unlink(_directoryHandle, fileName);
+            throw new ArgumentException(error == DirectoryFiles.ELOOP
+                ? $"{fileName} in {Directory} is a symbolic link; only regular files the worker wrote can be adopted (deleted)"
+                : $"{fileName} in {Directory} cannot be opened: {System.Runtime.InteropServices.Marshal.GetPInvokeErrorMessage(error)} (deleted)", nameof(fileName));
+        }
+        try
+        {
+            var status = DirectoryFiles.Status(handle, fileName);
+            var wrong = !status.IsRegular ? "is not a regular file"
+                : status.Links != 1 ? $"has {status.Links} links (another name for a file the worker did not write)"
+                : status.UserId != _workerUserId ? $"belongs to uid {status.UserId}, not to the workers' uid {_workerUserId}"
+                : null;
+            if (wrong is not null)
+                throw new ArgumentException($"{fileName} in {Directory} {wrong}; only regular files the worker wrote can be adopted (deleted)", nameof(fileName));
+            if (status.Size < length)
+                throw new ArgumentOutOfRangeException(nameof(length), $"{fileName} in {Directory} holds {status.Size} bytes, fewer than the {length} the worker announced (deleted)");
+            return new WorkerFile(this, fileName, handle, length);
+        }
+        catch
+        {
+            handle.Dispose();
+            DirectoryFiles.Unlink(_directoryHandle, fileName);
+            throw;
+        }
+    }
 
+    /// <summary>
+    /// Takes over a worker's file opened by <see cref="OpenWorkerFile"/> (see <see cref="Adopt"/>);
+    /// false when the arena is over capacity or the OS refuses the memory, and the file is then
+    /// still the caller's to read. On success the worker's name is gone: a large file lives on
+    /// under an arena name ("l" + number), which a worker's clean-up of its own files cannot reach.
+    /// </summary>
+    public unsafe bool TryAdopt(WorkerFile file, out Extent extent)
+    {
+        ArgumentNullException.ThrowIfNull(file);
+        ObjectDisposedException.ThrowIf(_disposed, this);
+        if (!ReferenceEquals(file.Arena, this))
+            throw new ArgumentException($"{file.Name} was opened by another arena", nameof(file));
+        var handle = file.Handle ?? throw new InvalidOperationException($"{file.Name} was adopted or closed already");
+        var length = file.Length;
         if (length <= _options.LargeObjectThreshold)
         {
             if (!TryAllocate(length, out extent))
                 return false;
             try
             {
-                using var handle = File.OpenHandle(path, FileMode.Open, FileAccess.Read, FileShare.ReadWrite | FileShare.Delete);
                 var window = length == 0 ? [] : new Span<byte>(extent.Pointer, (int)length);
                 var done = 0;
                 while (done < window.Length)
                 {
                     var n = RandomAccess.Read(handle, window[done..], done);
                     if (n == 0)
-                        throw new EndOfStreamException($"{fileName} ended after {done} of {length} bytes");
+                        throw new EndOfStreamException($"{file.Name} ended after {done} of {length} bytes");
                     done += n;
                 }
-                File.Delete(path);
-                return true;
             }
             catch
             {
@@ -299,6 +375,8 @@ public sealed class SharedMemoryArena : IDisposable
                 extent = default;
                 throw;
             }
+            file.Dispose(); // copied: the worker's file goes
+            return true;
         }
 
         var charge = RoundUp(length, _osPage);
@@ -307,52 +385,127 @@ public sealed class SharedMemoryArena : IDisposable
             extent = default;
             return false;
         }
-        FileStream? stream = null;
+        string? linked = null;
         try
         {
-            stream = new FileStream(path, new FileStreamOptions
-            {
-                Mode = FileMode.Open,
-                Access = FileAccess.ReadWrite,
-                Share = FileShare.ReadWrite | FileShare.Delete,
-            });
-            File.SetUnixFileMode(stream.SafeFileHandle, FileMode600);
-            if (stream.Length > length)
-                stream.SetLength(length);
+            // Only through the descriptor: the mode, the length and the memory of the file that was
+            // checked, whatever the name now points to.
+            File.SetUnixFileMode(handle, FileMode600);
+            if (RandomAccess.GetLength(handle) > length)
+                RandomAccess.SetLength(handle, length);
             // Fill any holes the writer left, so that the object's memory is really there (and counted).
-            FileSpace.Reserve(stream.SafeFileHandle, fileName, 0, length, _options.SimulateNoSpace);
-            var file = new MappedFile(this, -1, fileName, path, stream, length, isLarge: true);
-            if (!_large.TryAdd(fileName, file))
+            FileSpace.Reserve(handle, file.Name, 0, length, _options.SimulateNoSpace);
+            var (id, name) = LinkUnderOwnName(handle, file.Name);
+            linked = name;
+            file.TakeHandle(); // the mapped file owns the descriptor now
+            var stream = new FileStream(handle, FileAccess.ReadWrite, bufferSize: 0);
+            MappedFile mapped;
+            try
             {
-                file.Dispose();
-                throw new ArgumentException($"{fileName} is already adopted", nameof(fileName));
+                mapped = new MappedFile(this, id, name, Path.Combine(Directory, name), stream, length, isLarge: true);
             }
+            catch
+            {
+                stream.Dispose();
+                throw;
+            }
+            _large[name] = mapped;
             Interlocked.Add(ref _used, charge);
             Interlocked.Add(ref _largeAllocated, length);
-            extent = new Extent(file, 0, length, -1);
+            extent = new Extent(mapped, 0, length, -1);
+            file.Dispose(); // the worker's name goes; the file stays under the arena's
             return true;
         }
         catch (Exception e) when (e is IOException or UnauthorizedAccessException)
         {
-            stream?.Dispose();
             Interlocked.Add(ref _reserved, -charge);
-            extent = default;
-            return false;
+            if (linked is null)
+            {
+                extent = default;
+                return false;
+            }
+            DirectoryFiles.Unlink(_directoryHandle, linked);
+            file.Dispose();
+            throw;
         }
         catch
         {
-            stream?.Dispose();
             Interlocked.Add(ref _reserved, -charge);
+            if (linked is not null)
+            {
+                DirectoryFiles.Unlink(_directoryHandle, linked);
+                file.Dispose();
+            }
             throw;
         }
     }
 
+    /// <summary>Gives an adopted file a fresh large-object name of the arena (another process may
+    /// have created a file under the next name: then the one after).</summary>
+    private (long Id, string Name) LinkUnderOwnName(Microsoft.Win32.SafeHandles.SafeFileHandle handle, string fileName)
+    {
+        for (var attempt = 0; ; attempt++)
+        {
+            var (id, name, _) = NextFile(LargePrefix);
+            var error = -DirectoryFiles.Link(handle, _directoryHandle, name);
+            if (error == 0)
+                return (id, name);
+            if (error != DirectoryFiles.EEXIST || attempt == 15)
+                throw new IOException($"cannot give {fileName} the arena's name {name} in {Directory}: {System.Runtime.InteropServices.Marshal.GetPInvokeErrorMessage(error)}", error);
+        }
+    }
+
+    /// <summary>Deletes a worker's entry in the directory (never following a link), e.g. an output
+    /// nobody took over. False if there was none.</summary>
+    internal bool RemoveWorkerEntry(string fileName) => !_disposed && DirectoryFiles.Unlink(_directoryHandle, fileName);
+
     /// <summary>
-    /// Full path of a worker's output file in the directory, checked as <see cref="TryAdopt"/> checks
-    /// it (a plain name, not one of the arena's own files); for reading an output the cache does not keep.
+    /// Creates a file of the cache's own beside the arena's (a temporary file of an object larger
+    /// than the cache): O_EXCL relative to the directory descriptor, 0600, given to the owner.
     /// </summary>
-    /// <exception cref="ArgumentException">Not a plain file name in the directory, or one of the arena's own.</exception>
-    public string ResolveWorkerFile(string fileName) => AdoptablePath(fileName);
+    /// <exception cref="IOException">The name is taken, or the OS refused.</exception>
+    internal FileStream CreateSideFile(string name)
+    {
+        ObjectDisposedException.ThrowIf(_disposed, this);
+        return CreateFile(name);
+    }
+
+    /// <summary>Deletes a file made by <see cref="CreateSideFile"/>; best effort (Dispose deletes the directory).</summary>
+    internal void DeleteSideFile(string name)
+    {
+        if (!_disposed)
+            TryDelete(name);
+    }
+
+    /// <summary>
+    /// Opens one of the cache's own files in the directory (a segment, a temporary file) for reading
+    /// it out to a worker or a peer: relative to the directory descriptor, not through a symbolic
+    /// link, and only if it is still a regular file of the workers' user (the workers may replace
+    /// any name in the directory; the host must never read something else in its place).
+    /// </summary>
+    /// <exception cref="IOException">No such file of the cache's (the message names it and why).</exception>
+    internal Microsoft.Win32.SafeHandles.SafeFileHandle OpenForReading(string name)
+    {
+        ObjectDisposedException.ThrowIf(_disposed, this);
+        if (name.Length == 0 || name is "." or ".." || name.Contains('/', StringComparison.Ordinal) || name.Contains('\0', StringComparison.Ordinal))
+            throw new IOException($"\"{name}\" is not a file name in {Directory}");
+        var handle = DirectoryFiles.OpenNoFollow(_directoryHandle, name, write: false, out var error)
+            ?? throw new IOException(error == DirectoryFiles.ELOOP
+                ? $"{name} in {Directory} was replaced by a symbolic link; it is not read"
+                : $"cannot open {name} in {Directory}: {System.Runtime.InteropServices.Marshal.GetPInvokeErrorMessage(error)}", error);
+        try
+        {
+            var status = DirectoryFiles.Status(handle, name);
+            if (!status.IsRegular || status.UserId != _workerUserId)
+                throw new IOException($"{name} in {Directory} was replaced by {(status.IsRegular ? $"a file of uid {status.UserId}" : "something not a regular file")}; it is not read");
+            return handle;
+        }
+        catch
+        {
+            handle.Dispose();
+            throw;
+        }
+    }
 
     /// <summary>The conventional directory of an app instance: ROOT/PREFIX-PID (e.g. /dev/shm/faast-myapp-1234).</summary>
     public static string InstanceDirectory(string root, string prefix) =>
@@ -410,6 +563,7 @@ public sealed class SharedMemoryArena : IDisposable
         foreach (var file in _large.Values)
             file.Dispose();
         _large.Clear();
+        _directoryHandle.Dispose();
         try
         {
             System.IO.Directory.Delete(Directory, recursive: true);
@@ -501,7 +655,7 @@ public sealed class SharedMemoryArena : IDisposable
         {
             _segments.Remove(segment);
             segment.Dispose();
-            TryDelete(segment.Path);
+            TryDelete(segment.Name);
             FileDeleted?.Invoke(segment.Name);
         }
     }
@@ -541,7 +695,7 @@ public sealed class SharedMemoryArena : IDisposable
         FileStream? stream = null;
         try
         {
-            stream = CreateFile(path);
+            stream = CreateFile(name);
             stream.SetLength(_options.SlabSegmentSize);
             var segment = new SlabSegment(this, id, name, path, stream, _options.SlabSegmentSize, _options.PageSize);
             _segments.Add(segment);
@@ -550,7 +704,8 @@ public sealed class SharedMemoryArena : IDisposable
         catch (Exception e) when (e is IOException or UnauthorizedAccessException)
         {
             stream?.Dispose();
-            TryDelete(path);
+            if (stream is not null)
+                TryDelete(name);
             return null;
         }
     }
@@ -569,7 +724,7 @@ public sealed class SharedMemoryArena : IDisposable
         FileStream? stream = null;
         try
         {
-            stream = CreateFile(path);
+            stream = CreateFile(name);
             FileSpace.Reserve(stream.SafeFileHandle, name, 0, length, _options.SimulateNoSpace);
             var file = new MappedFile(this, id, name, path, stream, length, isLarge: true);
             _large[name] = file;
@@ -581,7 +736,8 @@ public sealed class SharedMemoryArena : IDisposable
         catch (Exception e) when (e is IOException or UnauthorizedAccessException)
         {
             stream?.Dispose();
-            TryDelete(path);
+            if (stream is not null)
+                TryDelete(name);
             Interlocked.Add(ref _reserved, -charge);
             extent = default;
             return false;
@@ -593,7 +749,7 @@ public sealed class SharedMemoryArena : IDisposable
         if (!_large.TryRemove(new KeyValuePair<string, MappedFile>(file.Name, file)))
             throw new InvalidOperationException($"{extent} is not allocated (freed twice?)");
         file.Dispose();
-        TryDelete(file.Path);
+        TryDelete(file.Name);
         FileDeleted?.Invoke(file.Name);
         var charge = RoundUp(file.Size, _osPage);
         Interlocked.Add(ref _used, -charge);
@@ -610,40 +766,38 @@ public sealed class SharedMemoryArena : IDisposable
         return (id, name, Path.Combine(Directory, name));
     }
 
-    private FileStream CreateFile(string path)
+    /// <summary>A new file of the arena (O_EXCL, relative to the directory descriptor: never an
+    /// existing file or a link someone put under the name), 0600, given to the owner.</summary>
+    private FileStream CreateFile(string name)
     {
-        var stream = new FileStream(path, new FileStreamOptions
-        {
-            Mode = FileMode.CreateNew,
-            Access = FileAccess.ReadWrite,
-            Share = FileShare.ReadWrite | FileShare.Delete,
-            UnixCreateMode = FileMode600,
-        });
+        var handle = DirectoryFiles.CreateNew(_directoryHandle, name, FileMode600);
         try
         {
-            _options.Owner?.ApplyTo(stream.SafeFileHandle, path);
-            return stream;
+            _options.Owner?.ApplyTo(handle, Path.Combine(Directory, name));
+            return new FileStream(handle, FileAccess.ReadWrite, bufferSize: 0);
         }
         catch
         {
-            stream.Dispose();
+            handle.Dispose();
+            DirectoryFiles.Unlink(_directoryHandle, name);
             throw;
         }
     }
 
-    /// <summary>Full path of a worker's output file, or an exception saying why it cannot be adopted.</summary>
-    private string AdoptablePath(string fileName)
+    /// <summary>Throws unless NAME is a plain file name that is none of the arena's own files.</summary>
+    private void CheckWorkerName(string fileName)
     {
         ArgumentException.ThrowIfNullOrEmpty(fileName);
         if (fileName is "." or ".." || fileName.Contains('/', StringComparison.Ordinal) || fileName.Contains('\0', StringComparison.Ordinal))
             throw new ArgumentException($"\"{fileName}\" is not a file name in {Directory}: adopted files must be in the arena's directory", nameof(fileName));
         if (IsOwnName(fileName))
-            throw new ArgumentException($"{fileName} is named like the arena's own files (s/l + digits); it cannot be adopted", nameof(fileName));
-        return Path.Combine(Directory, fileName);
+            throw new ArgumentException($"{fileName} is named like the cache's own files (s, l or t + digits); it cannot be adopted", nameof(fileName));
     }
 
+    // s and l: the arena's segments and large objects; t: the cache's temporary files of objects
+    // larger than the cache, which share the directory.
     private static bool IsOwnName(string name) =>
-        name.Length > 1 && (name[0] == 's' || name[0] == 'l') && !name.AsSpan(1).ContainsAnyExceptInRange('0', '9');
+        name.Length > 1 && (name[0] == 's' || name[0] == 'l' || name[0] == 't') && !name.AsSpan(1).ContainsAnyExceptInRange('0', '9');
 
     private static bool IsOwnerAlive(int pid, DateTime directoryWriteUtc)
     {
@@ -664,17 +818,8 @@ public sealed class SharedMemoryArena : IDisposable
         }
     }
 
-    private static void TryDelete(string path)
-    {
-        try
-        {
-            File.Delete(path);
-        }
-        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
-        {
-            // best effort: Dispose deletes the directory
-        }
-    }
+    /// <summary>Deletes one of the arena's files; best effort (Dispose deletes the directory).</summary>
+    private void TryDelete(string name) => DirectoryFiles.Unlink(_directoryHandle, name);
 
     /// <summary>The fewest pages that hold at least one slot with an unusable tail of at most 1/8 of the slab.</summary>
     internal static int SlabPagesFor(long slot, int pageSize)

@@ -189,7 +189,7 @@ public sealed class PeerBulkListener
         }
         if (read.File is { } file)
         {
-            using var handle = File.OpenHandle(Path.Combine(cache.Directory, file));
+            using var handle = cache.OpenFile(file);
             var buffer = ArrayPool<byte>.Shared.Rent(1 << 20);
             try
             {

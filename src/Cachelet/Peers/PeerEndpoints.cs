@@ -145,7 +145,7 @@ public static class PeerEndpoints
             }
             if (read.File is { } file)
             {
-                using var handle = File.OpenHandle(Path.Combine(cache.Directory, file));
+                using var handle = cache.OpenFile(file);
                 var buffer = ArrayPool<byte>.Shared.Rent(chunk);
                 try
                 {
@@ -244,7 +244,18 @@ public static class PeerEndpoints
             if (read.Entry is { } entry)
                 return ByteString.CopyFrom(entry.Extent.Span);
             if (read.File is { } file)
-                return ByteString.CopyFrom(File.ReadAllBytes(Path.Combine(cache.Directory, file)));
+            {
+                using var handle = cache.OpenFile(file);
+                var bytes = GC.AllocateUninitializedArray<byte>(checked((int)read.Length));
+                for (var done = 0; done < bytes.Length;)
+                {
+                    var n = RandomAccess.Read(handle, bytes.AsSpan(done), done);
+                    if (n == 0)
+                        throw new IOException($"{file} ended after {done} of {bytes.Length} bytes");
+                    done += n;
+                }
+                return UnsafeByteOperations.UnsafeWrap(bytes);
+            }
             return ByteString.CopyFrom(read.Bytes.Span);
         }
 
@@ -277,19 +288,12 @@ public static class PeerEndpoints
             }
             else
             {
-                // No room in this cache: take it into a file and upload it from there.
-                var path = Path.Combine(cache.Directory, "p" + Guid.NewGuid().ToString("N"));
-                try
-                {
-                    await using (var target = new FileStream(path, FileMode.CreateNew, FileAccess.Write, FileShare.None, 1, FileOptions.Asynchronous))
-                        await ReceiveAsync(stream, target, header, ct);
-                }
-                catch
-                {
-                    File.Delete(path);
-                    throw;
-                }
-                version = await cache.AcceptPeerFileAsync(store, blob, path, header.Length, ct);
+                // No room in this cache: take it into a file and upload it from there, through the
+                // one descriptor (the workers may replace any name in the segment directory).
+                using var spill = cache.CreateSpillFile();
+                await ReceiveAsync(stream, spill.Stream, header, ct);
+                spill.Stream.Position = 0;
+                version = await cache.AcceptPeerFileAsync(store, blob, spill.Stream, header.Length, ct);
             }
             await stream.WriteAsync(new PutResponse { Version = version }, ct);
         }

@@ -66,7 +66,8 @@ internal sealed class CachingBlobBindingProvider(StorageAccounts accounts, BlobC
     {
         if (reference.Length > int.MaxValue)
             throw new InvalidOperationException($"{reference.Segment}: {reference.Length} bytes cannot go inline to a worker");
-        using var handle = File.OpenHandle(Path.Combine(cache.Directory, reference.Segment));
+        // Never through a link a worker may have put under the segment's name.
+        using var handle = cache.OpenFile(reference.Segment);
         var bytes = GC.AllocateUninitializedArray<byte>((int)reference.Length);
         var done = 0;
         while (done < bytes.Length)
