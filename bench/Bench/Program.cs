@@ -5,7 +5,7 @@ using BenchmarkDotNet.Toolchains.InProcess.Emit;
 
 namespace FaaST.Bench;
 
-/// <summary>./faast bench SCENARIO [--quick]. Scenarios: runtime, cachelet, distributed (end to end), micro (BenchmarkDotNet).</summary>
+/// <summary>./faast bench SCENARIO [--quick]. Scenarios: runtime, cachelet, distributed, faults (end to end), micro (BenchmarkDotNet).</summary>
 public static class Program
 {
     public static async Task<int> Main(string[] args)
@@ -26,6 +26,9 @@ public static class Program
                 case "distributed":
                     await DistributedScenario.RunAsync(home, quick);
                     return 0;
+                case "faults":
+                    await FaultsScenario.RunAsync(home, quick);
+                    return 0;
                 case "micro":
                     // In-process: the project file is not named after the assembly, so BenchmarkDotNet's
                     // default out-of-process toolchain cannot find it. Reports land in bench/results/micro.
@@ -37,7 +40,7 @@ public static class Program
                     BenchmarkSwitcher.FromAssembly(typeof(Program).Assembly).Run(rest.Length > 0 ? rest : ["--filter", "*"], config);
                     return 0;
                 default:
-                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, micro");
+                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, micro");
                     return 2;
             }
         }
