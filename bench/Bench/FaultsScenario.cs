@@ -6,6 +6,9 @@ using System.Net.Http.Json;
 using System.Text;
 using System.Text.Json;
 using System.Text.Json.Nodes;
+using FaaST.Cachelet;
+using FaaST.Cachelet.Index;
+using FaaST.Membership;
 using FaaST.Runtime.Hosting;
 using FaaST.Storage;
 
@@ -49,7 +52,7 @@ public static class FaultsScenario
     private static Plan PlanFor(bool quick) => quick
         ? new Plan(60, TimeSpan.FromSeconds(1), TimeSpan.FromSeconds(3), [1],
             6, 2, TimeSpan.FromMilliseconds(100), TimeSpan.FromMilliseconds(40), TimeSpan.FromSeconds(1), TimeSpan.FromSeconds(4),
-            30, TimeSpan.FromSeconds(2), TimeSpan.FromSeconds(1), TimeSpan.FromSeconds(4),
+            30, TimeSpan.FromSeconds(2), TimeSpan.FromSeconds(1), TimeSpan.FromSeconds(3),
             TimeSpan.FromSeconds(30), TimeSpan.FromSeconds(3), TimeSpan.FromSeconds(1), 40)
         : new Plan(100, TimeSpan.FromSeconds(3), TimeSpan.FromSeconds(6), [1, 2],
             16, 4, TimeSpan.FromMilliseconds(50), TimeSpan.FromMilliseconds(10), TimeSpan.FromSeconds(4), TimeSpan.FromSeconds(10),
@@ -65,7 +68,7 @@ public static class FaultsScenario
         report.Config("app", "bench/apps/faults-app (Python): Read returns the blob's bytes, Write writes the request body");
         report.Config("slow_request_s", Slow.TotalSeconds);
         report.Config("heartbeat_s", HeartbeatSeconds);
-        report.Config("instance_kill", $"3 instances; one sequential writer per key ({plan.Keys} keys, 1 KiB and 96 KiB, versioned content), {plan.Readers} readers; requests to the instances still in the load balancer's list; instance 2 SIGKILLed (with its workers) after {plan.InstanceKillBefore.TotalSeconds} s, load for {plan.InstanceKillAfter.TotalSeconds} s more");
+        report.Config("instance_kill", $"3 instances; one sequential writer per key ({plan.Keys} keys, 1 KiB and 96 KiB, versioned content), {plan.Readers} readers; requests round robin over the instances still in the load balancer's list; the instance owning most keys SIGKILLed (with its workers) and dropped from the list after {plan.InstanceKillBefore.TotalSeconds} s, load for {plan.InstanceKillAfter.TotalSeconds} s more");
         report.Config("instance_logs", logs);
         report.Config("product_commit", Git(home, "rev-parse", "--short", "HEAD"));
         report.Config("product_uncommitted", Git(home, "status", "--porcelain", "--", "src").Replace('\n', ';'));
@@ -74,19 +77,61 @@ public static class FaultsScenario
         var before = Baseline.Take(home);
         var app = Path.Combine(home, "bench", "apps", "faults-app");
         var goals = new List<string>();
+        CheckTheChecker();
+        // Starting three instances per preset takes most of the time: --quick runs the strong preset
+        // with owners and the weakest one (the full run: all six).
+        string[] presets = quick ? ["owner/sync/owner", "local/async/local"] : Presets;
+        report.Config("instance_kill_presets", new JsonArray(presets.Select(p => (JsonNode?)p).ToArray()));
+        if (quick)
+            report.Config("instance_kill_note", "--quick kills an instance under 2 of the 6 presets only, to finish in about a minute");
+
+        var phases = new JsonObject();
+        async Task Phase(string phase, Func<Task> run)
+        {
+            var sw = Stopwatch.StartNew();
+            await run();
+            lock (phases)
+                phases[phase] = Math.Round(sw.Elapsed.TotalSeconds, 1);
+        }
 
         Say("starting Azurite (in memory)");
         await using (var azurite = await AzuriteProcess.StartAsync(home))
         {
             using var store = new BlobStore(azurite.ConnectionString);
             await store.CreateContainerIfNotExistsAsync(Container);
-            foreach (var workers in plan.WorkerCounts)
-                await WorkerKillAsync(home, report, goals, app, azurite.ConnectionString, store, workers, plan, Path.Combine(logs, $"worker-kill-{workers}w"));
-            foreach (var preset in Presets)
-                await InstanceKillAsync(home, report, goals, app, azurite.ConnectionString, store, preset, plan, Path.Combine(logs, "instance-kill-" + preset.Replace('/', '_')));
-            await SoakAsync(home, report, goals, app, azurite.ConnectionString, store, plan, Path.Combine(logs, "soak"));
+            // The soak adds its rows when it is done: under --quick it runs beside the other experiments.
+            var soakRows = new Report("faults-soak", quick);
+            var soakGoals = new List<string>();
+            var soak = new JsonObject();
+            async Task Faults()
+            {
+                foreach (var workers in plan.WorkerCounts)
+                    await Phase($"worker_kill_{workers}w", () => WorkerKillAsync(home, report, goals, app, azurite.ConnectionString, store, workers, plan, Path.Combine(logs, $"worker-kill-{workers}w")));
+                foreach (var preset in presets)
+                    await Phase("instance_kill_" + preset.Replace('/', '_'), () => InstanceKillAsync(home, report, goals, app, azurite.ConnectionString, store, preset, plan, Path.Combine(logs, "instance-kill-" + preset.Replace('/', '_'))));
+                await Phase("storage", () => StorageFaultsAsync(home, report, goals, app, plan, Path.Combine(logs, "storage")));
+            }
+            Task Soak() => Phase("soak", () => SoakAsync(home, soakRows, soakGoals, soak, app, azurite.ConnectionString, store, plan, Path.Combine(logs, "soak")));
+            if (quick)
+            {
+                // A 30 s soak and the rest one after the other would not fit in a minute.
+                report.Config("soak_concurrent", "--quick runs the soak at the same time as the other experiments (the full run: after them)");
+                await Task.WhenAll(Faults(), Soak());
+            }
+            else
+            {
+                await Faults();
+                await Soak();
+            }
+            report.Append(soakRows);
+            goals.AddRange(soakGoals);
+            foreach (var (key, value) in soak.ToArray())
+            {
+                soak.Remove(key);
+                report.Config(key, value);
+            }
         }
-        await StorageFaultsAsync(home, report, goals, app, plan, Path.Combine(logs, "storage"));
+        report.Config("phase_s", phases);
 
         HostProcess.DeleteAppCopies();
         var after = await Baseline.SettleAsync(home, before);
@@ -151,6 +196,34 @@ public static class FaultsScenario
             || !int.TryParse(body[7..14], NumberStyles.None, CultureInfo.InvariantCulture, out var v) || v > highest)
             return null;
         return body.SequenceEqual(Content(key, v)) ? v : null;
+    }
+
+    /// <summary>The wrong-bytes verdict is only as good as <see cref="VersionOf"/>: before any
+    /// measurement, it must accept each version as itself and reject a flipped byte, a value torn
+    /// between two versions, another key's value and a version not yet written.</summary>
+    private static void CheckTheChecker()
+    {
+        foreach (var key in new[] { 0, 1 })
+        {
+            var v3 = Content(key, 3);
+            var v4 = Content(key, 4);
+            var flipped = (byte[])v3.Clone();
+            flipped[^1] ^= 1;
+            var torn = v3[..(v3.Length / 2)].Concat(v4[(v4.Length / 2)..]).ToArray();
+            var failures = new List<string>();
+            if (VersionOf(key, v3, 4) != 3)
+                failures.Add("version 3 is not read as 3");
+            if (VersionOf(key, flipped, 4) is not null)
+                failures.Add("a flipped last byte passes");
+            if (VersionOf(key, torn, 4) is not null)
+                failures.Add("half of version 3 and half of version 4 pass");
+            if (VersionOf(key, Content(key + 4, 3), 4) is not null)
+                failures.Add("another key's value of the same size passes");
+            if (VersionOf(key, v4, 3) is not null)
+                failures.Add("a version higher than any written passes");
+            if (failures.Count > 0)
+                throw new InvalidOperationException($"the content check is broken for key {key}: {string.Join("; ", failures)}");
+        }
     }
 
     // ---- requests and their outcomes -------------------------------------------------------------
@@ -300,8 +373,8 @@ public static class FaultsScenario
 
     /// <summary>
     /// Three instances of the app in <paramref name="preset"/>, one sequential writer per key and a few
-    /// readers, spread over the instances a load balancer still lists; instance 2 is SIGKILLed (with its
-    /// workers, as a machine dies) mid-load and leaves the list at that moment. Requests it had in flight
+    /// readers, spread over the instances a load balancer still lists; the instance owning most keys is
+    /// SIGKILLed (with its workers, as a machine dies) mid-load and leaves the list at that moment. Requests it had in flight
     /// fail and are counted apart; what the survivors answer is what the preset promises.
     /// </summary>
     private static async Task InstanceKillAsync(string home, Report report, List<string> goals, string app, string storage, BlobStore store, string preset, Plan plan, string logs)
@@ -314,15 +387,22 @@ public static class FaultsScenario
         var state = Enumerable.Range(0, plan.Keys).Select(_ => new KeyState()).ToArray();
         for (var k = 0; k < plan.Keys; k++)
             await store.UploadAsync(Container, blobs[k], Content(k, 0));
-        const int victim = 2;
         var outcomes = new ConcurrentQueue<Outcome>();
         long wrong = 0, stale = 0, staleStorageNewer = 0, missing = 0, reads = 0, writes = 0;
         long kill = 0, viewBack = 0;
+        int victim = -1, victimOwned = 0;
         var staleExamples = new ConcurrentQueue<string>();
         await using (var group = await StartGroupAsync(home, copy, 3, storage, logs, [], 1))
         {
             using var http = NewClient();
             var addresses = group.Instances.Select(i => i.BaseAddress).ToArray();
+            // The victim is the instance that owns most keys (by the same ring and placement key the
+            // cachelets use), so that the kill takes the owner of as many keys as it can.
+            var ring = new HashRing(group.Instances.Select(i => new Member(i.Id, i.PeerAddress, default)));
+            var owners = blobs.Select(b => group.Instances.First(i => i.Id == ring.OwnerOf(BlobCache.PlacementKey(new BlobKey(store.Endpoint.AbsoluteUri, Container, b))).Id).Index).ToArray();
+            victim = Enumerable.Range(0, addresses.Length).MaxBy(i => owners.Count(o => o == i));
+            victimOwned = owners.Count(o => o == victim);
+            var others = Enumerable.Range(0, addresses.Length).Where(i => i != victim).ToArray();
             // Every instance reads every key once first: warm workers, and a copy in each cache (what
             // the local-read presets then serve).
             foreach (var address in addresses)
@@ -332,7 +412,11 @@ public static class FaultsScenario
                     if (VersionOf(k, body, 0) != 0)
                         throw new InvalidOperationException($"{address} reads {blobs[k]} wrong before any fault");
                 }
-            var live = new[] { 0, 1, 2 };
+            var live = Enumerable.Range(0, addresses.Length).ToArray();
+            // When a request was sent, relative to the kill.
+            string When(long sent) => Volatile.Read(ref kill) is var k && k > 0
+                ? string.Create(CultureInfo.InvariantCulture, $"{Seconds(sent - k):+0.00;-0.00} s from the kill")
+                : "before the kill";
             using var stop = new CancellationTokenSource();
             var turn = 0;
             int Pick() => Volatile.Read(ref live) is var l ? l[(int)((uint)Interlocked.Increment(ref turn) % l.Length)] : 0;
@@ -409,7 +493,7 @@ public static class FaultsScenario
                                 if (storedVersion >= ackedBefore)
                                     Interlocked.Increment(ref staleStorageNewer);
                                 if (staleExamples.Count < 3)
-                                    staleExamples.Enqueue($"{blobs[k]} on instance {instance}: v{version} after v{ackedBefore} was acknowledged (storage: v{storedVersion?.ToString(CultureInfo.InvariantCulture) ?? "?"})");
+                                    staleExamples.Enqueue($"{blobs[k]} (owner {owners[k]}) on instance {instance}, sent {When(sent)}: v{version} after v{ackedBefore} was acknowledged (storage: v{storedVersion?.ToString(CultureInfo.InvariantCulture) ?? "?"})");
                             }
                         }
                     }
@@ -429,7 +513,7 @@ public static class FaultsScenario
 
             await Task.Delay(plan.InstanceKillBefore);
             // The load balancer drops the instance as it dies; what it had in flight fails.
-            Volatile.Write(ref live, [0, 1]);
+            Volatile.Write(ref live, others);
             kill = Stopwatch.GetTimestamp();
             await group.KillAsync(victim);
             // When the survivors' views are down to the two of them (membership: 3 missed heartbeats).
@@ -439,7 +523,7 @@ public static class FaultsScenario
                 {
                     try
                     {
-                        var counts = await Task.WhenAll(addresses.Take(2).Select(async a => (await StatusAsync(http, a)).GetProperty("members").GetArrayLength()));
+                        var counts = await Task.WhenAll(others.Select(i => addresses[i]).Select(async a => (await StatusAsync(http, a)).GetProperty("members").GetArrayLength()));
                         if (counts.All(c => c == 2))
                         {
                             viewBack = Stopwatch.GetTimestamp();
@@ -480,6 +564,7 @@ public static class FaultsScenario
         var recovery = RecoverySeconds(survivors, kill);
         var after = survivors.Where(o => o.Done >= kill).ToArray();
         report.Add($"{name}_requests", all.Length, $"{writes} writes, {reads + missing} reads answered 2xx/404");
+        report.Add($"{name}_killed_owned_keys", victimOwned, $"keys of {plan.Keys} the killed instance {victim} owned");
         report.Add($"{name}_wrong_bytes", wrong + finalWrong, "reads (and final blobs) that were no version ever written (goal 0)");
         report.Add($"{name}_stale_reads", stale, (StrongReads(preset) ? "goal 0; " : "weak reads: expected; ") + $"older than the last write acknowledged before the read was sent; {staleStorageNewer} of them while storage already held that write"
             + (staleExamples.IsEmpty ? "" : "; e.g. " + string.Join("; ", staleExamples)));
@@ -627,7 +712,7 @@ public static class FaultsScenario
 
     /// <summary>Mixed load (reads of 1 KiB-96 KiB blobs, writes, no-ops) on one instance with 2 workers,
     /// sampling the host's RSS and fds, the workers' RSS and the app's /dev/shm.</summary>
-    private static async Task SoakAsync(string home, Report report, List<string> goals, string app, string storage, BlobStore store, Plan plan, string logs)
+    private static async Task SoakAsync(string home, Report report, List<string> goals, JsonObject config, string app, string storage, BlobStore store, Plan plan, string logs)
     {
         Say($"soak: 1 instance, 2 workers, {plan.SoakRate} requests/s for {plan.Soak.TotalSeconds:0} s (after {plan.SoakWarmup.TotalSeconds:0} s warm-up)");
         var copy = HostProcess.CopyApp(app, """{ "cache": { "consistency": "storage/sync/storage" } }""");
@@ -741,8 +826,8 @@ public static class FaultsScenario
         }
         if (failed > 0 || wrong > 0)
             goals.Add($"soak: {failed} failed, {wrong} wrong");
-        report.Config("soak_samples", new JsonArray(samples.Select(s => (JsonNode?)new JsonArray(Math.Round(s.T, 1), Math.Round(s.HostRssMb, 1), Math.Round(s.WorkersRssMb, 1), s.HostFds, Math.Round(s.ShmMb, 1), s.ShmFiles)).ToArray()));
-        report.Config("soak_sample_columns", "t_s, host_rss_mb, workers_rss_mb, host_fds, shm_mb, shm_files");
+        config["soak_samples"] = new JsonArray(samples.Select(s => (JsonNode?)new JsonArray(Math.Round(s.T, 1), Math.Round(s.HostRssMb, 1), Math.Round(s.WorkersRssMb, 1), s.HostFds, Math.Round(s.ShmMb, 1), s.ShmFiles)).ToArray());
+        config["soak_sample_columns"] = "t_s, host_rss_mb, workers_rss_mb, host_fds, shm_mb, shm_files";
         ReportLogWarnings(logs);
     }
 
