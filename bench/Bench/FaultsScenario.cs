@@ -51,7 +51,7 @@ public static class FaultsScenario
 
     private static Plan PlanFor(bool quick) => quick
         ? new Plan(60, TimeSpan.FromSeconds(1), TimeSpan.FromSeconds(3), [1],
-            6, 2, TimeSpan.FromMilliseconds(100), TimeSpan.FromMilliseconds(40), TimeSpan.FromSeconds(1), TimeSpan.FromSeconds(4),
+            6, 2, TimeSpan.FromMilliseconds(100), TimeSpan.FromMilliseconds(40), TimeSpan.FromSeconds(1), TimeSpan.FromSeconds(5),
             30, TimeSpan.FromSeconds(2), TimeSpan.FromSeconds(1), TimeSpan.FromSeconds(3),
             TimeSpan.FromSeconds(30), TimeSpan.FromSeconds(3), TimeSpan.FromSeconds(1), 40)
         : new Plan(100, TimeSpan.FromSeconds(3), TimeSpan.FromSeconds(6), [1, 2],
@@ -237,9 +237,9 @@ public static class FaultsScenario
         public bool Bad => !Ok || Done - Sent > Slow.TotalSeconds * Stopwatch.Frequency;
     }
 
-    private static HttpClient NewClient() => new(new SocketsHttpHandler
+    private static HttpClient NewClient(int maxConnections = 1024) => new(new SocketsHttpHandler
     {
-        MaxConnectionsPerServer = 1024,
+        MaxConnectionsPerServer = maxConnections,
         UseCookies = false,
         UseProxy = false,
         ConnectTimeout = TimeSpan.FromSeconds(5),
@@ -708,7 +708,7 @@ public static class FaultsScenario
 
     // ---- soak ------------------------------------------------------------------------------------
 
-    private readonly record struct Sample(double T, double HostRssMb, double WorkersRssMb, int HostFds, double ShmMb, int ShmFiles);
+    private readonly record struct Sample(double T, double HostRssMb, double WorkersRssMb, int HostFds, int HostSockets, double ShmMb, int ShmFiles);
 
     /// <summary>Mixed load (reads of 1 KiB-96 KiB blobs, writes, no-ops) on one instance with 2 workers,
     /// sampling the host's RSS and fds, the workers' RSS and the app's /dev/shm.</summary>
@@ -723,7 +723,9 @@ public static class FaultsScenario
         long failed = 0, wrong = 0, requests = 0, sequence = 0;
         await using (var group = await StartGroupAsync(home, copy, 1, storage, logs, ["--workers", "2"], 2))
         {
-            using var http = NewClient();
+            // A fixed pool of connections: the host's socket count then does not follow how many
+            // requests happened to overlap, so a growing fd count is the host's own.
+            using var http = NewClient(maxConnections: 16);
             var address = group[0].BaseAddress;
             var host = group[0].Process.Id;
             var appName = Path.GetFileName(copy);
@@ -732,16 +734,19 @@ public static class FaultsScenario
             var measuring = false;
             var sampler = Task.Run(async () =>
             {
-                var start = Stopwatch.GetTimestamp();
+                long start = 0;
                 while (!sampling.IsCancellationRequested)
                 {
                     if (Volatile.Read(ref measuring))
                     {
+                        if (start == 0)
+                            start = Stopwatch.GetTimestamp();
                         var status = await StatusAsync(http, address);
                         var workers = status.GetProperty("workerProcessIds").EnumerateArray().Select(p => p.GetInt32()).ToArray();
                         var (shmBytes, shmFiles) = ShmUsage(appName);
+                        var (fds, sockets) = FdCount(host);
                         lock (samples)
-                            samples.Add(new Sample(Seconds(Stopwatch.GetTimestamp() - start), RssMb(host), workers.Sum(RssMb), FdCount(host), shmBytes / 1048576.0, shmFiles));
+                            samples.Add(new Sample(Seconds(Stopwatch.GetTimestamp() - start), RssMb(host), workers.Sum(RssMb), fds, sockets, shmBytes / 1048576.0, shmFiles));
                     }
                     try
                     {
@@ -794,7 +799,7 @@ public static class FaultsScenario
             await sampling.CancelAsync();
             await sampler;
         }
-        if (samples.Count < 2)
+        if (samples.Count < 6)
             throw new InvalidOperationException($"the soak took {samples.Count} samples");
         report.Add("soak_s", plan.Soak.TotalSeconds, $"{plan.SoakRate}/s: 60% reads (checked), 20% writes, 20% no-ops over {keys} keys");
         report.Add("soak_requests", requests, "including the warm-up");
@@ -808,16 +813,20 @@ public static class FaultsScenario
                      ("soak_host_rss", "MB", s => s.HostRssMb, start => Math.Max(start * 0.25, 32)),
                      ("soak_workers_rss", "MB", s => s.WorkersRssMb, start => Math.Max(start * 0.25, 32)),
                      ("soak_host_fds", "", s => s.HostFds, _ => 16),
+                     ("soak_host_sockets", "", s => s.HostSockets, _ => 16),
                      ("soak_shm", "MB", s => s.ShmMb, start => Math.Max(start * 0.10, 8)),
                  })
         {
-            var first = value(samples[0]);
-            var end = value(samples[^1]);
+            // Start and end are the medians of the first and the last three samples: one sample taken
+            // while a burst of requests is open says nothing about a trend.
+            static double Median3(IEnumerable<double> v) => v.Order().ElementAt(1);
+            var first = Median3(samples.Take(3).Select(value));
+            var end = Median3(samples.TakeLast(3).Select(value));
             var max = samples.Max(value);
             var slope = Slope(samples.Select(s => (s.T, value(s))).ToArray()) * 60;
             var flat = end <= first + bound(first);
-            report.Add($"{metric}_start{(unit.Length > 0 ? "_" + unit.ToLowerInvariant() : "")}", first);
-            report.Add($"{metric}_end{(unit.Length > 0 ? "_" + unit.ToLowerInvariant() : "")}", end);
+            report.Add($"{metric}_start{(unit.Length > 0 ? "_" + unit.ToLowerInvariant() : "")}", first, "median of the first 3 samples");
+            report.Add($"{metric}_end{(unit.Length > 0 ? "_" + unit.ToLowerInvariant() : "")}", end, "median of the last 3 samples");
             report.Add($"{metric}_max{(unit.Length > 0 ? "_" + unit.ToLowerInvariant() : "")}", max);
             report.Add($"{metric}_slope_per_min", slope, "least squares over the samples");
             report.Add($"{metric}_flat", flat ? 1 : 0, $"1: end <= start + {bound(first):0.#} {unit}");
@@ -826,8 +835,8 @@ public static class FaultsScenario
         }
         if (failed > 0 || wrong > 0)
             goals.Add($"soak: {failed} failed, {wrong} wrong");
-        config["soak_samples"] = new JsonArray(samples.Select(s => (JsonNode?)new JsonArray(Math.Round(s.T, 1), Math.Round(s.HostRssMb, 1), Math.Round(s.WorkersRssMb, 1), s.HostFds, Math.Round(s.ShmMb, 1), s.ShmFiles)).ToArray());
-        config["soak_sample_columns"] = "t_s, host_rss_mb, workers_rss_mb, host_fds, shm_mb, shm_files";
+        config["soak_samples"] = new JsonArray(samples.Select(s => (JsonNode?)new JsonArray(Math.Round(s.T, 1), Math.Round(s.HostRssMb, 1), Math.Round(s.WorkersRssMb, 1), s.HostFds, s.HostSockets, Math.Round(s.ShmMb, 1), s.ShmFiles)).ToArray());
+        config["soak_sample_columns"] = "t_s, host_rss_mb, workers_rss_mb, host_fds, host_sockets, shm_mb, shm_files";
         ReportLogWarnings(logs);
     }
 
@@ -852,15 +861,28 @@ public static class FaultsScenario
         }
     }
 
-    private static int FdCount(int pid)
+    /// <summary>The process's open file descriptors, and how many of them are sockets.</summary>
+    private static (int Fds, int Sockets) FdCount(int pid)
     {
         try
         {
-            return Directory.GetFiles($"/proc/{pid}/fd").Length;
+            var fds = Directory.GetFiles($"/proc/{pid}/fd");
+            var sockets = fds.Count(fd =>
+            {
+                try
+                {
+                    return new FileInfo(fd).LinkTarget?.StartsWith("socket:", StringComparison.Ordinal) == true;
+                }
+                catch (IOException)
+                {
+                    return false; // closed meanwhile
+                }
+            });
+            return (fds.Length, sockets);
         }
         catch (DirectoryNotFoundException)
         {
-            return 0;
+            return (0, 0);
         }
     }
 
