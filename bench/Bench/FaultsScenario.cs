@@ -55,7 +55,7 @@ public static class FaultsScenario
             30, TimeSpan.FromSeconds(2), TimeSpan.FromSeconds(1), TimeSpan.FromSeconds(3),
             TimeSpan.FromSeconds(30), TimeSpan.FromSeconds(3), TimeSpan.FromSeconds(1), 40)
         : new Plan(100, TimeSpan.FromSeconds(3), TimeSpan.FromSeconds(6), [1, 2],
-            16, 4, TimeSpan.FromMilliseconds(50), TimeSpan.FromMilliseconds(10), TimeSpan.FromSeconds(4), TimeSpan.FromSeconds(10),
+            16, 4, TimeSpan.FromMilliseconds(100), TimeSpan.FromMilliseconds(20), TimeSpan.FromSeconds(4), TimeSpan.FromSeconds(10),
             50, TimeSpan.FromSeconds(5), TimeSpan.FromSeconds(3), TimeSpan.FromSeconds(10),
             TimeSpan.FromMinutes(5), TimeSpan.FromSeconds(10), TimeSpan.FromSeconds(5), 80);
 
@@ -252,6 +252,12 @@ public static class FaultsScenario
     private static double RecoverySeconds(IEnumerable<Outcome> outcomes, long fault) =>
         outcomes.Where(o => o.Bad && o.Done >= fault).Select(o => Seconds(o.Done - fault)).DefaultIfEmpty(0).Max();
 
+    private static double P99Ms(IEnumerable<Outcome> outcomes)
+    {
+        var ms = outcomes.Select(o => Seconds(o.Done - o.Sent) * 1000).Order().ToArray();
+        return ms.Length == 0 ? 0 : ms[Math.Min(ms.Length - 1, (int)Math.Ceiling(0.99 * ms.Length) - 1)];
+    }
+
     private static string StatusCounts(IEnumerable<Outcome> failed) =>
         string.Join(", ", failed.GroupBy(o => o.Status).OrderBy(g => g.Key).Select(g => $"{(g.Key == 0 ? "no answer" : g.Key.ToString(CultureInfo.InvariantCulture))}: {g.Count()}"));
 
@@ -352,6 +358,7 @@ public static class FaultsScenario
             report.Add($"{name}_failed", failed.Length, failed.Length == 0 ? "" : StatusCounts(failed));
             report.Add($"{name}_wrong_bytes", wrong, "answers that were not the blob's bytes (goal 0)");
             report.Add($"{name}_recovery_s", recovery, $"kill -> end of the last failed or > {Slow.TotalSeconds:0} s request (goal <= 2)");
+            report.Add($"{name}_p99_before_ms", P99Ms(all.Where(o => o.Done < kill)), "p99 latency before the kill (for comparison)");
             report.Add($"{name}_max_latency_ms", afterKill.Select(o => Seconds(o.Done - o.Sent) * 1000).DefaultIfEmpty(0).Max(), "slowest request open at or after the kill");
             report.Add($"{name}_worker_back_s", restarted > 0 ? Seconds(restarted - kill) : -1, "kill -> the host has all its workers again (-1: not within 30 s)");
             if (wrong > 0)
@@ -575,6 +582,7 @@ public static class FaultsScenario
         report.Add($"{name}_failed_in_flight_at_killed", atVictim.Length, "requests the killed instance had in flight (not acknowledged: expected)");
         report.Add($"{name}_recovery_s", recovery, $"kill -> end of the last failed or > {Slow.TotalSeconds:0} s request at a survivor");
         report.Add($"{name}_recovery_heartbeats", recovery / HeartbeatSeconds, "the same in heartbeats (goal <= 3)");
+        report.Add($"{name}_p99_before_ms", P99Ms(survivors.Where(o => o.Done < kill)), "p99 latency before the kill (the load's own, for comparison)");
         report.Add($"{name}_max_latency_ms", after.Select(o => Seconds(o.Done - o.Sent) * 1000).DefaultIfEmpty(0).Max(), "slowest survivor request open at or after the kill");
         report.Add($"{name}_view_s", viewBack > 0 ? Seconds(viewBack - kill) : -1, "kill -> both survivors list 2 members (-1: not before the load ended)");
         if (wrong + finalWrong > 0)
