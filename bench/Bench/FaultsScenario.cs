@@ -75,6 +75,8 @@ public static class FaultsScenario
         report.Config("loadavg_at_start", File.ReadAllText("/proc/loadavg").Trim());
         var total = Stopwatch.StartNew();
         var before = Baseline.Take(home);
+        // Each experiment runs its own copy of the app under a name of its own: instances of one name in
+        // one storage join one cooperative cache, and under --quick the soak runs beside the others.
         var app = Path.Combine(home, "bench", "apps", "faults-app");
         var goals = new List<string>();
         CheckTheChecker();
@@ -137,7 +139,7 @@ public static class FaultsScenario
         var after = await Baseline.SettleAsync(home, before);
         report.Add("baseline_shm_entries_before", before.ShmEntries.Count, "entries in /dev/shm before the run (all users)");
         report.Add("baseline_shm_entries_after", after.ShmEntries.Count, "... and after it");
-        var leftShm = after.ShmEntries.Except(before.ShmEntries).Where(e => e.Contains("faults-app", StringComparison.Ordinal) || e.StartsWith("faast-bench-", StringComparison.Ordinal)).ToArray();
+        var leftShm = after.ShmEntries.Except(before.ShmEntries).Where(e => e.StartsWith("faast-faults-", StringComparison.Ordinal) || e.StartsWith("faast-bench-", StringComparison.Ordinal)).ToArray();
         report.Add("baseline_shm_left_by_run", leftShm.Length, leftShm.Length == 0 ? "entries of this run's app left in /dev/shm (goal 0)" : "left: " + string.Join(' ', leftShm));
         foreach (var kind in Baseline.Kinds)
         {
@@ -299,7 +301,7 @@ public static class FaultsScenario
     {
         var name = $"worker_kill_{workers}w";
         Say($"worker kill: 1 instance, {workers} worker(s), {plan.WorkerKillRate} reads/s, SIGKILL a worker after {plan.WorkerKillBefore.TotalSeconds} s");
-        var copy = HostProcess.CopyApp(app, """{ "cache": { "consistency": "storage/sync/storage" } }""");
+        var copy = HostProcess.CopyApp(app, """{ "cache": { "consistency": "storage/sync/storage" } }""", $"faults-wk{workers}");
         int[] keys = [0, 1]; // 96 KiB (shared memory) and 1 KiB (inline)
         var blobs = keys.Select(k => $"{name}-k{k}").ToArray();
         for (var i = 0; i < keys.Length; i++)
@@ -389,7 +391,7 @@ public static class FaultsScenario
         var mode = preset.Replace('/', '_');
         var name = "ik_" + mode;
         Say($"instance kill: 3 instances, {preset}");
-        var copy = HostProcess.CopyApp(app, $$"""{ "cache": { "consistency": "{{preset}}" } }""");
+        var copy = HostProcess.CopyApp(app, $$"""{ "cache": { "consistency": "{{preset}}" } }""", "faults-ik-" + preset.Replace('/', '-'));
         var blobs = Enumerable.Range(0, plan.Keys).Select(k => $"{mode}-k{k:D4}").ToArray();
         var state = Enumerable.Range(0, plan.Keys).Select(_ => new KeyState()).ToArray();
         for (var k = 0; k < plan.Keys; k++)
@@ -625,7 +627,7 @@ public static class FaultsScenario
             var azurite = await AzuriteProcess.StartAsync(home, port, dataDirectory: data);
             try
             {
-                var copy = HostProcess.CopyApp(app, """{ "cache": { "consistency": "storage/sync/storage" } }""");
+                var copy = HostProcess.CopyApp(app, """{ "cache": { "consistency": "storage/sync/storage" } }""", "faults-storage");
                 var outcomes = new ConcurrentQueue<Outcome>();
                 var bodies = new ConcurrentDictionary<int, string>();
                 long wrong = 0, sequence = 0;
@@ -723,7 +725,7 @@ public static class FaultsScenario
     private static async Task SoakAsync(string home, Report report, List<string> goals, JsonObject config, string app, string storage, BlobStore store, Plan plan, string logs)
     {
         Say($"soak: 1 instance, 2 workers, {plan.SoakRate} requests/s for {plan.Soak.TotalSeconds:0} s (after {plan.SoakWarmup.TotalSeconds:0} s warm-up)");
-        var copy = HostProcess.CopyApp(app, """{ "cache": { "consistency": "storage/sync/storage" } }""");
+        var copy = HostProcess.CopyApp(app, """{ "cache": { "consistency": "storage/sync/storage" } }""", "faults-soak");
         const int keys = 16;
         for (var k = 0; k < keys; k++)
             await store.UploadAsync(Container, $"soak-k{k}", Content(k, 0));
@@ -976,7 +978,7 @@ public static class FaultsScenario
             {
                 var now = Take(home);
                 var same = Kinds.All(k => now.Processes[k] <= before.Processes[k])
-                    && !now.ShmEntries.Except(before.ShmEntries).Any(e => e.Contains("faults-app", StringComparison.Ordinal));
+                    && !now.ShmEntries.Except(before.ShmEntries).Any(e => e.StartsWith("faast-faults-", StringComparison.Ordinal));
                 if (same || Stopwatch.GetTimestamp() > deadline)
                     return now;
                 await Task.Delay(200);
