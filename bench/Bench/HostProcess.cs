@@ -21,10 +21,11 @@ public sealed class HostProcess : IAsyncDisposable
     private static readonly string CopiesRoot = Path.Combine(Path.GetTempPath(), $"faast-bench-{Environment.ProcessId}");
 
     /// <summary>Copies an app to a new temporary folder under its own name (the name is the app's identity
-    /// for peers and its workers' user) with the given faast.json.</summary>
-    public static string CopyApp(string app, string faastJson)
+    /// for peers and its workers' user) with the given faast.json; <paramref name="name"/> names the copy
+    /// otherwise (instances of one name in one storage form one cooperative cache).</summary>
+    public static string CopyApp(string app, string faastJson, string? name = null)
     {
-        var dir = Path.Combine(CopiesRoot, Guid.NewGuid().ToString("N")[..8], Path.GetFileName(app));
+        var dir = Path.Combine(CopiesRoot, Guid.NewGuid().ToString("N")[..8], name ?? Path.GetFileName(app));
         foreach (var file in Directory.EnumerateFiles(app, "*", SearchOption.AllDirectories))
         {
             var target = Path.Combine(dir, Path.GetRelativePath(app, file));

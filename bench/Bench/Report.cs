@@ -20,6 +20,16 @@ public sealed class Report(string scenario, bool quick)
 
     public void Config(string name, JsonNode? value) => _config[name] = value;
 
+    /// <summary>Adds <paramref name="other"/>'s rows after this one's (a part of a scenario measured on its own).</summary>
+    public void Append(Report other)
+    {
+        foreach (var row in other._rows)
+        {
+            _rows.Add(row);
+            _metrics[row.Name] = other._metrics[row.Name]?.DeepClone();
+        }
+    }
+
     public string Write(string home)
     {
         var width = _rows.Max(r => r.Name.Length);
