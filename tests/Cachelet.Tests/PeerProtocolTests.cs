@@ -397,6 +397,13 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
             ("no message", PeerClient.GetPath, [], auth, GrpcStatus.InvalidArgument),
             ("no blob", PeerClient.GetPath, RawHttp2.Frame(new GetRequest { Fetch = true }), auth, GrpcStatus.InvalidArgument),
             ("blob field of the wrong type", PeerClient.GetPath, RawHttp2.Frame(5, [0x08, 0x96, 0x01, 0x28, 0x01]), auth, GrpcStatus.InvalidArgument),
+            // Found by the fuzzer: these threw ArgumentException out of the cache and reset the stream.
+            ("invalid container name", PeerClient.GetPath, RawHttp2.Frame(new GetRequest
+                { Blob = new BlobRef { Account = Ref(name).Account, Container = "Bad_Container!", Blob = name }, Fetch = true }), auth, GrpcStatus.InvalidArgument),
+            ("invalid blob name", PeerClient.GetPath, RawHttp2.Frame(new GetRequest
+                { Blob = new BlobRef { Account = Ref(name).Account, Container = Container, Blob = new string('x', 2000) }, Fetch = true }), auth, GrpcStatus.InvalidArgument),
+            ("offset past any length", PeerClient.GetPath, RawHttp2.Frame(new GetRequest { Blob = Ref(name), Offset = long.MaxValue, Length = 1 }), auth, GrpcStatus.OutOfRange),
+            ("offset past the end, rest of it", PeerClient.GetPath, RawHttp2.Frame(new GetRequest { Blob = Ref(name), Offset = long.MaxValue }), auth, GrpcStatus.OutOfRange),
             ("unknown account", PeerClient.GetPath, RawHttp2.Frame(new GetRequest
                 { Blob = new BlobRef { Account = "http://elsewhere.invalid/acct/", Container = Container, Blob = name }, Fetch = true }), auth, GrpcStatus.FailedPrecondition),
             ("garbage and no credentials", PeerClient.GetPath, RawHttp2.Frame((uint)garbage.Length, garbage), null, GrpcStatus.Unauthenticated),

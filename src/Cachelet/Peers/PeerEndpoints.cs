@@ -74,6 +74,17 @@ public static class PeerEndpoints
         {
             if (blob is null || blob.Account.Length == 0 || blob.Container.Length == 0 || blob.Blob.Length == 0)
                 throw new GrpcException(GrpcStatus.InvalidArgument, $"{method}: the request names no blob (account, container and blob are required)");
+            try
+            {
+                // The cache and the blob store refuse bad names with ArgumentException deep inside, which
+                // reset the stream (found by the fuzzer); a peer gets InvalidArgument naming the problem.
+                FaaST.Storage.BlobNames.ValidateContainer(blob.Container);
+                FaaST.Storage.BlobNames.ValidateBlob(blob.Blob);
+            }
+            catch (ArgumentException e)
+            {
+                throw new GrpcException(GrpcStatus.InvalidArgument, $"{method}: {e.Message}");
+            }
             return blob;
         }
 
@@ -113,7 +124,7 @@ public static class PeerEndpoints
             var length = read.Length;
             var offset = request.Offset;
             var rangeLength = request.Length == 0 ? length - offset : request.Length;
-            if (offset < 0 || rangeLength < 0 || offset + rangeLength > length)
+            if (offset < 0 || offset > length || rangeLength < 0 || rangeLength > length - offset)
             {
                 read.Dispose();
                 throw new GrpcException(GrpcStatus.OutOfRange, $"{method} {blob.Container}/{blob.Blob}: range {offset}+{request.Length} is outside its {length} bytes");
