@@ -161,6 +161,13 @@ public sealed class PeerNode : IAsyncDisposable
             await _web.StopAsync();
     }
 
+    /// <summary>Stops the listener as a crash would: open connections are cut at once, not drained.</summary>
+    public async Task CrashServingAsync()
+    {
+        if (Interlocked.Exchange(ref _stopped, 1) == 0)
+            await _web.StopAsync(new CancellationToken(canceled: true));
+    }
+
     public async ValueTask DisposeAsync()
     {
         Client.Dispose();
