@@ -6,6 +6,7 @@ using FaaST.Cachelet.Index;
 using FaaST.Membership;
 using FaaST.Runtime.Hosting;
 using FaaST.Storage;
+using Xunit.Abstractions;
 
 namespace FaaST.Runtime.Tests;
 
@@ -18,7 +19,7 @@ namespace FaaST.Runtime.Tests;
 /// </summary>
 [Collection("azurite")]
 [System.Runtime.Versioning.UnsupportedOSPlatform("windows")]
-public sealed class OwnerCrashTests(AzuriteFixture azurite)
+public sealed class OwnerCrashTests(AzuriteFixture azurite, ITestOutputHelper output)
 {
     private const string Secret = "owner-crash-tests-secret";
 
@@ -82,7 +83,8 @@ public sealed class OwnerCrashTests(AzuriteFixture azurite)
         // and reads through the other, alternating, so both keep copies of every counter.
         async Task ClientAsync(string name)
         {
-            var acked = 0;
+            var acked = 0; // additions acknowledged
+            var last = 0;  // the value the last one wrote
             for (var i = 0; !stop.IsCancellationRequested; i++)
             {
                 var (adder, reader) = i % 2 == 0 ? (survivors[0], survivors[1]) : (survivors[1], survivors[0]);
@@ -95,8 +97,9 @@ public sealed class OwnerCrashTests(AzuriteFixture azurite)
                         return; // its effect is unknown: this counter's count is no longer exact
                     }
                     var value = int.Parse(body, CultureInfo.InvariantCulture);
-                    if (value != acked + 1)
-                        problems.Enqueue($"{name}: add via {adder.Index} read {value - 1}, but {acked} additions were acknowledged (stale read)");
+                    if (value != last + 1)
+                        problems.Enqueue($"{name}: add via {adder.Index} read {value - 1}, but the last acknowledged write was {last} (stale read)");
+                    last = value;
                     acked++;
                     acknowledged[name] = acked;
                 }
@@ -105,15 +108,19 @@ public sealed class OwnerCrashTests(AzuriteFixture azurite)
                     var body = await got.Content.ReadAsStringAsync();
                     if (!got.IsSuccessStatusCode)
                         problems.Enqueue($"{name}: get via {reader.Index} answered {(int)got.StatusCode}: {body}");
-                    else if (int.Parse(body, CultureInfo.InvariantCulture) != acked)
-                        problems.Enqueue($"{name}: get via {reader.Index} read {body}, but {acked} additions were acknowledged (stale read)");
+                    else if (int.Parse(body, CultureInfo.InvariantCulture) != last)
+                        problems.Enqueue($"{name}: get via {reader.Index} read {body}, but the last acknowledged write was {last} (stale read)");
                 }
                 Interlocked.Increment(ref operations);
             }
         }
 
         var clients = names.Select(n => Task.Run(() => ClientAsync(n))).ToArray();
-        await Task.Delay(TimeSpan.FromSeconds(3));
+        // Kill once every counter went a few rounds (copies on both survivors), however slow the
+        // machine (the workers' first invocations are slow under load); a cap keeps a stuck load visible.
+        var loaded = DateTime.UtcNow.AddSeconds(30);
+        while (Volatile.Read(ref operations) < names.Length * 3 && DateTime.UtcNow < loaded && clients.All(c => !c.IsCompleted))
+            await Task.Delay(50);
         await group.KillAsync(victim.Index);
         var killedAt = Volatile.Read(ref operations);
         await group.WaitForViewAsync(2); // the survivors' views change one after the other, under load
@@ -132,6 +139,7 @@ public sealed class OwnerCrashTests(AzuriteFixture azurite)
             if (value != acked)
                 problems.Enqueue($"{name}: storage holds {value}, but {acked} additions were acknowledged ({acked - value} lost)");
         }
+        output.WriteLine($"{preset}: {operations} rounds ({killedAt} before the kill), {acknowledged.Values.Sum()} acknowledged additions, {problems.Count} problems");
         Assert.True(problems.IsEmpty, $"{problems.Count} problems in {operations} rounds:\n" + string.Join("\n", problems.Take(20)));
     }
 }
