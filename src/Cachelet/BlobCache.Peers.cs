@@ -36,9 +36,36 @@ public sealed partial class BlobCache
     /// <summary>The key's owner, or null when it is this instance (always, without peers).</summary>
     private Peer? OwnerOf(in BlobKey key) => _owners?.OwnerOf(PlacementKey(key));
 
-    /// <summary>After a membership change: re-marks which cached objects this instance owns (eviction prefers the others).</summary>
+    // ---- the validation epoch ------------------------------------------------------------------
+    //
+    // Under owner/sync/owner an owner serves its copy of a key without asking storage, so it must know
+    // that no acknowledged write can have reached storage past it. Two things break that: ownership
+    // moving (the new owner's copy may be older than writes the old owner took), and a write whose
+    // writer could not reach the owner it saw and uploaded itself. Both move the epoch; an entry
+    // records the epoch in which storage was last seen to hold its version, and an owner serves it
+    // unchecked only while that is the current epoch, else after one HEAD (lazily, on first use).
+    // The hit path pays one volatile read and a compare.
+
+    private long _epoch = 1;
+
+    private long Epoch => Volatile.Read(ref _epoch);
+
+    /// <summary>Storage was seen to hold the entry's version in the current epoch.</summary>
+    private bool Trusted(CacheEntry entry) => entry.ValidatedEpoch == Epoch;
+
+    /// <summary>Nothing validated so far may be served unchecked any more.</summary>
+    private void Distrust() => Interlocked.Increment(ref _epoch);
+
+    /// <summary>
+    /// After a membership change: distrusts every copy, then moves the owner lookups to the new view
+    /// (in that order: a lookup that sees the new view reads the epoch after it, so a key this instance
+    /// just took over is never served from a copy validated under the old owner), then re-marks which
+    /// cached objects this instance owns (eviction prefers the others).
+    /// </summary>
     public void OnOwnershipChanged()
     {
+        Distrust();
+        _owners?.Refresh();
         foreach (var entry in _index.Entries)
         {
             var owned = OwnerOf(entry.Key) is null;
@@ -95,13 +122,14 @@ public sealed partial class BlobCache
             if (extent is { } stored)
             {
                 extent = null;
-                var entry = _index.AddOrReplace(key, header.Version, stored, owned: false);
+                // Added and pinned in one step (a concurrent write of the key may retire it at once;
+                // a separate pin would then fail). Not validated: the owner's word, not storage's.
+                var pin = _index.AddOrReplacePinned(key, header.Version, stored, owned: false);
                 if (path == ReadPath.RemoteHit)
                     _index.RecordRemoteHit(key);
                 else
                     _index.RecordRemoteMiss(key);
-                var pin = _index.Pin(entry);
-                return new OwnerAnswer(CachedRead.FromEntry(entry, pin, path), false, false);
+                return new OwnerAnswer(CachedRead.FromEntry(pin.Entry, pin, path), false, false);
             }
             if (temporary is { } file)
             {
@@ -167,6 +195,43 @@ public sealed partial class BlobCache
         });
     }
 
+    /// <summary>
+    /// A write that could not reach the owner it saw went to storage: before it is acknowledged, every
+    /// other instance of the view drops its copy and distrusts the rest (InvalidateFromPeer), since
+    /// whichever of them serves the key next (the views may already disagree about who owns it) must
+    /// see this version. The unreachable owner is told too, in the background, in case it comes back.
+    /// An instance that cannot be told either is gone as well or will be once the views agree; logged.
+    /// </summary>
+    private async Task InvalidateEverywhereAsync(BlobKey key, string version, Peer unreachable)
+    {
+        if (_peers is not { } peers || _owners is not { } owners)
+            return;
+        var request = new InvalidateRequest { Blob = ToRef(key), KeepVersion = version };
+        var calls = new List<Task>();
+        foreach (var peer in owners.Others)
+        {
+            var call = InvalidateAsync(peers, peer, key, request);
+            if (peer.Id != unreachable.Id)
+                calls.Add(call);
+        }
+        if (!owners.Others.Any(p => p.Id == unreachable.Id))
+            _ = InvalidateAsync(peers, unreachable, key, request);
+        await Task.WhenAll(calls);
+    }
+
+    private async Task InvalidateAsync(PeerClient peers, Peer peer, BlobKey key, InvalidateRequest request)
+    {
+        try
+        {
+            await peers.InvalidateAsync(peer.Address, request, CancellationToken.None);
+        }
+        catch (PeerException e)
+        {
+            _logger.LogWarning("Could not tell {Peer} that {Container}/{Blob} was written past its owner: {Message}",
+                peer.Id, key.Container, key.Blob, e.Message);
+        }
+    }
+
     internal static BlobRef ToRef(in BlobKey key) => new() { Account = key.Account, Container = key.Container, Blob = key.Blob };
 
     // ---- serving peers ------------------------------------------------------------------------
@@ -188,9 +253,12 @@ public sealed partial class BlobCache
         if (_index.TryGet(key, out var entry))
         {
             var current = true;
-            if (validate)
+            // Under owner/sync/owner the asker takes our copy as the current version: unchecked only if
+            // this instance owns the key in its own view (the asker's view may be newer, and then the
+            // copy may predate writes the old owner took) and validated it in the current epoch.
+            if (validate || (_policy.Consistency.StrongThroughOwner && (OwnerOf(key) is not null || !Trusted(entry))))
             {
-                var matches = await MatchesStorageAsync(store, key, entry, ct);
+                var matches = await RevalidateAsync(store, key, entry, ct);
                 if (matches is null)
                     return new PeerObject(ObjectHeader.Types.Status.NotFound, default, false);
                 current = matches.Value;
@@ -227,7 +295,7 @@ public sealed partial class BlobCache
                 }
                 return new PeerObject(ObjectHeader.Types.Status.Ok, read, true);
             }
-            if (read.Entry is { } cached && _index.TryPin(cached, out var pin))
+            if (read.Entry is { } cached && (!_policy.Consistency.StrongThroughOwner || Trusted(cached)) && _index.TryPin(cached, out var pin))
                 return new PeerObject(ObjectHeader.Types.Status.Ok, CachedRead.FromEntry(cached, pin, ReadPath.LocalMiss), true);
             _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, shared));
         }
@@ -269,6 +337,7 @@ public sealed partial class BlobCache
         Metrics.Write(extent.Length);
         if (uploadSync)
         {
+            var epoch = Epoch; // before the upload, as for a fetch
             BlobProperties written;
             try
             {
@@ -279,15 +348,15 @@ public sealed partial class BlobCache
                 _arena.Free(extent);
                 throw;
             }
-            _index.AddOrReplace(key, written.ETag, extent, owned: OwnerOf(key) is null);
+            _index.AddOrReplace(key, written.ETag, extent, owned: OwnerOf(key) is null, validatedEpoch: epoch);
             _index.RecordWrite(key);
             return written.ETag;
         }
         var provisional = ProvisionalVersion();
-        var entry = _index.AddOrReplace(key, provisional, extent, owned: OwnerOf(key) is null);
+        // Pinned as it is added (a concurrent write of the key may retire it at once; the upload still needs its bytes).
+        var pin = _index.AddOrReplacePinned(key, provisional, extent, owned: OwnerOf(key) is null);
         _index.RecordWrite(key);
-        var pin = _index.Pin(entry);
-        _writeBehind.Writer.TryWrite(new PendingWrite(store, key, entry, pin));
+        _writeBehind.Writer.TryWrite(new PendingWrite(store, key, pin.Entry, pin));
         return provisional;
     }
 
@@ -306,10 +375,15 @@ public sealed partial class BlobCache
         return written.ETag;
     }
 
-    /// <summary>A peer says storage or the owner has a newer version: drop ours unless it is <paramref name="keepVersion"/>.</summary>
+    /// <summary>
+    /// A peer says storage or the owner has a newer version: drop ours unless it is
+    /// <paramref name="keepVersion"/>, and distrust every other copy (a fetch or check of this key
+    /// that read storage before the write landed may still be about to cache the old version).
+    /// </summary>
     public bool InvalidateFromPeer(BlobRef blob, string keepVersion)
     {
         var key = new BlobKey(blob.Account, blob.Container, blob.Blob);
+        Distrust();
         return _index.TryGet(key, out var entry) && entry.ETag != keepVersion && _index.Remove(entry);
     }
 

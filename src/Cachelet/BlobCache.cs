@@ -128,6 +128,16 @@ public sealed partial class BlobCache : IAsyncDisposable
                     return null;
                 current = matches.Value;
             }
+            else if (_policy.Consistency.StrongThroughOwner && !Trusted(entry))
+            {
+                // This instance owns the key (the owner was looked up above, before the epoch is read:
+                // see OnOwnershipChanged), but has not seen storage hold this version since it became
+                // the owner or since a write bypassed it: one HEAD first.
+                var matches = await RevalidateAsync(store, key, entry, ct);
+                if (matches is null)
+                    return null;
+                current = matches.Value;
+            }
             if (current && _index.TryPin(entry, out var pin))
             {
                 _index.RecordLocalHit(key);
@@ -157,13 +167,16 @@ public sealed partial class BlobCache : IAsyncDisposable
                 _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
                 continue;
             }
-            if (result.Value.Entry is { } shared && _index.TryPin(shared, out var pin))
+            // A fetch we joined may have read storage before the epoch moved (before a write that
+            // bypassed this owner reached storage): then it is not ours to serve as the owner's version.
+            if (result.Value.Entry is { } shared && (owner is not null || !_policy.Consistency.StrongThroughOwner || Trusted(shared))
+                && _index.TryPin(shared, out var pin))
             {
                 _index.RecordLocalHit(key);
                 Metrics.Read(ReadPath.LocalHit, shared.Length);
                 return CachedRead.FromEntry(shared, pin, ReadPath.LocalHit);
             }
-            // Evicted or replaced before we could pin it: fetch again.
+            // Evicted, replaced or unvalidated before we could pin it: fetch again.
             _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
         }
     }
@@ -206,6 +219,16 @@ public sealed partial class BlobCache : IAsyncDisposable
         return read;
     }
 
+    /// <summary><see cref="MatchesStorageAsync"/>, recording a match as a validation in the epoch it started in.</summary>
+    private async ValueTask<bool?> RevalidateAsync(IBlobStore store, BlobKey key, CacheEntry entry, CancellationToken ct)
+    {
+        var epoch = Epoch;
+        var matches = await MatchesStorageAsync(store, key, entry, ct);
+        if (matches is true)
+            entry.MarkValidated(epoch);
+        return matches;
+    }
+
     /// <summary>One HEAD: true if storage still has the cached version, false if not, null if the blob is gone (then uncached).</summary>
     private async ValueTask<bool?> MatchesStorageAsync(IBlobStore store, BlobKey key, CacheEntry entry, CancellationToken ct)
     {
@@ -235,6 +258,7 @@ public sealed partial class BlobCache : IAsyncDisposable
     private async Task<CachedRead?> FetchFromStorageAsync(IBlobStore store, BlobKey key, CancellationToken ct)
     {
         await Task.Yield();
+        var epoch = Epoch; // before the download: a bypassing write that lands during it moves the epoch
         Extent? extent = null;
         MemoryStream? fallback = null;
         TemporaryFile? temporary = null;
@@ -275,11 +299,12 @@ public sealed partial class BlobCache : IAsyncDisposable
         }
         if (extent is { } stored)
         {
-            var entry = _index.AddOrReplace(key, properties.ETag, stored, owned: OwnerOf(key) is null);
+            // Added and pinned in one step: a concurrent write of the key may retire the new entry at
+            // once, and these bytes must still reach the reader that fetched them.
+            var pin = _index.AddOrReplacePinned(key, properties.ETag, stored, owned: OwnerOf(key) is null, validatedEpoch: epoch);
             _index.RecordLocalMiss(key);
-            _index.TryPin(entry, out var pin);
             Metrics.Read(ReadPath.LocalMiss, properties.Length);
-            return CachedRead.FromEntry(entry, pin!, ReadPath.LocalMiss);
+            return CachedRead.FromEntry(pin.Entry, pin, ReadPath.LocalMiss);
         }
         Metrics.Read(ReadPath.Passthrough, properties.Length);
         if (temporary is not null)
@@ -365,22 +390,27 @@ public sealed partial class BlobCache : IAsyncDisposable
         var toOwner = _policy.Consistency.WriteTarget == DataTarget.Owner && owner is not null;
         if (_policy.Consistency.WriteMode == WriteMode.Sync)
         {
+            var epoch = Epoch; // before the upload, as for a fetch
+            string? ownerVersion = null;
             string version;
             try
             {
-                version = toOwner && await TryPutToOwnerAsync(store, key, extent, owner!, uploadSync: true, ct) is { } owned
-                    ? owned
-                    : (await UploadExtentAsync(store, key, extent, ct)).ETag;
+                if (toOwner)
+                    ownerVersion = await TryPutToOwnerAsync(store, key, extent, owner!, uploadSync: true, ct);
+                version = ownerVersion ?? (await UploadExtentAsync(store, key, extent, ct)).ETag;
             }
             catch
             {
                 _arena.Free(extent);
                 throw;
             }
-            _index.AddOrReplace(key, version, extent, owned: owner is null);
+            // Validated here only if this instance uploaded it; the owner's version is the owner's word.
+            _index.AddOrReplace(key, version, extent, owned: owner is null, validatedEpoch: ownerVersion is null ? epoch : CacheEntry.NotValidated);
             _index.RecordWrite(key);
             if (owner is not null && !toOwner)
                 InvalidateAtOwner(owner, key, version);
+            else if (toOwner && ownerVersion is null)
+                await InvalidateEverywhereAsync(key, version, owner!);
             return new BlobProperties(version, extent.Length, DateTimeOffset.UtcNow, null);
         }
         if (toOwner)
@@ -407,10 +437,11 @@ public sealed partial class BlobCache : IAsyncDisposable
         }
         // Write-behind: the cache has the new version now; storage gets it in the background.
         var provisional = ProvisionalVersion();
-        var entry = _index.AddOrReplace(key, provisional, extent, owned: owner is null);
+        // Pinned as it is added: a concurrent write of the key may retire it at once, and the upload
+        // must still read these bytes, not a freed extent.
+        var pin = _index.AddOrReplacePinned(key, provisional, extent, owned: owner is null);
         _index.RecordWrite(key);
-        _index.TryPin(entry, out var pin);
-        _writeBehind.Writer.TryWrite(new PendingWrite(store, key, entry, pin!));
+        _writeBehind.Writer.TryWrite(new PendingWrite(store, key, pin.Entry, pin));
         return new BlobProperties(provisional, extent.Length, DateTimeOffset.UtcNow, null);
     }
 

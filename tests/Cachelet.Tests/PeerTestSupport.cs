@@ -78,8 +78,11 @@ public sealed class FixedOwners(string self) : IOwnerDirectory
 {
     public ConcurrentDictionary<string, Peer> Remote { get; } = new();
     public Peer? Everything { get; set; }
+    /// <summary>The other instances of the "view" (told when a write bypasses its owner), by id.</summary>
+    public ConcurrentDictionary<string, Peer> View { get; } = new();
     public string SelfId => self;
     public Peer? OwnerOf(string key) => Remote.TryGetValue(key, out var p) ? p : Everything;
+    public IReadOnlyCollection<Peer> Others => [.. View.Values];
 }
 
 /// <summary>A cachelet serving the peer protocol on a real Kestrel listener on loopback.</summary>
@@ -156,6 +159,13 @@ public sealed class PeerNode : IAsyncDisposable
     {
         if (Interlocked.Exchange(ref _stopped, 1) == 0)
             await _web.StopAsync();
+    }
+
+    /// <summary>Stops the listener as a crash would: open connections are cut at once, not drained.</summary>
+    public async Task CrashServingAsync()
+    {
+        if (Interlocked.Exchange(ref _stopped, 1) == 0)
+            await _web.StopAsync(new CancellationToken(canceled: true));
     }
 
     public async ValueTask DisposeAsync()

@@ -20,10 +20,16 @@ public sealed class CacheEntry
     private long _lastAccess;
     private volatile string _etag;
     private volatile bool _owned;
+    private long _validatedEpoch;
 
-    internal CacheEntry(CacheIndex index, BlobKey key, string etag, Extent extent, bool owned, long now, ObjectStats stats)
+    internal CacheEntry(CacheIndex index, BlobKey key, string etag, Extent extent, bool owned, long now, ObjectStats stats,
+        long validatedEpoch = NotValidated, bool pinned = false)
     {
         _index = index;
+        // Pinned from birth (before any other thread can see the entry), so that whoever adds it can
+        // always pin it: a concurrent replace may retire it at once, but not before this pin exists.
+        _state = pinned ? 1 : 0;
+        _validatedEpoch = validatedEpoch;
         Key = key;
         _etag = etag;
         Extent = extent;
@@ -53,6 +59,32 @@ public sealed class CacheEntry
     {
         get => _owned;
         set => _index.SetOwned(this, value);
+    }
+
+    /// <summary><see cref="ValidatedEpoch"/> of an entry never checked against storage by this cachelet
+    /// (a copy from a peer).</summary>
+    public const long NotValidated = -1;
+
+    /// <summary>
+    /// The cachelet's validation epoch (see BlobCache) read just before this cachelet last saw storage
+    /// hold these bytes' version (it fetched or uploaded them, or a HEAD matched), or
+    /// <see cref="NotValidated"/>. An owner serves the entry without asking storage only while this
+    /// equals its current epoch: the epoch moves whenever ownership may have moved or a write may have
+    /// reached storage behind this cachelet's back.
+    /// </summary>
+    public long ValidatedEpoch => Volatile.Read(ref _validatedEpoch);
+
+    /// <summary>Records a validation at <paramref name="epoch"/>; an older one never overwrites a newer one.</summary>
+    public void MarkValidated(long epoch)
+    {
+        var seen = Volatile.Read(ref _validatedEpoch);
+        while (seen < epoch)
+        {
+            var was = Interlocked.CompareExchange(ref _validatedEpoch, epoch, seen);
+            if (was == seen)
+                return;
+            seen = was;
+        }
     }
 
     /// <summary>Pins held now (invocations reading the bytes).</summary>

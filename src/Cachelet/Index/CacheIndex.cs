@@ -224,7 +224,7 @@ public sealed class CacheIndex : IDisposable
     /// </summary>
     public bool TryAdd(in BlobKey key, string etag, in Extent extent, bool owned, [NotNullWhen(true)] out CacheEntry? entry)
     {
-        entry = Install(key, etag, extent, owned, replace: false);
+        entry = Install(key, etag, extent, owned, replace: false, CacheEntry.NotValidated, pinned: false);
         return entry is not null;
     }
 
@@ -232,8 +232,18 @@ public sealed class CacheIndex : IDisposable
     /// Caches <paramref name="extent"/> as version <paramref name="etag"/>; the index owns the extent.
     /// A previous version leaves the index now and its extent is freed when its pins are gone.
     /// </summary>
-    public CacheEntry AddOrReplace(in BlobKey key, string etag, in Extent extent, bool owned = true) =>
-        Install(key, etag, extent, owned, replace: true)!;
+    public CacheEntry AddOrReplace(in BlobKey key, string etag, in Extent extent, bool owned = true,
+        long validatedEpoch = CacheEntry.NotValidated) =>
+        Install(key, etag, extent, owned, replace: true, validatedEpoch, pinned: false)!;
+
+    /// <summary>
+    /// <see cref="AddOrReplace"/>, and pinned for the caller in the same step: the pin cannot fail,
+    /// whereas a separate <see cref="Pin"/> can, when a concurrent write or removal of the key retires
+    /// the new entry first (the caller would then have bytes it can no longer hand out).
+    /// </summary>
+    public PinHandle AddOrReplacePinned(in BlobKey key, string etag, in Extent extent, bool owned = true,
+        long validatedEpoch = CacheEntry.NotValidated) =>
+        new(Install(key, etag, extent, owned, replace: true, validatedEpoch, pinned: true)!);
 
     /// <summary>Records the ETag storage gave the entry's bytes (write-behind). False if the entry is no longer cached.</summary>
     public bool UpdateVersion(CacheEntry entry, string etag)
@@ -523,7 +533,7 @@ public sealed class CacheIndex : IDisposable
 
     // ---- internals ----------------------------------------------------------------------
 
-    private CacheEntry? Install(in BlobKey key, string etag, in Extent extent, bool owned, bool replace)
+    private CacheEntry? Install(in BlobKey key, string etag, in Extent extent, bool owned, bool replace, long validatedEpoch, bool pinned)
     {
         ArgumentNullException.ThrowIfNull(etag);
         if (!ReferenceEquals(extent.File?.Owner ?? _arena, _arena))
@@ -538,7 +548,10 @@ public sealed class CacheIndex : IDisposable
             var had = _entries.TryGetValue(key, out old);
             if (had && !replace)
                 return null;
-            entry = new CacheEntry(this, key, etag, extent, owned, now, had ? old!.Stats : GetOrCreateStats(key, out overLimit));
+            entry = new CacheEntry(this, key, etag, extent, owned, now, had ? old!.Stats : GetOrCreateStats(key, out overLimit),
+                validatedEpoch, pinned);
+            if (pinned)
+                OnPinned(entry);
             _entries[key] = entry;
             if (had)
                 Unlink(old!);

@@ -11,6 +11,18 @@ public interface IOwnerDirectory
 
     /// <summary>The owner of <paramref name="key"/>, or null when it is this instance.</summary>
     Peer? OwnerOf(string key);
+
+    /// <summary>The other instances of the current view: those a write that could not reach its owner
+    /// tells (any of them may be serving the key by now).</summary>
+    IReadOnlyCollection<Peer> Others => [];
+
+    /// <summary>
+    /// Moves to the membership's latest view. The cache calls this after it has started distrusting
+    /// what it owns, so that no lookup sees the new owners before the cache is ready for them.
+    /// </summary>
+    void Refresh()
+    {
+    }
 }
 
 /// <summary>How a cachelet talks to its peers.</summary>

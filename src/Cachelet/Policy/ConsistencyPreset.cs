@@ -86,6 +86,13 @@ public sealed class ConsistencyPreset
     /// <summary>A write completes only once storage has it (write target storage, mode sync).</summary>
     public bool WritesStorageSynchronously => WriteTarget == DataTarget.Storage && WriteMode == WriteMode.Sync;
 
+    /// <summary>
+    /// Strong through the owner (<c>owner/sync/owner</c>): every acknowledged write is in storage and
+    /// normally at the owner, and reads take the owner's version. An owner then serves its copy without
+    /// asking storage only while it knows nothing can have reached storage past it (see BlobCache).
+    /// </summary>
+    public bool StrongThroughOwner => WriteTarget == DataTarget.Owner && WriteMode == WriteMode.Sync && ReadTarget == DataTarget.Owner;
+
     /// <summary>Finds a preset by its exact (lower-case) name.</summary>
     public static bool TryParse(string? name, [NotNullWhen(true)] out ConsistencyPreset? preset)
     {
