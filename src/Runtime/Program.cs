@@ -37,7 +37,17 @@ public static class Program
             });
 
         if (instances > 1)
-            return await RunGroupAsync(args, options, instances, stop.Token);
+        {
+            try
+            {
+                return await RunGroupAsync(args, options, instances, stop.Token);
+            }
+            catch (AppConfigException e)
+            {
+                await Console.Error.WriteLineAsync($"faast: the app cannot start: {e.Message}");
+                return 3;
+            }
+        }
 
         RuntimeHost host;
         try
@@ -94,7 +104,13 @@ public static class Program
         var storage = app.Settings["AzureWebJobsStorage"];
         if (Bindings.StorageAccounts.NeedsDevelopmentStorage(app.Settings))
         {
-            azurite = await FaaST.Storage.AzuriteProcess.StartAsync(RuntimeHostOptions.FindHome(options.HomeDirectory), ct: stop, dataDirectory: options.AzuriteDataDirectory);
+            // The instances get this Azurite's (private) key, so they cannot tell it is development storage: check here.
+            if (options.Peers)
+                PeerSecret.CheckExposure(app, developmentStorage: true, options.ListenAddress, options.PeerListenAddress ?? options.ListenAddress);
+            var account = options.AzuriteDataDirectory is null ? FaaST.Storage.AzuriteAccount.Generate()
+                : FaaST.Storage.AzuriteAccount.LoadOrCreate(Path.Combine(app.Directory, ".faast", "azurite-account"));
+            azurite = await FaaST.Storage.AzuriteProcess.StartAsync(RuntimeHostOptions.FindHome(options.HomeDirectory), ct: stop,
+                dataDirectory: options.AzuriteDataDirectory, account: account);
             storage = azurite.ConnectionString;
             await Console.Error.WriteLineAsync($"faast: Azurite for the instances at {azurite.BlobEndpoint}");
         }
