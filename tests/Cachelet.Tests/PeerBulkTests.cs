@@ -238,12 +238,12 @@ public sealed partial class PeerProtocolTests
         var socket = new Socket(SocketType.Stream, ProtocolType.Tcp) { NoDelay = true };
         await socket.ConnectAsync(node.Address.Host, node.Address.Port);
         var nonce = PeerAuth.NewNonce();
-        await FakeBulkPeer.SendAsync(socket, (byte[])[.. "FAASTBK2"u8, .. nonce]);
+        await FakeBulkPeer.SendAsync(socket, (byte[])[.. "FAASTBK2"u8, .. nonce, .. "\r\n"u8]);
         var challenge = new byte[4 + PeerAuth.NonceLength + PeerAuth.MacLength];
         await FakeBulkPeer.ReceiveExactlyAsync(socket, challenge).WaitAsync(Generous);
         Assert.Equal(PeerAuth.NonceLength + PeerAuth.MacLength, BitConverter.ToInt32(challenge));
         var proof = answer ?? credentials.BulkClientProof(nonce, challenge.AsSpan(4, PeerAuth.NonceLength));
-        record?.Invoke([.. "FAASTBK2"u8, .. nonce], proof);
+        record?.Invoke([.. "FAASTBK2"u8, .. nonce, .. "\r\n"u8], proof);
         await FakeBulkPeer.SendAsync(socket, proof);
         return socket;
     }

@@ -429,7 +429,7 @@ public sealed class FakeBulkPeer : IAsyncDisposable
                     using var socket = connection;
                     try
                     {
-                        var hello = new byte[8 + PeerAuth.NonceLength];
+                        var hello = new byte[8 + PeerAuth.NonceLength + 2];
                         await ReceiveExactlyAsync(socket, hello);
                         if (!hello.AsSpan(0, 8).SequenceEqual("FAASTBK2"u8))
                             return; // not a bulk connection (e.g. HTTP/2 for a Lookup): closed, as a peer without Lookup would
@@ -437,7 +437,7 @@ public sealed class FakeBulkPeer : IAsyncDisposable
                         var credentials = PeerNode.NewCredentials();
                         var serverNonce = PeerAuth.NewNonce();
                         await SendAsync(socket, (byte[])[.. BitConverter.GetBytes(PeerAuth.NonceLength + PeerAuth.MacLength), .. serverNonce,
-                            .. credentials.BulkServerProof(hello.AsSpan(8), serverNonce)]);
+                            .. credentials.BulkServerProof(hello.AsSpan(8, PeerAuth.NonceLength), serverNonce)]);
                         await ReceiveExactlyAsync(socket, new byte[PeerAuth.MacLength]);
                         while (await ReadRequestAsync(socket) is { } request)
                         {

@@ -103,7 +103,7 @@ internal sealed class PeerBulkChannel(Uri peer, PeerAuth credentials) : IDisposa
                 socket = null;
                 return header;
             }
-            catch (Exception e) when (!replied && !ct.IsCancellationRequested && e is not OperationCanceledException and not RefusedException)
+            catch (Exception e) when (!replied && !ct.IsCancellationRequested && e is not OperationCanceledException && e is not PeerException { CredentialsRefused: true })
             {
                 // Nothing valid came back. On a pooled connection the peer may have closed it since
                 // (it restarted, or dropped an idle one): try a new one. On a new one, the peer does not
@@ -122,9 +122,6 @@ internal sealed class PeerBulkChannel(Uri peer, PeerAuth credentials) : IDisposa
         }
     }
 
-    /// <summary>The handshake failed on credentials (the peer's or ours): asking it over gRPC instead is no use.</summary>
-    internal sealed class RefusedException(string message) : PeerException(message);
-
     /// <summary>The peer answered a new bulk connection with nothing valid (<see cref="Mismatch"/>: with bytes of another protocol).</summary>
     internal sealed class NotBulkException(string message, Exception inner, bool mismatch) : Exception(message, inner)
     {
@@ -140,9 +137,12 @@ internal sealed class PeerBulkChannel(Uri peer, PeerAuth credentials) : IDisposa
             // The handshake (see PeerAuth): our nonce; the server's nonce and proof; our proof. The
             // first request follows our proof at once, so a pooled connection costs one round trip more.
             var nonce = PeerAuth.NewNonce();
-            var hello = new byte[PeerBulk.Magic.Length + nonce.Length];
+            // The CRLF ends the hello as a line: an HTTP/2-only server that is not FaaST's (it waits for a
+            // line before it decides the bytes are neither HTTP/2 nor HTTP/1) then answers at once.
+            var hello = new byte[PeerBulk.Magic.Length + nonce.Length + 2];
             PeerBulk.Magic.CopyTo(hello);
             nonce.CopyTo(hello.AsSpan(PeerBulk.Magic.Length));
+            "\r\n"u8.CopyTo(hello.AsSpan(PeerBulk.Magic.Length + nonce.Length));
             await SendAsync(socket, hello, ct);
             var prefix = new byte[4];
             await ReceiveExactlyAsync(socket, prefix, ct);
@@ -163,7 +163,7 @@ internal sealed class PeerBulkChannel(Uri peer, PeerAuth credentials) : IDisposa
             await ReceiveExactlyAsync(socket, challenge, ct);
             var serverNonce = challenge.AsSpan(0, PeerAuth.NonceLength);
             if (!PeerAuth.Same(challenge.AsSpan(PeerAuth.NonceLength), credentials.BulkServerProof(nonce, serverNonce)))
-                throw new RefusedException($"{peer} and this instance do not share the app's peer credentials (the bulk handshake's proof does not match)");
+                throw new PeerException($"{peer} and this instance do not share the app's peer credentials (the bulk handshake's proof does not match)") { CredentialsRefused = true };
             await SendAsync(socket, credentials.BulkClientProof(nonce, serverNonce), ct);
             return socket;
         }

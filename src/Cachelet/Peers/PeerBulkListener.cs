@@ -98,9 +98,12 @@ public sealed class PeerBulkListener
         var ct = closing.Token;
         // The handshake (see PeerAuth): a fresh challenge per connection, so nothing recorded from
         // another connection answers it.
-        var requesterNonce = await ReadExactlyAsync(input, PeerAuth.NonceLength, ct);
-        if (requesterNonce is null)
+        var hello = await ReadExactlyAsync(input, PeerAuth.NonceLength + 2, ct);
+        if (hello is null)
             return;
+        if (!hello.AsSpan(PeerAuth.NonceLength).SequenceEqual("\r\n"u8))
+            throw new InvalidDataException("a malformed bulk hello");
+        var requesterNonce = hello.AsSpan(0, PeerAuth.NonceLength).ToArray();
         var credentials = server.Credentials;
         var serverNonce = PeerAuth.NewNonce();
         var challenge = new byte[4 + PeerBulk.ChallengeLength];

@@ -38,4 +38,8 @@ public sealed record PeerOptions
 }
 
 /// <summary>A peer call failed (unreachable, timed out, refused, or answered nonsense).</summary>
-public class PeerException(string message, Exception? inner = null) : Exception(message, inner);
+public sealed class PeerException(string message, Exception? inner = null) : Exception(message, inner)
+{
+    /// <summary>The peer and this instance do not share the app's credentials (asking it another way is no use).</summary>
+    internal bool CredentialsRefused { get; init; }
+}
