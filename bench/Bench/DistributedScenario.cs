@@ -83,7 +83,7 @@ public static class DistributedScenario
             // A long timeout: the first Get (fetch=true) waits for the instance's whole 64 MB download before the header.
             using var peers = new PeerClient(new PeerOptions
             {
-                AuthorizationHeader = PeerAuth.HeaderValue(Encoding.UTF8.GetBytes(PeerSecret), "python-bench"),
+                Credentials = new PeerAuth(Encoding.UTF8.GetBytes(PeerSecret), "python-bench"),
                 Timeout = TimeSpan.FromMinutes(1),
             });
             var peer = group[0].PeerAddress;

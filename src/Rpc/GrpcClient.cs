@@ -34,6 +34,10 @@ public sealed class GrpcClient : IDisposable
     /// <summary>Headers added to every call (e.g. a per-app peer secret).</summary>
     public Dictionary<string, string> Headers { get; } = new(StringComparer.OrdinalIgnoreCase);
 
+    /// <summary>A header computed afresh for every call from its path (e.g. a signed, single-use peer
+    /// credential, which a fixed header in <see cref="Headers"/> could not be).</summary>
+    public (string Name, Func<string, string> Value)? PerCallHeader { get; set; }
+
     public async Task<TResponse> UnaryAsync<TRequest, TResponse>(string path, TRequest request,
         MessageParser<TResponse> parser, CancellationToken ct = default)
         where TRequest : IMessage<TRequest>
@@ -166,6 +170,8 @@ public sealed class GrpcClient : IDisposable
         message.Headers.TE.ParseAdd("trailers");
         foreach (var (name, value) in Headers)
             message.Headers.TryAddWithoutValidation(name, value);
+        if (PerCallHeader is { } perCall)
+            message.Headers.TryAddWithoutValidation(perCall.Name, perCall.Value(path));
         return message;
     }
 

@@ -105,7 +105,13 @@ public static class Program
         var storage = app.Settings["AzureWebJobsStorage"];
         if (Bindings.StorageAccounts.NeedsDevelopmentStorage(app.Settings))
         {
-            azurite = await FaaST.Storage.AzuriteProcess.StartAsync(RuntimeHostOptions.FindHome(options.HomeDirectory), ct: stop, dataDirectory: options.AzuriteDataDirectory);
+            // The instances get this Azurite's (private) key, so they cannot tell it is development storage: check here.
+            if (options.Peers)
+                PeerSecret.CheckExposure(app, developmentStorage: true, options.ListenAddress, options.PeerListenAddress ?? options.ListenAddress);
+            var account = options.AzuriteDataDirectory is null ? FaaST.Storage.AzuriteAccount.Generate()
+                : FaaST.Storage.AzuriteAccount.LoadOrCreate(Path.Combine(app.Directory, ".faast", "azurite-account"));
+            azurite = await FaaST.Storage.AzuriteProcess.StartAsync(RuntimeHostOptions.FindHome(options.HomeDirectory), ct: stop,
+                dataDirectory: options.AzuriteDataDirectory, account: account);
             storage = azurite.ConnectionString;
             await Console.Error.WriteLineAsync($"faast: Azurite for the instances at {azurite.BlobEndpoint}");
         }

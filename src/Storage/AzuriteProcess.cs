@@ -22,24 +22,28 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     private bool _persistent;
     private int _disposed;
 
-    private AzuriteProcess(Process process, int port, string workspace, ConcurrentQueue<string> output)
+    private AzuriteProcess(Process process, int port, string workspace, ConcurrentQueue<string> output, AzuriteAccount? account)
     {
         _process = process;
         _workspace = workspace;
         _output = output;
         Port = port;
-        ConnectionString = StorageConnectionString.ForAzurite(port);
+        Account = account;
+        ConnectionString = account?.ConnectionString(port) ?? StorageConnectionString.ForAzurite(port);
         BlobEndpoint = new Uri(string.Create(CultureInfo.InvariantCulture,
-            $"http://127.0.0.1:{port}/{StorageConnectionString.DevelopmentAccountName}"));
+            $"http://127.0.0.1:{port}/{account?.Name ?? StorageConnectionString.DevelopmentAccountName}"));
     }
+
+    /// <summary>The account this Azurite serves instead of devstoreaccount1, if it was given one.</summary>
+    public AzuriteAccount? Account { get; }
 
     /// <summary>The loopback port the blob service listens on.</summary>
     public int Port { get; }
 
-    /// <summary>A SharedKey connection string for the devstoreaccount1 account of this instance.</summary>
+    /// <summary>A SharedKey connection string for the account of this instance (its own, or devstoreaccount1).</summary>
     public string ConnectionString { get; }
 
-    /// <summary>http://127.0.0.1:{Port}/devstoreaccount1.</summary>
+    /// <summary>http://127.0.0.1:{Port}/{account name}.</summary>
     public Uri BlobEndpoint { get; }
 
     /// <summary>The id of the node process.</summary>
@@ -92,9 +96,10 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     /// </summary>
     /// <exception cref="FileNotFoundException">Azurite is not installed (run npm ci).</exception>
     /// <exception cref="InvalidOperationException">Azurite exited or did not come up in time.</exception>
-    /// <param name="dataDirectory">Where Azurite keeps blobs across runs; null keeps them in memory.</param>
+    /// <param name="dataDirectory">Where Azurite keeps blobs across runs (made 0700, its files 0600); null keeps them in memory.</param>
+    /// <param name="account">The only account Azurite serves; null: the emulator's public devstoreaccount1.</param>
     public static async Task<AzuriteProcess> StartAsync(string repoRoot, int? port = null, TimeSpan? startupTimeout = null,
-        CancellationToken ct = default, string? dataDirectory = null)
+        CancellationToken ct = default, string? dataDirectory = null, AzuriteAccount? account = null)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(repoRoot);
         var launcher = LauncherPath(repoRoot);
@@ -109,7 +114,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         for (var tryNo = 1; ; tryNo++)
         {
             var chosen = port ?? FreeLoopbackPort();
-            var (instance, _) = await TryStartAsync(launcher, chosen, timeout, dataDirectory, ct).ConfigureAwait(false);
+            var (instance, _) = await TryStartAsync(launcher, chosen, timeout, dataDirectory, account, ct).ConfigureAwait(false);
             if (instance is not null)
             {
                 return instance;
@@ -152,18 +157,20 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     public void Kill() => Kill(_process);
 
     private static async Task<(AzuriteProcess? Instance, bool PortInUse)> TryStartAsync(string launcher, int port,
-        TimeSpan timeout, string? dataDirectory, CancellationToken ct)
+        TimeSpan timeout, string? dataDirectory, AzuriteAccount? account, CancellationToken ct)
     {
         // In-memory persistence keeps data out of it, but Azurite may still write small files to its working directory.
-        var workspace = Path.Combine(Path.GetTempPath(), "faast-azurite-" + Guid.NewGuid().ToString("N"));
-        Directory.CreateDirectory(workspace);
+        var workspace = PrivateFiles.CreateDirectory(Path.Combine(Path.GetTempPath(), "faast-azurite-" + Guid.NewGuid().ToString("N")));
+        var guard = Path.Combine(workspace, "faast-guard.cjs");
+        File.WriteAllText(guard, GuardScript);
         var psi = new ProcessStartInfo
         {
             FileName = launcher,
             WorkingDirectory = workspace,
             RedirectStandardOutput = true,
             RedirectStandardError = true,
-            RedirectStandardInput = false,
+            // The guard's lifeline: the write end is ours alone, so its end means this process is gone.
+            RedirectStandardInput = true,
             UseShellExecute = false,
             CreateNoWindow = true,
         };
@@ -179,12 +186,19 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         }
         else
         {
-            Directory.CreateDirectory(dataDirectory);
+            PrivateFiles.CreateDirectory(dataDirectory);
+            PrivateFiles.Restrict(dataDirectory); // data an older version left 755/644
             psi.ArgumentList.Add("--location");
             psi.ArgumentList.Add(Path.GetFullPath(dataDirectory));
         }
 
-        psi.Environment.Remove("AZURITE_ACCOUNTS"); // the connection string assumes the default account
+        if (account is null)
+            psi.Environment.Remove("AZURITE_ACCOUNTS"); // the connection string assumes the default account
+        else
+            psi.Environment["AZURITE_ACCOUNTS"] = account.AccountsVariable; // this account only: devstoreaccount1 is refused
+        // Loaded before Azurite: files 0600, and an exit when this process dies (even by SIGKILL).
+        var nodeOptions = psi.Environment.TryGetValue("NODE_OPTIONS", out var existing) && !string.IsNullOrWhiteSpace(existing) ? existing + " " : "";
+        psi.Environment["NODE_OPTIONS"] = nodeOptions + "--require " + QuoteNodeOption(guard);
 
         var output = new ConcurrentQueue<string>();
         var process = new Process { StartInfo = psi, EnableRaisingEvents = true };
@@ -207,7 +221,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
 
         process.BeginOutputReadLine();
         process.BeginErrorReadLine();
-        var instance = new AzuriteProcess(process, port, workspace, output) { _persistent = dataDirectory is not null };
+        var instance = new AzuriteProcess(process, port, workspace, output, account) { _persistent = dataDirectory is not null };
         Live[instance] = true;
         InstallExitHook();
 
@@ -291,6 +305,32 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
 
         return false;
     }
+
+    /// <summary>
+    /// Loaded into Azurite's node with --require. A host killed with SIGKILL runs no cleanup of its own,
+    /// and its children are reparented, not ended: but the kernel closes the write end of the child's
+    /// stdin pipe, which only this process held, so the guard sees end-of-file and stops Azurite (SIGTERM:
+    /// it flushes its metadata; SIGKILL if that takes over 10 s). The umask makes everything Azurite
+    /// creates 0600/0700.
+    /// </summary>
+    private const string GuardScript = """
+        'use strict';
+        process.umask(0o077);
+        let ending = false;
+        const end = () => {
+          if (ending) return;
+          ending = true;
+          setTimeout(() => process.kill(process.pid, 'SIGKILL'), 10000).unref();
+          process.kill(process.pid, 'SIGTERM');
+        };
+        process.stdin.on('end', end);
+        process.stdin.on('close', end);
+        process.stdin.on('error', end);
+        process.stdin.resume();
+        """;
+
+    /// <summary>A path as one NODE_OPTIONS word (double quotes, backslash escapes).</summary>
+    private static string QuoteNodeOption(string path) => "\"" + path.Replace("\\", "\\\\", StringComparison.Ordinal).Replace("\"", "\\\"", StringComparison.Ordinal) + "\"";
 
     private static void CancelQuietly(CancellationTokenSource cts)
     {

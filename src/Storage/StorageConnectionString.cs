@@ -46,6 +46,10 @@ public sealed class StorageConnectionString
     /// <summary>True when requests are signed with the account key (SharedKey).</summary>
     public bool HasAccountKey => AccountKey is not null;
 
+    /// <summary>True when the account key is the emulator's well-known one (anyone can sign with it).</summary>
+    public bool UsesPublicDevelopmentKey => IsDevelopmentStorage ||
+        (AccountKey is { } key && key.AsSpan().SequenceEqual(Convert.FromBase64String(DevelopmentAccountKey)));
+
     /// <summary>The decoded account key; internal so that it never leaks through the public surface.</summary>
     internal byte[]? AccountKey { get; }
 

@@ -108,7 +108,7 @@ public sealed partial class PeerProtocolTests
         await using var owner = await PeerNode.StartAsync("a", azurite.Store, LocalRead);
         var data = Random(3_000_000);
         var name = await PutAsync(data);
-        var token = PeerAuth.HeaderValue(PeerNode.Secret, PeerNode.App);
+        var token = PeerNode.NewCredentials();
 
         // A good connection: the object, then a range of it, on the same connection.
         using var good = await ConnectBulkAsync(owner, token);
@@ -153,7 +153,7 @@ public sealed partial class PeerProtocolTests
         Assert.Contains("Dropped a bulk peer connection", owner.Logs.All, StringComparison.Ordinal); // the broken framing, logged
 
         // Wrong credentials: an error reply, the connection closed, no bytes, logged.
-        using (var intruder = await ConnectBulkAsync(owner, PeerAuth.HeaderValue("another-secret"u8, PeerNode.App)))
+        using (var intruder = await ConnectBulkAsync(owner, new PeerAuth("another-secret"u8, PeerNode.App)))
         {
             await FakeBulkPeer.SendAsync(intruder, FakeBulkPeer.Frame(new GetRequest { Blob = Ref(name) }));
             Assert.Contains("credentials", (await ReadReplyAsync(intruder)).Error, StringComparison.Ordinal);
@@ -188,9 +188,8 @@ public sealed partial class PeerProtocolTests
         await using var owner = await PeerNode.StartAsync("a", azurite.Store, LocalRead);
         var data = Random(6_000_000);
         var name = await PutAsync(data);
-        var token = PeerAuth.HeaderValue(PeerNode.Secret, PeerNode.App);
-        using var bulk = new PeerClient(new PeerOptions { AuthorizationHeader = token });
-        using var grpc = new PeerClient(new PeerOptions { AuthorizationHeader = token, BulkTransfers = false });
+        using var bulk = new PeerClient(new PeerOptions { Credentials = PeerNode.NewCredentials() });
+        using var grpc = new PeerClient(new PeerOptions { Credentials = PeerNode.NewCredentials(), BulkTransfers = false });
         foreach (var request in new[]
                  {
                      new GetRequest { Blob = Ref(name), Fetch = true },
@@ -221,7 +220,7 @@ public sealed partial class PeerProtocolTests
             await FakeBulkPeer.SendAsync(socket, data);
             socket.Shutdown(SocketShutdown.Both); // then drops the connection the requester pools
         });
-        using var client = new PeerClient(new PeerOptions { AuthorizationHeader = PeerAuth.HeaderValue(PeerNode.Secret, PeerNode.App), Timeout = Generous });
+        using var client = new PeerClient(new PeerOptions { Credentials = PeerNode.NewCredentials(), Timeout = Generous });
         for (var i = 0; i < 3; i++)
         {
             var (header, bytes, _) = await GetAsync(client, fake.Address, new GetRequest { Blob = Ref("x"), Offset = 0, Length = data.Length });
@@ -232,13 +231,20 @@ public sealed partial class PeerProtocolTests
         Assert.Equal(3, fake.Connections);
     }
 
-    private static async Task<Socket> ConnectBulkAsync(PeerNode node, string token)
+    /// <summary>A bulk connection after the handshake, answered under <paramref name="credentials"/>
+    /// (<paramref name="answer"/> replaces the answer: e.g. one recorded on another connection).</summary>
+    private static async Task<Socket> ConnectBulkAsync(PeerNode node, PeerAuth credentials, byte[]? answer = null, Action<byte[], byte[]>? record = null)
     {
         var socket = new Socket(SocketType.Stream, ProtocolType.Tcp) { NoDelay = true };
         await socket.ConnectAsync(node.Address.Host, node.Address.Port);
-        var bytes = System.Text.Encoding.UTF8.GetBytes(token);
-        byte[] hello = [.. "FAASTBK1"u8, .. BitConverter.GetBytes(bytes.Length), .. bytes];
-        await FakeBulkPeer.SendAsync(socket, hello);
+        var nonce = PeerAuth.NewNonce();
+        await FakeBulkPeer.SendAsync(socket, (byte[])[.. "FAASTBK2"u8, .. nonce, .. "\r\n"u8]);
+        var challenge = new byte[4 + PeerAuth.NonceLength + PeerAuth.MacLength];
+        await FakeBulkPeer.ReceiveExactlyAsync(socket, challenge).WaitAsync(Generous);
+        Assert.Equal(PeerAuth.NonceLength + PeerAuth.MacLength, BitConverter.ToInt32(challenge));
+        var proof = answer ?? credentials.BulkClientProof(nonce, challenge.AsSpan(4, PeerAuth.NonceLength));
+        record?.Invoke([.. "FAASTBK2"u8, .. nonce, .. "\r\n"u8], proof);
+        await FakeBulkPeer.SendAsync(socket, proof);
         return socket;
     }
 

@@ -91,6 +91,9 @@ public sealed class PeerNode : IAsyncDisposable
     public const string App = "peertest";
     public static readonly byte[] Secret = "test-secret-0123456789"u8.ToArray();
 
+    /// <summary>The app's credentials (each holder remembers the call nonces it accepted).</summary>
+    public static PeerAuth NewCredentials() => new(Secret, App);
+
     private readonly WebApplication _web;
 
     private PeerNode(string id, BlobCache cache, WebApplication web, Uri address, ListLogger logs, PeerClient client, FixedOwners owners)
@@ -112,7 +115,7 @@ public sealed class PeerNode : IAsyncDisposable
     public FixedOwners Owners { get; }
     public Peer AsPeer => new(Id, Address);
 
-    public static async Task<PeerNode> StartAsync(string id, IBlobStore store, CachePolicy? policy = null, TimeSpan? timeout = null, string? authorization = null,
+    public static async Task<PeerNode> StartAsync(string id, IBlobStore store, CachePolicy? policy = null, TimeSpan? timeout = null, PeerAuth? credentials = null,
         TimeSpan? fetchTimeout = null, bool bulkTransfers = true)
     {
         var logs = new ListLogger();
@@ -132,17 +135,16 @@ public sealed class PeerNode : IAsyncDisposable
             });
         });
         var web = builder.Build();
-        var header = authorization ?? PeerAuth.HeaderValue(Secret, App);
         web.MapPeerEndpoints(cache, new PeerServerOptions
         {
-            AuthorizationHeader = PeerAuth.HeaderValue(Secret, App),
+            Credentials = NewCredentials(),
             StoreFor = account => account == store.Endpoint.AbsoluteUri ? store : null,
         }, logs, bulk);
         await web.StartAsync();
         var address = new Uri(web.Urls.First().Replace("[::1]", "127.0.0.1", StringComparison.Ordinal) + "/");
         var client = new PeerClient(new PeerOptions
         {
-            AuthorizationHeader = header,
+            Credentials = credentials ?? NewCredentials(),
             Timeout = timeout ?? TimeSpan.FromSeconds(5),
             FetchTimeout = fetchTimeout ?? TimeSpan.FromMinutes(5),
             BulkTransfers = bulkTransfers,
@@ -437,11 +439,16 @@ public sealed class FakeBulkPeer : IAsyncDisposable
                     using var socket = connection;
                     try
                     {
-                        var hello = new byte[8 + 4];
+                        var hello = new byte[8 + PeerAuth.NonceLength + 2];
                         await ReceiveExactlyAsync(socket, hello);
-                        if (!hello.AsSpan(0, 8).SequenceEqual("FAASTBK1"u8))
+                        if (!hello.AsSpan(0, 8).SequenceEqual("FAASTBK2"u8))
                             return; // not a bulk connection (e.g. HTTP/2 for a Lookup): closed, as a peer without Lookup would
-                        await ReceiveExactlyAsync(socket, new byte[BitConverter.ToInt32(hello, 8)]);
+                        // The handshake, as an instance of the app answers it.
+                        var credentials = PeerNode.NewCredentials();
+                        var serverNonce = PeerAuth.NewNonce();
+                        await SendAsync(socket, (byte[])[.. BitConverter.GetBytes(PeerAuth.NonceLength + PeerAuth.MacLength), .. serverNonce,
+                            .. credentials.BulkServerProof(hello.AsSpan(8, PeerAuth.NonceLength), serverNonce)]);
+                        await ReceiveExactlyAsync(socket, new byte[PeerAuth.MacLength]);
                         while (await ReadRequestAsync(socket) is { } request)
                         {
                             Interlocked.Increment(ref _calls);

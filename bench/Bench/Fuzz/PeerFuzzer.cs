@@ -28,7 +28,7 @@ public static class PeerFuzzer
     {
         var result = new TargetResult("peer-grpc", seed);
         var clock = Stopwatch.StartNew();
-        var auth = PeerAuth.HeaderValue(Encoding.UTF8.GetBytes(FuzzHost.PeerSecret), appName);
+        var auth = new PeerAuth(Encoding.UTF8.GetBytes(FuzzHost.PeerSecret), appName);
         var peer = new Uri($"http://127.0.0.1:{host.PeerPort}/");
         using var grpc = new RawGrpc();
         var gate = new object();
@@ -48,15 +48,27 @@ public static class PeerFuzzer
                 var method = r.Next(12) == 0 ? new[] { "Nope", "get", "", "Get/x" }[r.Next(4)] : Methods[r.Next(Methods.Length)];
                 var path = r.Next(25) == 0 ? "/faast.peer.v1.Other/" + method : "/faast.peer.v1.CacheletPeer/" + method;
                 var kind = r.Next(10);
-                var authorization = kind < 6 ? auth : kind < 8 ? null : new[] { "FaaST-Peer AAAA", "FaaST-Peer ", "Basic x", auth + "x", auth[..^2] }[r.Next(5)];
+                // A fresh signed credential (accepted once), none, or one that must be refused: garbage, a
+                // signature altered, cut short, made for another method, or signed under another secret.
+                var signed = auth.SignCall(path);
+                var authorization = kind < 6 ? signed : kind < 8 ? null : r.Next(7) switch
+                {
+                    0 => "FaaST-Peer AAAA",
+                    1 => PeerAuth.Scheme,
+                    2 => "Basic x",
+                    3 => signed + "x",
+                    4 => signed[..^2],
+                    5 => auth.SignCall(path + "x"),
+                    _ => new PeerAuth("another secret"u8, appName).SignCall(path),
+                };
                 var contentType = r.Next(40) == 0 ? new[] { "text/plain", "application/grpc+json", "application/json" }[r.Next(3)] : "application/grpc";
                 var body = Body(r, method, account);
                 var reply = await grpc.CallAsync(peer, path, body, authorization, contentType, TimeSpan.FromSeconds(20));
-                var outcome = Judge(reply, authorization == auth, method, path);
+                var outcome = Judge(reply, ReferenceEquals(authorization, signed), method, path);
                 lock (gate)
                 {
                     result.Count(reply.GrpcStatus is { } s ? $"grpc_status_{s}" : $"http_{reply.HttpStatus}");
-                    result.Add(outcome, i, _ => $"{path} auth={(authorization == auth ? "right" : authorization ?? "none")} body(base64)={Convert.ToBase64String(body.Length > 2000 ? body[..2000] : body)}");
+                    result.Add(outcome, i, _ => $"{path} auth={(ReferenceEquals(authorization, signed) ? "right" : authorization ?? "none")} body(base64)={Convert.ToBase64String(body.Length > 2000 ? body[..2000] : body)}");
                 }
             }
         }
@@ -175,7 +187,7 @@ public static class PeerFuzzer
     {
         var result = new TargetResult("peer-bulk", seed);
         var clock = Stopwatch.StartNew();
-        var auth = PeerAuth.HeaderValue(Encoding.UTF8.GetBytes(FuzzHost.PeerSecret), appName);
+        var auth = new PeerAuth(Encoding.UTF8.GetBytes(FuzzHost.PeerSecret), appName);
         var gate = new object();
         long next = 0;
         async Task Loop()
@@ -190,8 +202,9 @@ public static class PeerFuzzer
                     i = next++;
                 }
                 var r = new Random(FuzzRun.Mix(seed, 0x424B, i));
-                var (bytes, authenticated) = BulkConnection(r, auth, account);
-                var (received, counter) = await ExchangeAsync(host.PeerPort, bytes);
+                var connection = BulkConnection(r, auth, account);
+                var (received, counter) = await ExchangeAsync(host.PeerPort, connection);
+                var (bytes, authenticated) = (connection.Hello, connection.Authenticated);
                 lock (gate)
                 {
                     result.Count(counter);
@@ -214,31 +227,51 @@ public static class PeerFuzzer
         return result;
     }
 
-    private static (byte[] Bytes, bool Authenticated) BulkConnection(Random r, string auth, string account)
+    /// <summary>
+    /// One bulk connection: the hello (the magic, a nonce, CRLF, or something else), then, if the server
+    /// answers with a challenge, the requester's proof (right or wrong, computed from the challenge) and
+    /// requests.
+    /// </summary>
+    private sealed record BulkScript(byte[] Hello, Func<byte[], byte[], byte[]>? Answer, byte[] Requests, bool Authenticated);
+
+    private static BulkScript BulkConnection(Random r, PeerAuth auth, string account)
     {
-        var bytes = new List<byte>();
         if (r.Next(8) == 0)
         {
             // Not the bulk magic: random bytes, a partial magic, or the start of HTTP/2 gone wrong.
-            bytes.AddRange(r.Next(3) switch
+            byte[] other = r.Next(3) switch
             {
                 0 => Bytes(r, r.Next(0, 300)),
                 1 => PeerBulk.Magic[..r.Next(1, PeerBulk.Magic.Length)].ToArray(),
                 _ => [.. "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"u8.ToArray(), .. Bytes(r, r.Next(0, 100))],
-            });
-            return (bytes.ToArray(), false);
+            };
+            return new BulkScript(other, null, [], false);
         }
-        bytes.AddRange(PeerBulk.Magic.ToArray());
-        var tokenKind = r.Next(10);
-        var token = tokenKind < 7 ? auth : new[] { "", "FaaST-Peer x", auth + "x", new string('t', 5000) }[r.Next(4)];
-        var tokenBytes = Encoding.UTF8.GetBytes(token);
-        bytes.AddRange(LengthPrefix(r, tokenBytes));
+        var nonce = Bytes(r, PeerAuth.NonceLength);
+        var helloKind = r.Next(12);
+        byte[] hello = helloKind switch
+        {
+            0 => [.. PeerBulk.Magic, .. nonce[..r.Next(0, nonce.Length)]],              // nonce cut short
+            1 => [.. PeerBulk.Magic, .. Bytes(r, r.Next(0, 5000))],                     // anything after the magic
+            2 => [.. "FAASTBK1"u8.ToArray(), .. Bytes(r, r.Next(0, 60))],                // the old protocol's magic
+            _ => [.. PeerBulk.Magic, .. nonce, .. "\r\n"u8.ToArray()],
+        };
+        var proofKind = r.Next(10);
+        var requests = new List<byte>();
         for (var n = r.Next(0, 4); n > 0; n--)
         {
             var request = r.Next(6) == 0 ? Bytes(r, r.Next(0, 100)) : GetRequest(r, account).ToByteArray();
-            bytes.AddRange(LengthPrefix(r, request));
+            requests.AddRange(LengthPrefix(r, request));
         }
-        return (bytes.ToArray(), token == auth);
+        var garbage = Bytes(r, r.Next(0, 80));
+        Func<byte[], byte[], byte[]> answer = (requesterNonce, challenge) => proofKind switch
+        {
+            < 7 => auth.BulkClientProof(requesterNonce, challenge.AsSpan(0, PeerAuth.NonceLength)),
+            7 => auth.BulkServerProof(requesterNonce, challenge.AsSpan(0, PeerAuth.NonceLength)),   // the wrong label
+            8 => challenge[PeerAuth.NonceLength..],                                                  // echo the server's proof
+            _ => garbage,
+        };
+        return new BulkScript(hello, (challenge, _) => answer(nonce, challenge), requests.ToArray(), helloKind >= 3 && proofKind < 7);
     }
 
     private static byte[] LengthPrefix(Random r, byte[] payload)
@@ -256,7 +289,7 @@ public static class PeerFuzzer
         return frame;
     }
 
-    private static async Task<(long Received, string Counter)> ExchangeAsync(int port, byte[] bytes)
+    private static async Task<(long Received, string Counter)> ExchangeAsync(int port, BulkScript script)
     {
         using var socket = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
         using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(10));
@@ -264,9 +297,29 @@ public static class PeerFuzzer
         try
         {
             await socket.ConnectAsync(System.Net.IPAddress.Loopback, port, timeout.Token);
-            await socket.SendAsync(bytes, SocketFlags.None, timeout.Token);
-            socket.Shutdown(SocketShutdown.Send);
+            await socket.SendAsync(script.Hello, SocketFlags.None, timeout.Token);
             var buffer = new byte[65536];
+            if (script.Answer is { } answer)
+            {
+                // A challenge is 4 bytes of length and the server's nonce and proof; anything else is
+                // read to its end below (an error reply, or the connection closed).
+                var challenge = new byte[4 + PeerBulk.ChallengeLength];
+                var got = 0;
+                while (got < challenge.Length)
+                {
+                    var n = await socket.ReceiveAsync(challenge.AsMemory(got), SocketFlags.None, timeout.Token);
+                    if (n == 0)
+                        return (received, received > 0 ? "bulk_answered_then_closed" : "bulk_closed");
+                    got += n;
+                    received += n;
+                }
+                if (BinaryPrimitives.ReadUInt32LittleEndian(challenge) == PeerBulk.ChallengeLength)
+                {
+                    await socket.SendAsync(answer(challenge[4..], []), SocketFlags.None, timeout.Token);
+                    await socket.SendAsync(script.Requests, SocketFlags.None, timeout.Token);
+                }
+            }
+            socket.Shutdown(SocketShutdown.Send);
             while (true)
             {
                 var n = await socket.ReceiveAsync(buffer, SocketFlags.None, timeout.Token);
@@ -286,7 +339,7 @@ public static class PeerFuzzer
     }
 
     /// <summary>After a run: the host is up, its status page answers, and an authenticated peer reads the check blob.</summary>
-    private static async Task CheckAfterAsync(FuzzHost host, TargetResult result, RawGrpc grpc, Uri peer, string auth, string account)
+    private static async Task CheckAfterAsync(FuzzHost host, TargetResult result, RawGrpc grpc, Uri peer, PeerAuth auth, string account)
     {
         var problems = new List<string>();
         if (host.Process.HasExited)
@@ -304,11 +357,11 @@ public static class PeerFuzzer
             {
                 problems.Add("/admin/host/status: " + e.Message);
             }
-            var stats = await grpc.CallAsync(peer, "/faast.peer.v1.CacheletPeer/Stats", RawGrpc.Frame(new StatsRequest()), auth, "application/grpc", TimeSpan.FromSeconds(20));
+            var stats = await grpc.CallAsync(peer, "/faast.peer.v1.CacheletPeer/Stats", RawGrpc.Frame(new StatsRequest()), auth.SignCall("/faast.peer.v1.CacheletPeer/Stats"), "application/grpc", TimeSpan.FromSeconds(20));
             if (stats.GrpcStatus != 0)
                 problems.Add($"Stats: {stats.Failure ?? stats.GrpcMessage ?? "HTTP " + stats.HttpStatus}");
             var get = await grpc.CallAsync(peer, "/faast.peer.v1.CacheletPeer/Get",
-                RawGrpc.Frame(new GetRequest { Blob = new BlobRef { Account = account, Container = "fuzz", Blob = "fuzzcheck" }, Fetch = true }), auth, "application/grpc", TimeSpan.FromSeconds(20));
+                RawGrpc.Frame(new GetRequest { Blob = new BlobRef { Account = account, Container = "fuzz", Blob = "fuzzcheck" }, Fetch = true }), auth.SignCall("/faast.peer.v1.CacheletPeer/Get"), "application/grpc", TimeSpan.FromSeconds(20));
             var data = get.Messages.Skip(1).Sum(m => GetChunk.Parser.ParseFrom(m).Data.Length);
             if (get.GrpcStatus != 0 || get.Messages.Count == 0 || GetChunk.Parser.ParseFrom(get.Messages[0]).Header?.Status != ObjectHeader.Types.Status.Ok || data != 5)
                 problems.Add($"Get fuzz/fuzzcheck: status {get.GrpcStatus} {get.GrpcMessage ?? get.Failure}, {data} bytes (expected 5)");

@@ -11,9 +11,12 @@ namespace FaaST.Cachelet.Peers;
 internal static class PeerBulk
 {
     /// <summary>The first bytes of a bulk connection; an HTTP/2 connection starts "PRI * HT".</summary>
-    public static ReadOnlySpan<byte> Magic => "FAASTBK1"u8;
+    /// <remarks>Version 2 authenticates with a challenge per connection; a version-1 server does not
+    /// recognise it and treats the connection as HTTP/2, so the requester falls back to gRPC.</remarks>
+    public static ReadOnlySpan<byte> Magic => "FAASTBK2"u8;
 
-    public const int MaxHelloLength = 4096;
+    /// <summary>The server's challenge frame: its nonce, then its proof.</summary>
+    public const int ChallengeLength = PeerAuth.NonceLength + PeerAuth.MacLength;
     public const int MaxRequestLength = 64 * 1024;
     public const int MaxReplyLength = 64 * 1024;
 
@@ -48,7 +51,7 @@ internal static class PeerBulk
 /// one request at a time on each. The object's bytes are received straight into the destination
 /// when it is an <see cref="System.Buffers.IBufferWriter{T}"/> (an extent's write stream).
 /// </summary>
-internal sealed class PeerBulkChannel(Uri peer, string authorization) : IDisposable
+internal sealed class PeerBulkChannel(Uri peer, PeerAuth credentials) : IDisposable
 {
     private const int MaxIdle = 4;
     private readonly ConcurrentQueue<Socket> _idle = new();
@@ -100,7 +103,7 @@ internal sealed class PeerBulkChannel(Uri peer, string authorization) : IDisposa
                 socket = null;
                 return header;
             }
-            catch (Exception e) when (!replied && !ct.IsCancellationRequested && e is not OperationCanceledException)
+            catch (Exception e) when (!replied && !ct.IsCancellationRequested && e is not OperationCanceledException && e is not PeerException { CredentialsRefused: true })
             {
                 // Nothing valid came back. On a pooled connection the peer may have closed it since
                 // (it restarted, or dropped an idle one): try a new one. On a new one, the peer does not
@@ -131,12 +134,37 @@ internal sealed class PeerBulkChannel(Uri peer, string authorization) : IDisposa
         try
         {
             await socket.ConnectAsync(peer.Host, peer.Port, ct);
-            var token = System.Text.Encoding.UTF8.GetBytes(authorization);
-            var hello = new byte[PeerBulk.Magic.Length + 4 + token.Length];
+            // The handshake (see PeerAuth): our nonce; the server's nonce and proof; our proof. The
+            // first request follows our proof at once, so a pooled connection costs one round trip more.
+            var nonce = PeerAuth.NewNonce();
+            // The CRLF ends the hello as a line: an HTTP/2-only server that is not FaaST's (it waits for a
+            // line before it decides the bytes are neither HTTP/2 nor HTTP/1) then answers at once.
+            var hello = new byte[PeerBulk.Magic.Length + nonce.Length + 2];
             PeerBulk.Magic.CopyTo(hello);
-            BinaryPrimitives.WriteUInt32LittleEndian(hello.AsSpan(PeerBulk.Magic.Length), (uint)token.Length);
-            token.CopyTo(hello.AsSpan(PeerBulk.Magic.Length + 4));
+            nonce.CopyTo(hello.AsSpan(PeerBulk.Magic.Length));
+            "\r\n"u8.CopyTo(hello.AsSpan(PeerBulk.Magic.Length + nonce.Length));
             await SendAsync(socket, hello, ct);
+            var prefix = new byte[4];
+            await ReceiveExactlyAsync(socket, prefix, ct);
+            var length = BinaryPrimitives.ReadUInt32LittleEndian(prefix);
+            if (length != PeerBulk.ChallengeLength)
+            {
+                // Not a challenge: an error reply (e.g. not serving peers yet), or another protocol.
+                if (length > PeerBulk.MaxReplyLength)
+                    throw new InvalidDataException($"{peer} answered a bulk connection with something else than a challenge");
+                var payload = new byte[length];
+                await ReceiveExactlyAsync(socket, payload, ct);
+                var error = BulkReply.Parser.ParseFrom(payload).Error;
+                if (error.Length == 0)
+                    throw new InvalidDataException($"{peer} answered a bulk connection with something else than a challenge");
+                throw new PeerException($"{peer} refused a bulk connection: {error}");
+            }
+            var challenge = new byte[PeerBulk.ChallengeLength];
+            await ReceiveExactlyAsync(socket, challenge, ct);
+            var serverNonce = challenge.AsSpan(0, PeerAuth.NonceLength);
+            if (!PeerAuth.Same(challenge.AsSpan(PeerAuth.NonceLength), credentials.BulkServerProof(nonce, serverNonce)))
+                throw new PeerException($"{peer} and this instance do not share the app's peer credentials (the bulk handshake's proof does not match)") { CredentialsRefused = true };
+            await SendAsync(socket, credentials.BulkClientProof(nonce, serverNonce), ct);
             return socket;
         }
         catch

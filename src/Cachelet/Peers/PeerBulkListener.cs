@@ -1,4 +1,5 @@
 using System.Buffers;
+using System.Buffers.Binary;
 using System.IO.Pipelines;
 using System.Net.Sockets;
 using FaaST.Protos.Peer;
@@ -95,12 +96,31 @@ public sealed class PeerBulkListener
         using var closing = CancellationTokenSource.CreateLinkedTokenSource(context.ConnectionClosed,
             context.Features.Get<IConnectionLifetimeNotificationFeature>()?.ConnectionClosedRequested ?? CancellationToken.None);
         var ct = closing.Token;
-        var token = await ReadFrameAsync(input, PeerBulk.MaxHelloLength, static s => System.Text.Encoding.UTF8.GetString(s), ct);
-        if (token is null)
+        // The handshake (see PeerAuth): a fresh challenge per connection, so nothing recorded from
+        // another connection answers it.
+        var hello = await ReadExactlyAsync(input, PeerAuth.NonceLength + 2, ct);
+        if (hello is null)
             return;
-        if (!PeerAuth.Matches(token, server.AuthorizationHeader))
+        if (!hello.AsSpan(PeerAuth.NonceLength).SequenceEqual("\r\n"u8))
+            throw new InvalidDataException("a malformed bulk hello");
+        var requesterNonce = hello.AsSpan(0, PeerAuth.NonceLength).ToArray();
+        var credentials = server.Credentials;
+        var serverNonce = PeerAuth.NewNonce();
+        var challenge = new byte[4 + PeerBulk.ChallengeLength];
+        BinaryPrimitives.WriteUInt32LittleEndian(challenge, PeerBulk.ChallengeLength);
+        serverNonce.CopyTo(challenge.AsSpan(4));
+        credentials.BulkServerProof(requesterNonce, serverNonce).CopyTo(challenge.AsSpan(4 + PeerAuth.NonceLength));
+        await SendAsync(socket, challenge, ct);
+        var proof = await ReadExactlyAsync(input, PeerAuth.MacLength, ct);
+        if (proof is null)
         {
-            server.Logger.LogWarning("Refused a peer Get call (bulk connection) from {Remote}: missing or wrong app credentials", context.RemoteEndPoint);
+            // A requester of this app checks the proof above and answers; one without the secret cannot.
+            server.Logger.LogWarning("Refused a peer Get call (bulk connection) from {Remote}: it ended the handshake without an answer (wrong or missing app credentials)", context.RemoteEndPoint);
+            return;
+        }
+        if (!PeerAuth.Same(proof, credentials.BulkClientProof(requesterNonce, serverNonce)))
+        {
+            server.Logger.LogWarning("Refused a peer Get call (bulk connection) from {Remote}: missing or wrong app credentials (the handshake's answer does not match this connection's challenge)", context.RemoteEndPoint);
             await SendAsync(socket, PeerBulk.Frame(new BulkReply { Error = "not an instance of this app (wrong or missing peer credentials)" }), ct);
             return;
         }
@@ -135,6 +155,28 @@ public sealed class PeerBulkListener
                 if (header.Status == ObjectHeader.Types.Status.Ok)
                     await SendRangeAsync(server.Cache, socket, read, header.Offset, header.RangeLength, ct);
             }
+        }
+    }
+
+    /// <summary>Reads exactly <paramref name="length"/> bytes; null if the connection ends first.</summary>
+    private static async Task<byte[]?> ReadExactlyAsync(PipeReader input, int length, CancellationToken ct)
+    {
+        while (true)
+        {
+            var result = await input.ReadAsync(ct);
+            var buffer = result.Buffer;
+            if (buffer.Length >= length)
+            {
+                var bytes = buffer.Slice(0, length).ToArray();
+                input.AdvanceTo(buffer.GetPosition(length));
+                return bytes;
+            }
+            if (result.IsCompleted)
+            {
+                input.AdvanceTo(buffer.End);
+                return null;
+            }
+            input.AdvanceTo(buffer.Start, buffer.End);
         }
     }
 

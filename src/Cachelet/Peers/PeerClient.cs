@@ -38,7 +38,8 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
     private GrpcClient ClientFor(Uri peer) => _clients.GetOrAdd(peer, address =>
     {
         var client = new GrpcClient(address);
-        client.Headers[PeerAuth.HeaderName] = options.AuthorizationHeader;
+        var credentials = options.Credentials;
+        client.PerCallHeader = (PeerAuth.HeaderName, credentials.SignCall);
         return client;
     });
 
@@ -82,7 +83,7 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
             {
                 try
                 {
-                    var bulk = _bulk.GetOrAdd(peer, p => new PeerBulkChannel(p, options.AuthorizationHeader));
+                    var bulk = _bulk.GetOrAdd(peer, p => new PeerBulkChannel(p, options.Credentials));
                     var answer = await bulk.GetAsync(request, destination, timeout, options.Timeout, options.FetchTimeout);
                     answer.Fetched |= fetchedByLookup;
                     return answer;

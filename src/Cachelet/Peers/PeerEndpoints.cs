@@ -13,8 +13,8 @@ namespace FaaST.Cachelet.Peers;
 /// <summary>How a host serves its cachelet to the app's other instances.</summary>
 public sealed record PeerServerOptions
 {
-    /// <summary>The header a caller must present (see <see cref="PeerAuth.HeaderValue"/>).</summary>
-    public required string AuthorizationHeader { get; init; }
+    /// <summary>The app's peer credentials a caller must prove it holds (see <see cref="PeerAuth"/>).</summary>
+    public required PeerAuth Credentials { get; init; }
 
     /// <summary>The storage client for a blob's account, or null if this instance has no such account.</summary>
     public required Func<string, IBlobStore?> StoreFor { get; init; }
@@ -56,17 +56,17 @@ public static class PeerEndpoints
 
         public ILogger Logger => logger;
 
-        public string AuthorizationHeader => options.AuthorizationHeader;
+        public PeerAuth Credentials => options.Credentials;
 
         /// <summary>Refuses (and logs) a call from anything but another instance of this app.</summary>
         public void Admit(HttpContext context, string method)
         {
             if (!options.Accepts(context))
                 throw new GrpcException(GrpcStatus.NotFound, "not a peer endpoint");
-            if (!PeerAuth.Matches(context.Request.Headers[PeerAuth.HeaderName].FirstOrDefault(), options.AuthorizationHeader))
+            if (!options.Credentials.VerifyCall(context.Request.Headers[PeerAuth.HeaderName].FirstOrDefault(), context.Request.Path.Value ?? "", out var reason))
             {
-                logger.LogWarning("Refused a peer {Method} call from {Remote}: missing or wrong app credentials", method, context.Connection.RemoteIpAddress);
-                throw new GrpcException(GrpcStatus.Unauthenticated, "not an instance of this app (wrong or missing peer credentials)");
+                logger.LogWarning("Refused a peer {Method} call from {Remote}: missing or wrong app credentials ({Reason})", method, context.Connection.RemoteIpAddress, reason);
+                throw new GrpcException(GrpcStatus.Unauthenticated, $"not an instance of this app (wrong or missing peer credentials: {reason})");
             }
         }
 

@@ -28,8 +28,8 @@ public interface IOwnerDirectory
 /// <summary>How a cachelet talks to its peers.</summary>
 public sealed record PeerOptions
 {
-    /// <summary>The header every call carries (see <see cref="PeerAuth.HeaderValue"/>).</summary>
-    public required string AuthorizationHeader { get; init; }
+    /// <summary>The app's peer credentials: every call is signed afresh, every bulk connection answers a challenge.</summary>
+    public required PeerAuth Credentials { get; init; }
 
     /// <summary>Longest wait for any one message of a peer call (the header, each chunk, the reply);
     /// a peer that dies or hangs mid-transfer is given up after this, and the read goes to storage.
@@ -50,4 +50,8 @@ public sealed record PeerOptions
 }
 
 /// <summary>A peer call failed (unreachable, timed out, refused, or answered nonsense).</summary>
-public sealed class PeerException(string message, Exception? inner = null) : Exception(message, inner);
+public sealed class PeerException(string message, Exception? inner = null) : Exception(message, inner)
+{
+    /// <summary>The peer and this instance do not share the app's credentials (asking it another way is no use).</summary>
+    internal bool CredentialsRefused { get; init; }
+}

@@ -177,10 +177,17 @@ public sealed class RuntimeHost : IAsyncDisposable
 
         ChooseWorkerIdentity(options, home);
         string? devStorage = null;
-        if (StorageAccounts.NeedsDevelopmentStorage(App.Settings))
+        var startsAzurite = StorageAccounts.NeedsDevelopmentStorage(App.Settings);
+        if (peers)
+            PeerSecret.CheckExposure(App, startsAzurite || UsesPublicKey(App.Settings["AzureWebJobsStorage"]), options.ListenAddress, peerAddress);
+        if (startsAzurite)
         {
             _logger.LogInformation("No storage connection configured: starting Azurite (blob service, loopback)");
-            _azurite = await AzuriteProcess.StartAsync(home, ct: ct, dataDirectory: options.AzuriteDataDirectory);
+            // An account of the app's own, so its workers hold no key that opens another app's Azurite;
+            // kept beside persisted data, since that data is filed under the account's name.
+            var account = options.AzuriteDataDirectory is null ? AzuriteAccount.Generate()
+                : AzuriteAccount.LoadOrCreate(Path.Combine(App.Directory, ".faast", "azurite-account"));
+            _azurite = await AzuriteProcess.StartAsync(home, ct: ct, dataDirectory: options.AzuriteDataDirectory, account: account);
             devStorage = _azurite.ConnectionString;
             _logger.LogInformation("Azurite is listening at {Endpoint}", _azurite.BlobEndpoint);
         }
@@ -244,7 +251,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         {
             var peerOptions = new PeerOptions
             {
-                AuthorizationHeader = PeerAuth.HeaderValue(PeerSecret(), App.Name),
+                Credentials = new PeerAuth(PeerSecret.Resolve(App, _accounts.ConnectionString("AzureWebJobsStorage")), App.Name),
                 Timeout = options.PeerTimeout ?? Policy.PeerTimeout,
                 FetchTimeout = Policy.PeerFetchTimeout,
             };
@@ -252,7 +259,7 @@ public sealed class RuntimeHost : IAsyncDisposable
             var accounts = _accounts;
             web.MapPeerEndpoints(_cache, new PeerServerOptions
             {
-                AuthorizationHeader = peerOptions.AuthorizationHeader,
+                Credentials = peerOptions.Credentials,
                 StoreFor = account => accounts.ForEndpoint(account),
                 Accepts = context => context.Connection.LocalPort == peerPort,
             }, loggers.CreateLogger("FaaST.Peers"), bulk);
@@ -267,7 +274,8 @@ public sealed class RuntimeHost : IAsyncDisposable
         if (peerListen is not null && _cache is not null && _peerClient is not null)
         {
             peerPort = peerListen.IPEndPoint!.Port;
-            await JoinPeersAsync(options, new Uri($"http://{peerAddress}:{peerPort}/"), loggers, ct);
+            // Never 0.0.0.0: other instances must be able to dial what this one advertises.
+            await JoinPeersAsync(options, PeerSecret.PeerUri(PeerSecret.Advertised(IPAddress.Parse(peerAddress)), peerPort), loggers, ct);
         }
         _workers.Start();
         if (!await _workers.WaitAllReadyAsync(workerOptions.StartupTimeout))
@@ -343,15 +351,16 @@ public sealed class RuntimeHost : IAsyncDisposable
         _logger.LogInformation("Instance {Id} serves peers at {Address}; {Count} instance(s) in view", id, peerAddress, membership.Members.Count);
     }
 
-    /// <summary>The app's peer secret: FAAST_PEER_SECRET, else derived from the storage credential all instances share.</summary>
-    private byte[] PeerSecret()
+    private static bool UsesPublicKey(string? connectionString)
     {
-        if (App.Settings["FAAST_PEER_SECRET"] is { Length: > 0 } secret)
-            return System.Text.Encoding.UTF8.GetBytes(secret);
-        var cs = _accounts!.ConnectionString("AzureWebJobsStorage");
-        return (cs is null ? null : FaaST.Storage.StorageConnectionString.Parse(cs).DeriveKey("faast-peer-v1"))
-            ?? throw new AppConfigException("the cooperative cache needs a shared secret: set FAAST_PEER_SECRET in the app settings " +
-                "(AzureWebJobsStorage has no key or SAS to derive one from), or start with --no-peers");
+        try
+        {
+            return connectionString is { Length: > 0 } && FaaST.Storage.StorageConnectionString.Parse(connectionString).UsesPublicDevelopmentKey;
+        }
+        catch (ArgumentException)
+        {
+            return false; // a malformed string is reported where the storage is first used
+        }
     }
 
     /// <summary>Picks the user the workers run as; it must be able to read the app and the worker's code.</summary>
