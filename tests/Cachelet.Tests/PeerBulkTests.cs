@@ -233,6 +233,17 @@ public sealed partial class PeerProtocolTests
 
     /// <summary>A bulk connection after the handshake, answered under <paramref name="credentials"/>
     /// (<paramref name="answer"/> replaces the answer: e.g. one recorded on another connection).</summary>
+    [Fact]
+    public async Task A_bulk_connection_that_never_finishes_its_hello_is_closed_by_the_owner()
+    {
+        // Found by the fuzzer: the magic and part of a nonce, then silence, held the connection forever.
+        await using var owner = await PeerNode.StartAsync("a", azurite.Store, LocalRead);
+        using var socket = new Socket(SocketType.Stream, ProtocolType.Tcp);
+        await socket.ConnectAsync(owner.Address.Host, owner.Address.Port);
+        await FakeBulkPeer.SendAsync(socket, (byte[])[.. "FAASTBK2"u8, .. new byte[10]]);
+        Assert.Equal(0, await socket.ReceiveAsync(new byte[64]).WaitAsync(Generous));
+    }
+
     private static async Task<Socket> ConnectBulkAsync(PeerNode node, PeerAuth credentials, byte[]? answer = null, Action<byte[], byte[]>? record = null)
     {
         var socket = new Socket(SocketType.Stream, ProtocolType.Tcp) { NoDelay = true };

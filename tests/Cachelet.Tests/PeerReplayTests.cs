@@ -38,6 +38,19 @@ public sealed partial class PeerProtocolTests
     }
 
     [Fact]
+    public void A_credential_with_characters_that_are_not_base64url_is_refused_not_thrown()
+    {
+        // Found by the fuzzer: Base64Url.TryDecodeFromChars throws on such characters, which became a 500.
+        var server = new PeerAuth(PeerNode.Secret, PeerNode.App);
+        var signed = new PeerAuth(PeerNode.Secret, PeerNode.App).SignCall(PeerClient.GetPath);
+        foreach (var bad in new[] { signed + "x", signed[..^2] + "!!", signed + "=", signed.Replace('_', '/') + "+/", PeerAuth.Scheme + "1.2.3" })
+        {
+            Assert.False(server.VerifyCall(bad, PeerClient.GetPath, out var reason), bad);
+            Assert.NotEmpty(reason);
+        }
+    }
+
+    [Fact]
     public void A_credential_from_outside_the_replay_window_is_refused_and_old_nonces_are_forgotten()
     {
         long now = 1_000_000_000;

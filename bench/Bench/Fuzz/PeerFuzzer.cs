@@ -271,7 +271,8 @@ public static class PeerFuzzer
             8 => challenge[PeerAuth.NonceLength..],                                                  // echo the server's proof
             _ => garbage,
         };
-        return new BulkScript(hello, (challenge, _) => answer(nonce, challenge), requests.ToArray(), helloKind >= 3 && proofKind < 7);
+        // A malformed hello is sent and the connection half-closed at once: the host must end it.
+        return new BulkScript(hello, helloKind >= 3 ? (challenge, _) => answer(nonce, challenge) : null, requests.ToArray(), helloKind >= 3 && proofKind < 7);
     }
 
     private static byte[] LengthPrefix(Random r, byte[] payload)

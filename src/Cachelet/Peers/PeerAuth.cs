@@ -91,8 +91,19 @@ public sealed class PeerAuth
         var nonceText = parts.Slice(dot1 + 1, dot2).ToString();
         var macText = parts[(dot1 + 2 + dot2)..];
         Span<byte> presented = stackalloc byte[MacLength + 3];
-        if (nonceText.Length != Base64Url.GetEncodedLength(CallNonceLength) ||
-            !Base64Url.TryDecodeFromChars(macText, presented, out var macLength) || macLength != MacLength ||
+        int macLength;
+        try
+        {
+            // TryDecodeFromChars returns false only for a destination too small; a character that is not
+            // base64url throws (found by the fuzzer: it became a 500 and a reset stream).
+            if (macText.Length > Base64Url.GetEncodedLength(MacLength) || !Base64Url.TryDecodeFromChars(macText, presented, out macLength))
+                macLength = -1;
+        }
+        catch (FormatException)
+        {
+            macLength = -1;
+        }
+        if (nonceText.Length != Base64Url.GetEncodedLength(CallNonceLength) || macLength != MacLength ||
             !CryptographicOperations.FixedTimeEquals(presented[..MacLength], CallMac(path, time, nonceText)))
         {
             reason = "wrong credentials (not signed with this app's peer secret for this method)";

@@ -90,6 +90,9 @@ public sealed class PeerBulkListener
         }
     }
 
+    /// <summary>How long a new bulk connection may take to send its hello and its answer to the challenge.</summary>
+    internal static readonly TimeSpan HandshakeTimeout = TimeSpan.FromSeconds(5);
+
     private async Task ServeAsync(PeerEndpoints.Server server, Socket socket, PipeReader input, ConnectionContext context)
     {
         // Ends when the requester goes, or when the host stops (Kestrel asks its connections to close).
@@ -98,7 +101,11 @@ public sealed class PeerBulkListener
         var ct = closing.Token;
         // The handshake (see PeerAuth): a fresh challenge per connection, so nothing recorded from
         // another connection answers it.
-        var hello = await ReadExactlyAsync(input, PeerAuth.NonceLength + 2, ct);
+        // A connection that does not finish the handshake in time is dropped: otherwise a stranger could
+        // hold connections open forever with a hello cut short (found by the fuzzer).
+        using var handshake = CancellationTokenSource.CreateLinkedTokenSource(ct);
+        handshake.CancelAfter(HandshakeTimeout);
+        var hello = await ReadExactlyAsync(input, PeerAuth.NonceLength + 2, handshake.Token);
         if (hello is null)
             return;
         if (!hello.AsSpan(PeerAuth.NonceLength).SequenceEqual("\r\n"u8))
@@ -111,7 +118,7 @@ public sealed class PeerBulkListener
         serverNonce.CopyTo(challenge.AsSpan(4));
         credentials.BulkServerProof(requesterNonce, serverNonce).CopyTo(challenge.AsSpan(4 + PeerAuth.NonceLength));
         await SendAsync(socket, challenge, ct);
-        var proof = await ReadExactlyAsync(input, PeerAuth.MacLength, ct);
+        var proof = await ReadExactlyAsync(input, PeerAuth.MacLength, handshake.Token);
         if (proof is null)
         {
             // A requester of this app checks the proof above and answers; one without the secret cannot.
