@@ -60,7 +60,7 @@ public sealed class HttpInputTests(AzuriteFixture azurite)
             .Function("Status", RouteJson("status"), ("__init__.py", """
                 import azure.functions as func
                 def main(req: func.HttpRequest) -> func.HttpResponse:
-                    return func.HttpResponse("odd", status_code=1000)
+                    return func.HttpResponse("odd", status_code=int(req.params.get("s", "1000")))
                 """));
         await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
 
@@ -74,6 +74,14 @@ public sealed class HttpInputTests(AzuriteFixture azurite)
 
         var status = await host.Http.GetAsync("/api/status");
         Assert.Equal(HttpStatusCode.InternalServerError, status.StatusCode);
+        Assert.Equal(HttpStatusCode.InternalServerError, (await host.Http.GetAsync("/api/status?s=101")).StatusCode);
+        // Statuses that carry no body: the function's body is not sent (writing it threw inside Kestrel).
+        var notModified = await host.Http.GetAsync("/api/status?s=304");
+        Assert.Equal(HttpStatusCode.NotModified, notModified.StatusCode);
+        Assert.Empty(await notModified.Content.ReadAsByteArrayAsync());
+        var noContent = await host.Http.GetAsync("/api/status?s=204");
+        Assert.Equal(HttpStatusCode.NoContent, noContent.StatusCode);
+        Assert.Empty(await noContent.Content.ReadAsByteArrayAsync());
     }
 
     [Fact]

@@ -233,10 +233,10 @@ internal static class HttpTriggerEndpoints
             {
                 var http = result.Http;
                 var status = http.StatusCode == 0 ? StatusCodes.Status200OK : http.StatusCode;
-                if (status is < 100 or > 599)
+                if (status is < 200 or > 599)
                 {
                     // Kestrel refuses it once the response has started, and the client would get no answer at all.
-                    logger.LogWarning("function {Function} answered with status {Status}, which is not an HTTP status; 500 sent instead",
+                    logger.LogWarning("function {Function} answered with status {Status}, which is not a final HTTP status; 500 sent instead",
                         LogText.Escape(context.GetEndpoint()?.DisplayName), status);
                     status = StatusCodes.Status500InternalServerError;
                 }
@@ -260,6 +260,15 @@ internal static class HttpTriggerEndpoints
             else
             {
                 (body, contentType) = BodyOf(result);
+            }
+            if (response.StatusCode is StatusCodes.Status204NoContent or StatusCodes.Status304NotModified)
+            {
+                // No body may follow (RFC 9110 §6.4.1); writing one throws inside Kestrel and the client gets
+                // nothing (found by the fuzzer). What the function returned is dropped.
+                if (body.Length > 0)
+                    logger.LogDebug("function {Function} returned a body with status {Status}, which has none; it was not sent",
+                        LogText.Escape(context.GetEndpoint()?.DisplayName), response.StatusCode);
+                return;
             }
             if (contentType is not null && !response.Headers.ContainsKey("Content-Type"))
                 response.ContentType = contentType;
