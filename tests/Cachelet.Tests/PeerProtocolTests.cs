@@ -447,6 +447,31 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
 
     // ---- 6. an owner that misbehaves, hangs or is down ---------------------------------------
 
+    [Fact]
+    public async Task A_put_whose_owner_drops_the_stream_midway_is_a_peer_failure_not_a_cancellation()
+    {
+        // ./faast bench faults saw an owner killed mid-Put make HttpClient cancel the body's writes, and the
+        // TaskCanceledException escaped the write path as a 500. This drop usually surfaces as an IOException
+        // instead (the test passes on the code before that fix too): it guards the contract, every way the
+        // stream can break is a PeerException, after which the writer goes to storage.
+        await using var owner = await FakePeer.StartAsync((_, _) => Task.CompletedTask, async context =>
+        {
+            var buffer = new byte[64 * 1024];
+            await context.Request.Body.ReadAtLeastAsync(buffer, 1, throwOnEndOfStream: false, context.RequestAborted);
+            context.Abort();
+        });
+        using var client = new PeerClient(new PeerOptions { Credentials = PeerNode.NewCredentials(), Timeout = Generous, BulkTransfers = false });
+        var data = Random(32 << 20);
+        for (var attempt = 0; attempt < 5; attempt++)
+        {
+            var e = await Record.ExceptionAsync(() => client.PutAsync(owner.Address,
+                new PutHeader { Blob = Ref("dropped"), Length = data.Length, UploadSync = true },
+                (offset, length) => data.AsMemory((int)offset, length), default));
+            Assert.IsType<PeerException>(e);
+        }
+    }
+
+
     public enum Misbehaviour
     {
         StallAfterPart,

@@ -205,7 +205,7 @@ public sealed class FakePeer : IAsyncDisposable
     /// <summary>Set once a call's requester went away (its stream was reset or its connection closed).</summary>
     public TaskCompletionSource Abandoned { get; } = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
-    public static async Task<FakePeer> StartAsync(Func<HttpContext, CancellationToken, Task> get)
+    public static async Task<FakePeer> StartAsync(Func<HttpContext, CancellationToken, Task> get, Func<HttpContext, Task>? put = null)
     {
         var builder = WebApplication.CreateSlimBuilder();
         builder.Logging.ClearProviders();
@@ -225,6 +225,8 @@ public sealed class FakePeer : IAsyncDisposable
             {
             }
         });
+        if (put is not null)
+            web.MapPost(PeerClient.PutPath, context => put(context));
         await web.StartAsync();
         var address = new Uri(web.Urls.First().Replace("[::1]", "127.0.0.1", StringComparison.Ordinal) + "/");
         return self = new FakePeer(web, address);

@@ -142,6 +142,10 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
         {
             throw new PeerException($"{peer} did not answer Get {Describe(request.Blob)} within {options.Timeout.TotalSeconds:0.##} s");
         }
+        catch (OperationCanceledException e) when (!ct.IsCancellationRequested)
+        {
+            throw new PeerException($"Get {Describe(request.Blob)} from {peer} failed: the connection went away ({e.Message})", e);
+        }
         catch (Exception e) when (e is GrpcException or HttpRequestException or IOException or InvalidProtocolBufferException)
         {
             throw new PeerException($"Get {Describe(request.Blob)} from {peer} failed: {e.Message}", e);
@@ -195,6 +199,13 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
         {
             throw new PeerException($"{peer} did not take Put {Describe(header.Blob)} within {options.Timeout.TotalSeconds:0.##} s");
         }
+        catch (OperationCanceledException e) when (!ct.IsCancellationRequested)
+        {
+            // Neither the caller's cancellation nor the timeout: HttpClient cancels the writes of a request
+            // body when the peer's stream is aborted (the owner died mid-Put). A 500 before this (found by
+            // ./faast bench faults); the caller now writes to storage instead.
+            throw new PeerException($"Put {Describe(header.Blob)} to {peer} failed: the connection went away ({e.Message})", e);
+        }
         catch (Exception e) when (e is GrpcException or HttpRequestException or IOException or InvalidProtocolBufferException)
         {
             throw new PeerException($"Put {Describe(header.Blob)} to {peer} failed: {e.Message}", e);
@@ -220,6 +231,10 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
         catch (OperationCanceledException) when (timeout.IsCancellationRequested && !ct.IsCancellationRequested)
         {
             throw new PeerException($"{peer} did not answer {path} within {options.Timeout.TotalSeconds:0.##} s");
+        }
+        catch (OperationCanceledException e) when (!ct.IsCancellationRequested)
+        {
+            throw new PeerException($"{path} to {peer} failed: the connection went away ({e.Message})", e);
         }
         catch (Exception e) when (e is GrpcException or HttpRequestException or IOException or InvalidProtocolBufferException)
         {

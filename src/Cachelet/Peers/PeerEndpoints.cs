@@ -203,14 +203,30 @@ public static class PeerEndpoints
                 }
             }, ct);
             var running = new List<Task>();
-            while (await stream.ReadAsync(ct) is { } request)
+            try
             {
-                running.RemoveAll(t => t.IsCompleted);
-                running.Add(ServeLookupAsync(request, replies.Writer, ct));
+                while (await stream.ReadAsync(ct) is { } request)
+                {
+                    running.RemoveAll(t => t.IsCompleted);
+                    running.Add(ServeLookupAsync(request, replies.Writer, ct));
+                }
             }
-            await Task.WhenAll(running);
-            replies.Writer.Complete();
-            await writer;
+            finally
+            {
+                // Also when a request is malformed: the writer must be done with the response before the
+                // error status ends it, or the status lands in the middle of a reply's frame (found by the
+                // fuzzer: "a response frame runs past the end of the body").
+                await Task.WhenAll(running);
+                replies.Writer.TryComplete();
+                try
+                {
+                    await writer;
+                }
+                catch (OperationCanceledException) when (ct.IsCancellationRequested)
+                {
+                    // the requester went away
+                }
+            }
         }
 
         private async Task ServeLookupAsync(LookupRequest request, System.Threading.Channels.ChannelWriter<LookupReply> replies, CancellationToken ct)
