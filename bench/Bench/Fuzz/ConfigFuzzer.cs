@@ -61,7 +61,10 @@ public sealed class ConfigFuzzer : IDisposable
     private readonly string _app;
     private readonly Hashtable _environment = new();
     private static readonly IInlineConstraintResolver Constraints = new ServiceCollection()
-        .AddRoutingCore() // what the host's slim builder registers
+        .AddRoutingCore() // what the host's slim builder registers ...
+        // ... plus the regex constraint, which the host registers itself (RuntimeHost: Azure's route
+        // constraints include it); without it the oracle called every regex route a crash.
+        .Configure<Microsoft.AspNetCore.Routing.RouteOptions>(r => r.SetParameterPolicy<Microsoft.AspNetCore.Routing.Constraints.RegexInlineRouteConstraint>("regex"))
         .BuildServiceProvider()
         .GetRequiredService<IInlineConstraintResolver>();
 
