@@ -258,6 +258,10 @@ public sealed partial class PeerSecurityTests(AzuriteFixture azurite)
         {
             if (!process.HasExited)
                 process.Kill(entireProcessTree: true);
+            // A killed host leaves its segment directory; the app's next start would remove it, and so
+            // does the test (one empty directory was left in /dev/shm per test run).
+            await process.WaitForExitAsync();
+            FaaST.Cachelet.BlobCache.CleanStaleSegments(FaaST.Runtime.App.FunctionApp.NameOf(app.Directory));
         }
     }
 
