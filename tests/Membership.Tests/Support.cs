@@ -4,6 +4,7 @@ using System.Runtime.CompilerServices;
 using FaaST.Membership;
 using FaaST.Storage;
 using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Time.Testing;
 
 namespace FaaST.Membership.Tests;
 
@@ -69,6 +70,51 @@ internal static class Eventually
             await Task.Delay(50);
         }
     }
+}
+
+/// <summary>
+/// A fake clock for membership services and observers: the test steps it one heartbeat interval (plus the jitter)
+/// at a time, and only once every loop waits for its next round, so that each loop runs exactly one round per step
+/// whatever the machine's speed. Liveness then depends on steps, not on how fast storage answered.
+/// </summary>
+internal sealed class Clock(TimeSpan interval) : FakeTimeProvider(new DateTimeOffset(2026, 1, 1, 0, 0, 0, TimeSpan.Zero))
+{
+    /// <summary>Steps <paramref name="count"/> times, each once every loop waits.</summary>
+    public async Task StepAsync(int count, IReadOnlyList<MembershipService> services, IReadOnlyList<MembershipObserver>? observers = null)
+    {
+        for (var i = 0; i < count; i++)
+        {
+            await AllWaitingAsync(services, observers);
+            Advance(interval * 1.1);
+        }
+
+        await AllWaitingAsync(services, observers);
+    }
+
+    /// <summary>Steps until <paramref name="condition"/> holds (checked between steps); returns the steps it took.</summary>
+    public async Task<int> StepUntilAsync(IReadOnlyList<MembershipService> services, Func<bool> condition, string what,
+        IReadOnlyList<MembershipObserver>? observers = null, int maxSteps = 40)
+    {
+        for (var steps = 0; ; steps++)
+        {
+            await AllWaitingAsync(services, observers);
+            if (condition())
+            {
+                return steps;
+            }
+
+            if (steps == maxSteps)
+            {
+                Assert.Fail($"Not within {maxSteps} heartbeat intervals: {what}.");
+            }
+
+            Advance(interval * 1.1); // the longest jittered wait: every loop runs once per step
+        }
+    }
+
+    private static Task AllWaitingAsync(IReadOnlyList<MembershipService> services, IReadOnlyList<MembershipObserver>? observers) =>
+        Eventually.TrueAsync(() => services.All(s => s.Waiting) && (observers ?? []).All(o => o.Waiting),
+            "every membership loop waits for its next round");
 }
 
 /// <summary>Keeps what was logged, to assert on it and to explain failures.</summary>
