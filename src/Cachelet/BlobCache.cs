@@ -21,7 +21,7 @@ namespace FaaST.Cachelet;
 /// </summary>
 public sealed partial class BlobCache : IAsyncDisposable
 {
-    public const string ShmRoot = "/dev/shm";
+    public const string ShmRoot = SharedMemoryNames.Root;
 
     private readonly CachePolicy _policy;
     private readonly SharedMemoryArena _arena;
@@ -41,7 +41,7 @@ public sealed partial class BlobCache : IAsyncDisposable
         _policy = policy;
         _logger = logger ?? NullLogger.Instance;
         CleanStaleSegments(appName, shmRoot);
-        Directory = SharedMemoryArena.InstanceDirectory(shmRoot, SegmentPrefix(appName));
+        Directory = SharedMemoryArena.InstanceDirectory(shmRoot, SharedMemoryNames.AppPrefix(appName));
         _arena = new SharedMemoryArena(Directory, new ArenaOptions { Capacity = policy.MaxCachedBytes, Owner = owner });
         _index = new CacheIndex(_arena, new CacheIndexOptions { Policy = EvictionPolicyFor(policy.Eviction) });
         Metrics = new CacheletMetrics(appName, () => _arena.Allocated, () => _index.PinnedBytes, () => _index.Count,
@@ -522,15 +522,7 @@ public sealed partial class BlobCache : IAsyncDisposable
     /// leaves them): done at start, and by a supervisor that saw an instance die.
     /// </summary>
     public static int CleanStaleSegments(string appName, string shmRoot = ShmRoot) =>
-        SharedMemoryArena.CleanStale(shmRoot, SegmentPrefix(appName));
-
-    private static string SegmentPrefix(string appName) => "faast-" + Sanitize(appName);
-
-    private static string Sanitize(string name)
-    {
-        var chars = name.ToLowerInvariant().Select(c => char.IsAsciiLetterOrDigit(c) ? c : '-').ToArray();
-        return new string(chars).Trim('-') is { Length: > 0 } s ? s : "app";
-    }
+        SharedMemoryArena.CleanStale(shmRoot, SharedMemoryNames.AppPrefix(appName));
 }
 
 /// <summary>
@@ -598,7 +590,7 @@ internal sealed class TemporaryFile : IDisposable
     /// workers' user may have replaced the directory's path by then).</summary>
     public static TemporaryFile Create(SharedMemoryArena arena, long number)
     {
-        var name = "t" + number.ToString("D6", System.Globalization.CultureInfo.InvariantCulture);
+        var name = SharedMemoryNames.HostFile(SharedMemoryNames.Temporary, number);
         return new TemporaryFile(arena, name, arena.CreateSideFile(name));
     }
 

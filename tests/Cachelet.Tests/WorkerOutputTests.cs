@@ -70,6 +70,32 @@ public sealed class WorkerOutputTests(AzuriteFixture azurite) : IDisposable
     }
 
     [Theory]
+    [InlineData(Uncached, "out")]
+    [InlineData(Uncached, "x1-1")]
+    [InlineData(Uncached, "w-1")]
+    [InlineData(Uncached, "wx-1")]
+    [InlineData(Uncached, "w12")]
+    [InlineData(Uncached, "../x")]
+    [InlineData(Uncached, "l123")]
+    [InlineData("data", "out")]
+    [InlineData("data", "w-1")]
+    public async Task An_output_file_not_named_like_a_workers_output_is_refused_and_never_uploaded(string container, string name)
+    {
+        await using var cache = NewCache();
+        await azurite.Store.CreateContainerIfNotExistsAsync(container);
+        if (!name.Contains('/', StringComparison.Ordinal))
+            File.WriteAllBytes(Path.Combine(cache.Directory, name), new byte[4096]); // a regular file of the workers' user
+        var blob = "named-" + Guid.NewGuid().ToString("N");
+
+        var refusal = await Assert.ThrowsAsync<InvalidOperationException>(() =>
+            cache.WriteFileAsync(azurite.Store, container, blob, name, 4096, default).AsTask());
+
+        Assert.Contains(name, refusal.Message, StringComparison.Ordinal);
+        Assert.Contains($"{container}/{blob}", refusal.Message, StringComparison.Ordinal);
+        Assert.False(await Exists(container, blob));
+    }
+
+    [Theory]
     [InlineData(Uncached, 100_000)]
     [InlineData(Uncached, 1 << 20)]
     [InlineData("data", 100_000)]

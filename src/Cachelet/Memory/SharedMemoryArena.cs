@@ -44,8 +44,6 @@ public readonly record struct SizeClassStats(int SlotSize, long SlabSize, int Sl
 /// </summary>
 public sealed class SharedMemoryArena : IDisposable
 {
-    private const string SlabPrefix = "s";
-    private const string LargePrefix = "l";
     private const UnixFileMode DirectoryMode = UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute;
     private const UnixFileMode FileMode600 = UnixFileMode.UserRead | UnixFileMode.UserWrite;
 
@@ -446,7 +444,7 @@ public sealed class SharedMemoryArena : IDisposable
     {
         for (var attempt = 0; ; attempt++)
         {
-            var (id, name, _) = NextFile(LargePrefix);
+            var (id, name, _) = NextFile(SharedMemoryNames.LargeObject);
             var error = -DirectoryFiles.Link(handle, _directoryHandle, name);
             if (error == 0)
                 return (id, name);
@@ -509,7 +507,7 @@ public sealed class SharedMemoryArena : IDisposable
 
     /// <summary>The conventional directory of an app instance: ROOT/PREFIX-PID (e.g. /dev/shm/faast-myapp-1234).</summary>
     public static string InstanceDirectory(string root, string prefix) =>
-        Path.Combine(root, prefix + "-" + Environment.ProcessId.ToString(CultureInfo.InvariantCulture));
+        SharedMemoryNames.InstanceDirectory(root, prefix, Environment.ProcessId);
 
     /// <summary>
     /// Deletes the directories ROOT/PREFIX-PID whose process is gone (segments of a crashed run).
@@ -691,7 +689,7 @@ public sealed class SharedMemoryArena : IDisposable
     /// <summary>Page lock held. A new sparse segment file, or null if the OS refuses.</summary>
     private SlabSegment? TryCreateSegment()
     {
-        var (id, name, path) = NextFile(SlabPrefix);
+        var (id, name, path) = NextFile(SharedMemoryNames.SlabSegment);
         FileStream? stream = null;
         try
         {
@@ -720,7 +718,7 @@ public sealed class SharedMemoryArena : IDisposable
             extent = default;
             return false;
         }
-        var (id, name, path) = NextFile(LargePrefix);
+        var (id, name, path) = NextFile(SharedMemoryNames.LargeObject);
         FileStream? stream = null;
         try
         {
@@ -759,10 +757,10 @@ public sealed class SharedMemoryArena : IDisposable
 
     // ---- helpers ------------------------------------------------------------------------
 
-    private (long Id, string Name, string Path) NextFile(string prefix)
+    private (long Id, string Name, string Path) NextFile(char kind)
     {
         var id = Interlocked.Increment(ref _nextFileId);
-        var name = prefix + id.ToString("D6", CultureInfo.InvariantCulture);
+        var name = SharedMemoryNames.HostFile(kind, id);
         return (id, name, Path.Combine(Directory, name));
     }
 
@@ -784,20 +782,18 @@ public sealed class SharedMemoryArena : IDisposable
         }
     }
 
-    /// <summary>Throws unless NAME is a plain file name that is none of the arena's own files.</summary>
+    /// <summary>Throws unless NAME is a plain file name of a worker's output (w&lt;pid&gt;-…), none of the arena's own files.</summary>
     private void CheckWorkerName(string fileName)
     {
         ArgumentException.ThrowIfNullOrEmpty(fileName);
         if (fileName is "." or ".." || fileName.Contains('/', StringComparison.Ordinal) || fileName.Contains('\0', StringComparison.Ordinal))
             throw new ArgumentException($"\"{fileName}\" is not a file name in {Directory}: adopted files must be in the arena's directory", nameof(fileName));
-        if (IsOwnName(fileName))
+        if (SharedMemoryNames.IsHostFile(fileName))
             throw new ArgumentException($"{fileName} is named like the cache's own files (s, l or t + digits); it cannot be adopted", nameof(fileName));
+        // Workers write outputs only to w<pid>-<n> files: any other name is not an output, whoever wrote it.
+        if (!SharedMemoryNames.IsWorkerOutputFile(fileName))
+            throw new ArgumentException($"{fileName} in {Directory} is not named like a worker's output file (w<pid>-<n>); it cannot be adopted", nameof(fileName));
     }
-
-    // s and l: the arena's segments and large objects; t: the cache's temporary files of objects
-    // larger than the cache, which share the directory.
-    private static bool IsOwnName(string name) =>
-        name.Length > 1 && (name[0] == 's' || name[0] == 'l' || name[0] == 't') && !name.AsSpan(1).ContainsAnyExceptInRange('0', '9');
 
     private static bool IsOwnerAlive(int pid, DateTime directoryWriteUtc)
     {

@@ -8,7 +8,11 @@ namespace FaaST.Runtime.Invocation;
 /// </summary>
 public sealed class InvocationContext : IAsyncDisposable
 {
-    private List<IDisposable>? _resources;
+    // What is held, as a lock-free stack: input reads run in parallel and each holds its pin, and a
+    // read can finish after the invocation ended (a sibling read failed and the invocation was
+    // disposed without waiting for it). Disposing swaps in Ended; a Hold that finds it releases at once.
+    private static readonly Held Ended = new(null!);
+    private Held? _held;
     private Func<string, string?>? _fallback;
 
     public InvocationContext(string functionName)
@@ -37,17 +41,41 @@ public sealed class InvocationContext : IAsyncDisposable
         return _fallback?.Invoke(name);
     }
 
-    /// <summary>Holds <paramref name="resource"/> until the invocation ends.</summary>
-    public void Hold(IDisposable resource) => (_resources ??= []).Add(resource);
+    /// <summary>
+    /// Holds <paramref name="resource"/> until the invocation ends; safe from parallel reads. If it
+    /// has ended already, the resource is released at once (else a pin would be held forever).
+    /// </summary>
+    public void Hold(IDisposable resource)
+    {
+        ArgumentNullException.ThrowIfNull(resource);
+        var node = new Held(resource);
+        var head = Volatile.Read(ref _held);
+        while (true)
+        {
+            if (ReferenceEquals(head, Ended))
+            {
+                resource.Dispose();
+                return;
+            }
+            node.Next = head;
+            var seen = Interlocked.CompareExchange(ref _held, node, head);
+            if (ReferenceEquals(seen, head))
+                return;
+            head = seen;
+        }
+    }
 
     public ValueTask DisposeAsync()
     {
-        if (_resources is { } held)
-        {
-            _resources = null;
-            foreach (var r in held)
-                r.Dispose();
-        }
+        for (var held = Interlocked.Exchange(ref _held, Ended); held is not null && !ReferenceEquals(held, Ended); held = held.Next)
+            held.Resource.Dispose();
         return ValueTask.CompletedTask;
+    }
+
+    private sealed class Held(IDisposable resource)
+    {
+        public IDisposable Resource { get; } = resource;
+
+        public Held? Next { get; set; }
     }
 }

@@ -53,19 +53,20 @@ public sealed record WorkerOptions
     public WorkerIdentity? Identity { get; init; }
 }
 
-/// <summary>Names of the capabilities host and workers negotiate at init.</summary>
+/// <summary>Names of the capabilities host and workers negotiate at init (defined with the rest of the
+/// shared-memory naming protocol in <see cref="FaaST.Cachelet.Memory.SharedMemoryNames"/>).</summary>
 public static class WorkerCapabilities
 {
     /// <summary>"1": blob data may travel as references into shared-memory segments.</summary>
-    public const string SharedMemory = "shared_memory";
+    public const string SharedMemory = FaaST.Cachelet.Memory.SharedMemoryNames.SharedMemoryCapability;
 
     /// <summary>The absolute directory holding the app instance's segments.</summary>
-    public const string SharedMemoryDirectory = "shared_memory_dir";
+    public const string SharedMemoryDirectory = FaaST.Cachelet.Memory.SharedMemoryNames.DirectoryCapability;
 
     /// <summary>Values at least this long use shared memory; smaller ones stay inline.</summary>
-    public const string SharedMemoryMinBytes = "shared_memory_min_bytes";
+    public const string SharedMemoryMinBytes = FaaST.Cachelet.Memory.SharedMemoryNames.MinBytesCapability;
 
     /// <summary>"1": the host sends SharedMemoryReleased for each file it deletes, so a worker may keep
     /// its mappings between invocations (accepted with "1" by workers that do).</summary>
-    public const string SharedMemoryRelease = "shared_memory_release";
+    public const string SharedMemoryRelease = FaaST.Cachelet.Memory.SharedMemoryNames.ReleaseCapability;
 }

@@ -346,7 +346,7 @@ internal sealed partial class WorkerPool
                 var listing = "/proc/self/fd/" + directory.DangerousGetHandle().ToString();
                 try
                 {
-                    foreach (var entry in Directory.EnumerateFileSystemEntries(listing, $"w{pid.ToString(CultureInfo.InvariantCulture)}-*"))
+                    foreach (var entry in Directory.EnumerateFileSystemEntries(listing, FaaST.Cachelet.Memory.SharedMemoryNames.WorkerOutputGlob(pid)))
                         FaaST.Cachelet.Memory.DirectoryFiles.Unlink(directory, Path.GetFileName(entry));
                 }
                 catch (Exception e) when (e is IOException or UnauthorizedAccessException)
