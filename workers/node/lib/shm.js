@@ -11,13 +11,15 @@
 // (O_EXCL, mode 0600) which the host takes over.
 const fs = require('fs');
 const path = require('path');
+const names = require('./shm-names');
 
-const CAPABILITY = 'shared_memory';
-const DIR_CAPABILITY = 'shared_memory_dir';
-const MIN_BYTES_CAPABILITY = 'shared_memory_min_bytes';
+// The names themselves are defined in shm-names.js (the protocol's one definition in Node).
+const CAPABILITY = names.SHARED_MEMORY_CAPABILITY;
+const DIR_CAPABILITY = names.DIRECTORY_CAPABILITY;
+const MIN_BYTES_CAPABILITY = names.MIN_BYTES_CAPABILITY;
 const DEFAULT_MIN_BYTES = 1 << 20;
 const MAX_SLABS = 64; // 64 x 64 MiB slab segments: a 4 GiB cache without reopening
-const SLAB_PREFIX = 's';
+const SLAB_PREFIX = names.SLAB_SEGMENT;
 const NOT_ENABLED = 'blob content arrived in shared memory, but shared memory was not negotiated with this worker '
   + '(not offered by the host, or its directory was unusable)';
 
@@ -156,7 +158,7 @@ class SharedMemory {
   write(buffer) {
     for (let attempt = 0; attempt < 100; attempt++) {
       this.counter += 1;
-      const name = `w${process.pid}-${this.counter}`;
+      const name = names.workerOutputFile(process.pid, this.counter);
       const file = path.join(this.dir, name);
       let fd;
       try {

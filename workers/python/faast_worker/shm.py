@@ -28,19 +28,22 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from . import shm_names
+
 log = logging.getLogger("faast_worker.shm")
 
-CAPABILITY = "shared_memory"
-DIR_CAPABILITY = "shared_memory_dir"
-MIN_BYTES_CAPABILITY = "shared_memory_min_bytes"
-RELEASE_CAPABILITY = "shared_memory_release"
+# The names themselves are defined in shm_names (the protocol's one definition in Python).
+CAPABILITY = shm_names.SHARED_MEMORY_CAPABILITY
+DIR_CAPABILITY = shm_names.DIRECTORY_CAPABILITY
+MIN_BYTES_CAPABILITY = shm_names.MIN_BYTES_CAPABILITY
+RELEASE_CAPABILITY = shm_names.RELEASE_CAPABILITY
 # Used when the host offers shared memory without a (valid) threshold.
 DEFAULT_MIN_BYTES = 1 << 20
 # Segments kept mapped between invocations. A mapping costs address space, page tables and
 # (Python < 3.13 keeps a duplicate) one file descriptor.
 MAX_MAPPINGS = 128
-SLAB_PREFIX = "s"
-TEMPORARY_PREFIX = "t"
+SLAB_PREFIX = shm_names.SLAB_SEGMENT
+TEMPORARY_PREFIX = shm_names.TEMPORARY
 
 NOT_ENABLED = ("blob content arrived in shared memory, but shared memory was not "
                "negotiated with this worker (not offered by the host, or its directory "
@@ -279,7 +282,7 @@ def write(data: Any) -> Optional[str]:
         return None
     pid = os.getpid()
     for _attempt in range(100):
-        name = f"w{pid}-{next(_counter)}"
+        name = shm_names.worker_output_file(pid, next(_counter))
         path = os.path.join(cfg.directory, name)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
