@@ -18,38 +18,6 @@ using Microsoft.Extensions.Logging;
 
 namespace FaaST.Cachelet.Tests;
 
-public static class Repo
-{
-    public static string Root { get; } = Find();
-
-    private static string Find()
-    {
-        for (var dir = new DirectoryInfo(AppContext.BaseDirectory); dir is not null; dir = dir.Parent)
-            if (File.Exists(Path.Combine(dir.FullName, "FaaST.sln")))
-                return dir.FullName;
-        throw new InvalidOperationException("repository root not found");
-    }
-}
-
-/// <summary>One Azurite for the peer tests (a real blob service on a free loopback port).</summary>
-public sealed class AzuriteFixture : IAsyncLifetime
-{
-    public AzuriteProcess Azurite { get; private set; } = null!;
-    public BlobStore Store { get; private set; } = null!;
-
-    public async Task InitializeAsync()
-    {
-        Azurite = await AzuriteProcess.StartAsync(Repo.Root);
-        Store = new BlobStore(Azurite.ConnectionString);
-    }
-
-    public async Task DisposeAsync()
-    {
-        Store.Dispose();
-        await Azurite.DisposeAsync();
-    }
-}
-
 /// <summary>
 /// The peer tests move hundreds of MB through this process (arrays, /dev/shm, sockets): they run on
 /// their own, not alongside the other collections, whose measurements of this process (its resident

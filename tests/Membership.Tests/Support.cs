@@ -8,32 +8,7 @@ using Microsoft.Extensions.Time.Testing;
 
 namespace FaaST.Membership.Tests;
 
-/// <summary>One real Azurite for the membership tests, which run one at a time (they measure liveness by clocks).</summary>
-public sealed class AzuriteFixture : IAsyncLifetime
-{
-    private AzuriteProcess? _azurite;
-
-    public AzuriteProcess Azurite => _azurite ?? throw new InvalidOperationException("Azurite is not running.");
-
-    public static string RepoRoot => AzuriteProcess.FindRepoRoot(AppContext.BaseDirectory);
-
-    public async Task InitializeAsync() => _azurite = await AzuriteProcess.StartAsync(RepoRoot);
-
-    public Task DisposeAsync()
-    {
-        _azurite?.Dispose();
-        return Task.CompletedTask;
-    }
-
-    /// <summary>A store with few, quick retries, so that outages show quickly.</summary>
-    public static BlobStore CreateStore(string connectionString) => new(connectionString, new BlobStoreOptions
-    {
-        MaxRetries = 2,
-        RetryBaseDelay = TimeSpan.FromMilliseconds(10),
-        RetryMaxDelay = TimeSpan.FromMilliseconds(100),
-    });
-}
-
+/// <summary>The membership tests share one Azurite (FaaST.TestSupport.AzuriteFixture) and run one at a time (they measure liveness by clocks).</summary>
 [CollectionDefinition(Name)]
 public sealed class MembershipCollection : ICollectionFixture<AzuriteFixture>
 {

@@ -1,14 +1,11 @@
-using System.Collections.Concurrent;
-using System.Diagnostics;
 using System.Globalization;
-using System.Text.RegularExpressions;
 using Xunit.Abstractions;
 
 namespace FaaST.Runtime.Tests;
 
 /// <summary>The host's memory after large request bodies, in a host process of its own (as `./faast start` runs it).</summary>
 [Collection("azurite")]
-public sealed partial class BodyMemoryTests(AzuriteFixture azurite, ITestOutputHelper output)
+public sealed class BodyMemoryTests(AzuriteFixture azurite, ITestOutputHelper output)
 {
     private const long MiB = 1024 * 1024;
 
@@ -17,7 +14,7 @@ public sealed partial class BodyMemoryTests(AzuriteFixture azurite, ITestOutputH
     {
         using var app = new TestApp("python").Function("Length", TestApp.HttpFunctionJson,
             ("__init__.py", "def main(req):\n    return str(len(req.get_body()))\n"));
-        await using var host = await HostProcess.StartAsync(app.Directory, azurite.ConnectionString);
+        await using var host = await HostProcess.StartAsync(app.Directory, azurite.ConnectionString, ["--no-peers"], httpTimeout: TimeSpan.FromSeconds(120));
 
         // Warm up the request path, then take the baseline.
         var small = new byte[64 * 1024];
@@ -43,71 +40,4 @@ public sealed partial class BodyMemoryTests(AzuriteFixture azurite, ITestOutputH
         Assert.True(after - baseline < 200 * MiB,
             $"the host kept {(after - baseline) / MiB} MiB more than before the 100 MiB request (baseline {baseline / MiB} MiB, now {after / MiB} MiB)");
     }
-
-    /// <summary>FaaST.Runtime.dll as its own process on a free port; killed (with its workers) when disposed.</summary>
-    private sealed class HostProcess : IAsyncDisposable
-    {
-        private readonly Process _process;
-        private readonly ConcurrentQueue<string> _output = new();
-
-        private HostProcess(Process process) => _process = process;
-
-        public HttpClient Http { get; private set; } = null!;
-
-        /// <summary>VmRSS of the host process.</summary>
-        public long ResidentBytes()
-        {
-            var line = File.ReadLines($"/proc/{_process.Id}/status").First(l => l.StartsWith("VmRSS:", StringComparison.Ordinal));
-            return long.Parse(line.Split(' ', StringSplitOptions.RemoveEmptyEntries)[1], CultureInfo.InvariantCulture) * 1024;
-        }
-
-        public static async Task<HostProcess> StartAsync(string app, string storage)
-        {
-            var dll = Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll");
-            var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
-            foreach (var a in new[] { dll, app, "--port", "0", "--no-peers" })
-                info.ArgumentList.Add(a);
-            info.Environment["FAAST_HOME"] = Repo.Root;
-            info.Environment["AzureWebJobsStorage"] = storage;
-            var host = new HostProcess(Process.Start(info)!);
-            var address = new TaskCompletionSource<string>(TaskCreationOptions.RunContinuationsAsynchronously);
-            host._process.OutputDataReceived += (_, e) =>
-            {
-                if (e.Data is null)
-                    return;
-                host._output.Enqueue(e.Data);
-                if (ListeningOn().Match(e.Data) is { Success: true } m)
-                    address.TrySetResult(m.Groups[1].Value);
-            };
-            host._process.ErrorDataReceived += (_, e) => { if (e.Data is not null) host._output.Enqueue(e.Data); };
-            host._process.BeginOutputReadLine();
-            host._process.BeginErrorReadLine();
-            var started = await Task.WhenAny(address.Task, host._process.WaitForExitAsync(), Task.Delay(TimeSpan.FromSeconds(60)));
-            if (started != address.Task)
-            {
-                await host.DisposeAsync();
-                Assert.Fail("the host did not report its address:\n" + string.Join("\n", host._output));
-            }
-            host.Http = new HttpClient { BaseAddress = new Uri(await address.Task), Timeout = TimeSpan.FromSeconds(120) };
-            return host;
-        }
-
-        public async ValueTask DisposeAsync()
-        {
-            if (!_process.HasExited)
-            {
-                // SIGTERM first: the host stops its workers and removes its /dev/shm segments.
-                Process.Start("kill", ["-TERM", _process.Id.ToString(CultureInfo.InvariantCulture)])!.WaitForExit();
-                await Task.WhenAny(_process.WaitForExitAsync(), Task.Delay(TimeSpan.FromSeconds(20)));
-                if (!_process.HasExited)
-                    _process.Kill(entireProcessTree: true);
-                await _process.WaitForExitAsync();
-            }
-            Http?.Dispose();
-            _process.Dispose();
-        }
-    }
-
-    [GeneratedRegex(@"listening on (http://127\.0\.0\.1:\d+/?)")]
-    private static partial Regex ListeningOn();
 }

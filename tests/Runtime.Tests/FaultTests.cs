@@ -153,7 +153,7 @@ public sealed class FaultTests(AzuriteFixture azurite)
               { "type": "blob", "direction": "out", "name": "out", "path": "cnt/x.txt" },
               { "type": "http", "direction": "out", "name": "$return" } ] }
             """, ("__init__.py", "def main(req, out):\n    out.set('x')\n    return 'written'\n"));
-        var closedPort = FreePort();
+        var closedPort = Ports.Free();
         var dead = $"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:{closedPort}/devstoreaccount1;";
         await using var host = await HostUnderTest.StartAsync(app.Directory, dead, configure: o => o with
         {
@@ -175,12 +175,5 @@ public sealed class FaultTests(AzuriteFixture azurite)
         var big = await host.Http.PostAsync("/api/Echo", new ByteArrayContent(new byte[1001]));
         Assert.Equal(HttpStatusCode.RequestEntityTooLarge, big.StatusCode);
         Assert.Contains("1000", (await ErrorOf(big)).GetProperty("error").GetString());
-    }
-
-    internal static int FreePort()
-    {
-        using var listener = new System.Net.Sockets.TcpListener(IPAddress.Loopback, 0);
-        listener.Start();
-        return ((IPEndPoint)listener.LocalEndpoint).Port;
     }
 }

@@ -4,18 +4,7 @@ using FaaST.Storage;
 
 namespace FaaST.Runtime.Tests;
 
-/// <summary>One real Azurite for the integration tests (each test uses its own containers or app).</summary>
-public sealed class AzuriteFixture : IAsyncLifetime
-{
-    public AzuriteProcess Azurite { get; private set; } = null!;
-
-    public string ConnectionString => Azurite.ConnectionString;
-
-    public async Task InitializeAsync() => Azurite = await AzuriteProcess.StartAsync(Repo.Root);
-
-    public async Task DisposeAsync() => await Azurite.DisposeAsync();
-}
-
+/// <summary>The integration tests' Azurite (one per run; each test uses its own containers or app).</summary>
 [CollectionDefinition("azurite")]
 public sealed class AzuriteCollection : ICollectionFixture<AzuriteFixture>;
 

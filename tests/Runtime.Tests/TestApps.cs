@@ -83,16 +83,3 @@ public sealed class TestApp : IDisposable
         }
     }
 }
-
-public static class Repo
-{
-    public static string Root { get; } = Find();
-
-    private static string Find()
-    {
-        for (var dir = new DirectoryInfo(AppContext.BaseDirectory); dir is not null; dir = dir.Parent)
-            if (File.Exists(Path.Combine(dir.FullName, "FaaST.sln")) || (File.Exists(Path.Combine(dir.FullName, "package.json")) && System.IO.Directory.Exists(Path.Combine(dir.FullName, "workers"))))
-                return dir.FullName;
-        throw new InvalidOperationException("repository root not found");
-    }
-}

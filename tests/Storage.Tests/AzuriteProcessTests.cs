@@ -18,17 +18,10 @@ public class AzuriteProcessTests
     [Fact]
     public async Task MissingLauncher_SaysRunNpmCi()
     {
-        var empty = Directory.CreateTempSubdirectory("faast-noazurite-");
-        try
-        {
-            var ex = await Assert.ThrowsAsync<FileNotFoundException>(() => AzuriteProcess.StartAsync(empty.FullName));
-            Assert.Contains("npm ci", ex.Message, StringComparison.Ordinal);
-            Assert.Contains(empty.FullName, ex.Message, StringComparison.Ordinal);
-        }
-        finally
-        {
-            empty.Delete(recursive: true);
-        }
+        using var empty = new TempDirectory("faast-noazurite-");
+        var ex = await Assert.ThrowsAsync<FileNotFoundException>(() => AzuriteProcess.StartAsync(empty.Path));
+        Assert.Contains("npm ci", ex.Message, StringComparison.Ordinal);
+        Assert.Contains(empty.Path, ex.Message, StringComparison.Ordinal);
     }
 
     [Fact]

@@ -153,12 +153,7 @@ public class FaultTests
     [Fact]
     public async Task ClosedPort_ThrowsUnavailable_NamingEndpointAndOperation()
     {
-        int port;
-        using (var probe = new TcpListener(IPAddress.Loopback, 0))
-        {
-            probe.Start();
-            port = ((IPEndPoint)probe.LocalEndpoint).Port;
-        }
+        var port = Ports.Free();
 
         using var store = new BlobStore(StorageConnectionString.ForAzurite(port), Fast(retries: 3));
         var ex = await Assert.ThrowsAsync<StorageUnavailableException>(() => store.DownloadAsync("data", "x.bin"));
