@@ -153,6 +153,7 @@ public sealed class MembershipService : IAsyncDisposable
         }
 
         ObjectDisposedException.ThrowIf(Volatile.Read(ref _state) == Stopped, this);
+        var changed = false;
         await _writing.WaitAsync(ct).ConfigureAwait(false);
         try
         {
@@ -167,6 +168,7 @@ public sealed class MembershipService : IAsyncDisposable
             }
 
             Volatile.Write(ref _self, Self with { State = state });
+            changed = true;
             Log.StateSet(_logger, Self.Id, App, state);
             if (Volatile.Read(ref _state) == Running && _etag is not null)
             {
@@ -177,9 +179,11 @@ public sealed class MembershipService : IAsyncDisposable
         finally
         {
             _writing.Release();
+            if (changed)
+            {
+                PublishSelf(); // this instance's own view and ring follow at once, written or not
+            }
         }
-
-        PublishSelf();
     }
 
     /// <summary>Stops heartbeating and deletes this instance's blob, so peers see the leave at their next listing.</summary>
@@ -250,23 +254,23 @@ public sealed class MembershipService : IAsyncDisposable
 
     private async Task HeartbeatAsync(CancellationToken ct)
     {
-        var load = LoadReport;
-        if (load is not null)
-        {
-            try
-            {
-                var report = load() ?? throw new InvalidOperationException("The load report returned null.");
-                Volatile.Write(ref _self, Self with { Load = report with { At = _time.GetUtcNow() } });
-            }
-            catch (Exception ex)
-            {
-                Log.LoadReportFailed(_logger, ex, Self.Id, App);
-            }
-        }
-
         await _writing.WaitAsync(ct).ConfigureAwait(false);
         try
         {
+            // Under the write lock, so that a state change cannot be lost between reading Self and writing it back.
+            if (LoadReport is { } load)
+            {
+                try
+                {
+                    var report = load() ?? throw new InvalidOperationException("The load report returned null.");
+                    Volatile.Write(ref _self, Self with { Load = report with { At = _time.GetUtcNow() } });
+                }
+                catch (Exception ex)
+                {
+                    Log.LoadReportFailed(_logger, ex, Self.Id, App);
+                }
+            }
+
             if (_etag is null)
             {
                 await RegisterAsync(ct).ConfigureAwait(false);

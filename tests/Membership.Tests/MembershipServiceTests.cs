@@ -333,6 +333,27 @@ public sealed class MembershipServiceTests(AzuriteFixture fixture, ITestOutputHe
     }
 
     [Fact]
+    public async Task FailingLoadReport_IsLogged_AndTheHeartbeatCarriesThePreviousLoad()
+    {
+        var clock = new Clock(Fast.HeartbeatInterval);
+        var a = NewService("a", time: clock);
+        var fail = false;
+        a.LoadReport = () => Volatile.Read(ref fail) ? throw new InvalidOperationException("counters unavailable") : new MemberLoad(3, 0, 10);
+        await a.StartAsync();
+        await clock.StepUntilAsync([a], () => a.Self.Load?.InFlightInvocations == 3, "a reports its load");
+        var reported = a.Self.Load;
+
+        Volatile.Write(ref fail, true);
+        await clock.StepUntilAsync([a], () => _logs[a].Contains("The load report of a (app"), "the failure is logged");
+        await clock.StepAsync(2, [a]);
+        Assert.Equal(reported, a.Self.Load); // the last good report, stamped when it was taken
+        var record = await _store.DownloadAsync(Container, $"{_app}/instances/a");
+        using var json = JsonDocument.Parse(record!.Data);
+        Assert.Equal(3, json.RootElement.GetProperty("load").GetProperty("inFlightInvocations").GetInt32());
+        Assert.True(json.RootElement.GetProperty("seq").GetInt64() >= 3); // heartbeats went on
+    }
+
+    [Fact]
     public async Task DrainingMember_StaysInTheView_ButOwnsNoKeyOnAnyRing()
     {
         var clock = new Clock(Fast.HeartbeatInterval);
