@@ -55,7 +55,10 @@ internal static class WorkerChannelEndpoints
     {
         var service = new WorkerChannelService();
         services.AddSingleton(service);
-        services.AddGrpc().AddServiceOptions<WorkerChannelService>(o =>
+        // IgnoreUnknownServices: otherwise Grpc.AspNetCore maps a catch-all /{service}/{method} of
+        // any HTTP method, which turns an HTTP function's 405 (wrong method) into 404. A gRPC call to
+        // an unknown service gets HTTP 404, which gRPC clients report as UNIMPLEMENTED all the same.
+        services.AddGrpc(o => o.IgnoreUnknownServices = true).AddServiceOptions<WorkerChannelService>(o =>
         {
             o.MaxReceiveMessageSize = maxMessageSize;
             o.MaxSendMessageSize = maxMessageSize;
