@@ -1,5 +1,4 @@
 using System.Collections.Concurrent;
-using System.Diagnostics;
 using FaaST.Protos.Worker;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
