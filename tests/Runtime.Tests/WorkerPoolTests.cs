@@ -139,15 +139,39 @@ public sealed class WorkerPoolTests : IAsyncLifetime
     [Fact]
     public async Task A_worker_stream_on_another_port_of_the_host_is_refused_before_it_reaches_the_pool()
     {
-        using var app = new TestApp("python").Function("WhoAmI", TestApp.HttpFunctionJson, ("__init__.py", WhoAmI));
         await using var pool = NewPool(processes: 1);
-        Assert.True(await pool.StartAsync(), _logs.All);
         using var channel = Grpc.Net.Client.GrpcChannel.ForAddress($"http://127.0.0.1:{_otherPort}");
+        // Refused as the call starts, before any message is read (so none is sent: the write could
+        // race the refusal).
         using var call = channel.CreateCallInvoker().AsyncDuplexStreamingCall(WorkerChannelTests.EventStream, null, new Grpc.Core.CallOptions());
-        await call.RequestStream.WriteAsync(new StreamingMessage { StartStream = new StartStream { WorkerId = "python-0-1-stranger" } });
         var refused = await Assert.ThrowsAsync<Grpc.Core.RpcException>(() => call.ResponseStream.MoveNext(CancellationToken.None));
         Assert.Equal(Grpc.Core.StatusCode.NotFound, refused.StatusCode);
         Assert.Equal("not a worker endpoint", refused.Status.Detail);
+    }
+
+    // Found by ./faast bench fuzz (worker target) on Grpc.AspNetCore: a frame whose flag byte is
+    // neither 0 nor 1 ended the call with Unknown ("Exception was thrown by handler").
+    [Fact]
+    public async Task A_stream_that_is_no_grpc_framing_ends_with_InvalidArgument_naming_the_frame()
+    {
+        await using var pool = NewPool(processes: 1);
+        using var handler = new SocketsHttpHandler();
+        using var http = new HttpMessageInvoker(handler);
+        using var request = new HttpRequestMessage(HttpMethod.Post, $"http://127.0.0.1:{_port}/faast.worker.v1.WorkerChannel/EventStream")
+        {
+            Version = HttpVersion.Version20,
+            VersionPolicy = HttpVersionPolicy.RequestVersionExact,
+            Content = new ByteArrayContent([0x07, 0, 0, 0, 1, 0]),
+        };
+        request.Content.Headers.ContentType = new System.Net.Http.Headers.MediaTypeHeaderValue("application/grpc");
+        request.Headers.TE.ParseAdd("trailers");
+        using var response = await http.SendAsync(request, CancellationToken.None);
+        await response.Content.ReadAsByteArrayAsync();
+        // A call that fails before any message is sent answers "trailers-only": the status is in the headers.
+        var headers = response.TrailingHeaders.Contains("grpc-status") ? (System.Net.Http.Headers.HttpHeaders)response.TrailingHeaders : response.Headers;
+        Assert.True(headers.TryGetValues("grpc-status", out var status), "the call ended without a grpc-status");
+        Assert.Equal("3", Assert.Single(status)); // InvalidArgument
+        Assert.Contains("malformed gRPC frame", Uri.UnescapeDataString(headers.GetValues("grpc-message").Single()), StringComparison.Ordinal);
     }
 
     [Fact]

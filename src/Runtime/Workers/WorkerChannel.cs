@@ -114,6 +114,11 @@ internal sealed class WorkerChannel
             // the worker (and its log) should hear what was wrong.
             throw new RpcException(new Status(StatusCode.InvalidArgument, $"malformed StreamingMessage message: {e.Message}"));
         }
+        catch (InvalidDataException e)
+        {
+            // A frame header that is no gRPC framing (a flag byte other than 0 or 1): likewise.
+            throw new RpcException(new Status(StatusCode.InvalidArgument, $"malformed gRPC frame: {e.Message}"));
+        }
     }
 
     private async Task WriteLoopAsync(CancellationToken ct)
