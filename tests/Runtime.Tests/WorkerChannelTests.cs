@@ -15,7 +15,7 @@ namespace FaaST.Runtime.Tests;
 public sealed class WorkerChannelTests : IDisposable
 {
     // Reports its port and id, then waits until the test lets it go (or the host kills it).
-    private const string StandInWorker = """
+    internal const string StandInWorker = """
         import os, sys, time
         a = sys.argv
         d = os.environ["FAAST_TEST_WORKER_REPORTS"]
@@ -151,7 +151,7 @@ public sealed class WorkerChannelTests : IDisposable
         }
     }
 
-    private static async Task<(int Port, string Id)> NextWorkerAsync(string reports)
+    internal static async Task<(int Port, string Id)> NextWorkerAsync(string reports)
     {
         string? file = null;
         await HostUnderTest.EventuallyAsync(() => Task.FromResult((file = Directory.EnumerateFiles(reports, "*.worker").FirstOrDefault()) is not null),

@@ -2,6 +2,7 @@ using System.Net;
 using FaaST.Protos.Worker;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Workers;
+using Google.Protobuf;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Hosting;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
@@ -66,13 +67,13 @@ public sealed class WorkerPoolTests : IAsyncLifetime
         _loggers.Dispose();
     }
 
-    private WorkerPool NewPool(int processes)
+    private WorkerPool NewPool(int processes, string? workersDirectory = null)
     {
         var pool = new WorkerPool(new WorkerOptions
         {
             Runtime = "python",
             ProcessCount = processes,
-            WorkersDirectory = Path.Combine(Repo.Root, "workers"),
+            WorkersDirectory = workersDirectory ?? Path.Combine(Repo.Root, "workers"),
             RestartDelay = TimeSpan.FromMilliseconds(100),
         }, _loggers);
         _service.Attach(pool, WorkerOptions.DefaultMaxMessageSize);
@@ -150,18 +151,56 @@ public sealed class WorkerPoolTests : IAsyncLifetime
     }
 
     // Found by ./faast bench fuzz (worker target) on Grpc.AspNetCore: a frame whose flag byte is
-    // neither 0 nor 1 ended the call with Unknown ("Exception was thrown by handler").
-    [Fact]
-    public async Task A_stream_that_is_no_grpc_framing_ends_with_InvalidArgument_naming_the_frame()
+    // neither 0 nor 1, or whose length is past 2 GiB, ended the call with Unknown ("Exception was
+    // thrown by handler"); the same after StartStream would have ended it with OK.
+    [Theory]
+    [InlineData(false, new byte[] { 0x07, 0, 0, 0, 1, 0 })]
+    [InlineData(false, new byte[] { 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0 })]
+    [InlineData(true, new byte[] { 0x07, 0, 0, 0, 1, 0 })]
+    [InlineData(true, new byte[] { 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0 })]
+    public async Task A_stream_that_is_no_grpc_framing_ends_with_InvalidArgument_naming_the_frame(bool afterStartStream, byte[] frame)
     {
-        await using var pool = NewPool(processes: 1);
+        var scratch = Directory.CreateTempSubdirectory("faast-pool-standin-").FullName;
+        try
+        {
+            // The pool's worker is a stand-in that reports its id and waits: the test plays that
+            // worker (after StartStream) or a stranger (without).
+            var reports = Path.Combine(scratch, "reports");
+            Directory.CreateDirectory(Path.Combine(scratch, "python"));
+            Directory.CreateDirectory(reports);
+            File.WriteAllText(Path.Combine(scratch, "python", "worker.py"), WorkerChannelTests.StandInWorker);
+            using var app = new TestApp("python", settings: new() { ["FAAST_TEST_WORKER_REPORTS"] = reports })
+                .Function("WhoAmI", TestApp.HttpFunctionJson, ("__init__.py", WhoAmI));
+            await using var pool = NewPool(processes: 1, workersDirectory: scratch);
+            byte[] body = frame;
+            if (afterStartStream)
+            {
+                _ = pool.SpecializeAsync(new WorkerSpecialization { App = FunctionApp.Load(app.Directory) });
+                _ = pool.StartAsync();
+                var (_, id) = await WorkerChannelTests.NextWorkerAsync(reports);
+                var start = new StreamingMessage { StartStream = new StartStream { WorkerId = id } }.ToByteArray();
+                var header = new byte[5];
+                System.Buffers.Binary.BinaryPrimitives.WriteInt32BigEndian(header.AsSpan(1), start.Length);
+                body = [.. header, .. start, .. frame];
+            }
+            await AssertEndsWithMalformedFrameAsync(body);
+        }
+        finally
+        {
+            File.WriteAllText(Path.Combine(scratch, "reports", "stop"), "");
+            Directory.Delete(scratch, recursive: true);
+        }
+    }
+
+    private async Task AssertEndsWithMalformedFrameAsync(byte[] body)
+    {
         using var handler = new SocketsHttpHandler();
         using var http = new HttpMessageInvoker(handler);
         using var request = new HttpRequestMessage(HttpMethod.Post, $"http://127.0.0.1:{_port}/faast.worker.v1.WorkerChannel/EventStream")
         {
             Version = HttpVersion.Version20,
             VersionPolicy = HttpVersionPolicy.RequestVersionExact,
-            Content = new ByteArrayContent([0x07, 0, 0, 0, 1, 0]),
+            Content = new ByteArrayContent(body),
         };
         request.Content.Headers.ContentType = new System.Net.Http.Headers.MediaTypeHeaderValue("application/grpc");
         request.Headers.TE.ParseAdd("trailers");

@@ -119,6 +119,13 @@ internal sealed class WorkerChannel
             // A frame header that is no gRPC framing (a flag byte other than 0 or 1): likewise.
             throw new RpcException(new Status(StatusCode.InvalidArgument, $"malformed gRPC frame: {e.Message}"));
         }
+        catch (IOException e) when (e.GetType() == typeof(IOException) && !ct.IsCancellationRequested)
+        {
+            // Grpc.AspNetCore's own framing errors (a length past 2 GiB) are plain IOExceptions, which
+            // would otherwise read as a broken connection and end the call with OK. A connection that
+            // really broke throws a subclass (ConnectionResetException, ...) or cancels the call.
+            throw new RpcException(new Status(StatusCode.InvalidArgument, $"malformed gRPC frame: {e.Message}"));
+        }
     }
 
     private async Task WriteLoopAsync(CancellationToken ct)
