@@ -1,11 +1,9 @@
-using System.Buffers.Binary;
-using System.Net;
-using System.Net.Http.Headers;
 using FaaST.Protos.Worker;
-using FaaST.Rpc;
-using FaaST.Runtime.Hosting;
 using FaaST.Runtime.Workers;
 using Google.Protobuf;
+using Grpc.Core;
+using Grpc.Net.Client;
+using RpcException = Grpc.Core.RpcException;
 
 namespace FaaST.Runtime.Tests;
 
@@ -17,7 +15,7 @@ namespace FaaST.Runtime.Tests;
 public sealed class WorkerChannelTests : IDisposable
 {
     // Reports its port and id, then waits until the test lets it go (or the host kills it).
-    private const string StandInWorker = """
+    internal const string StandInWorker = """
         import os, sys, time
         a = sys.argv
         d = os.environ["FAAST_TEST_WORKER_REPORTS"]
@@ -33,6 +31,17 @@ public sealed class WorkerChannelTests : IDisposable
     // Storage nobody dials: the cache is off, there are no peers and no blob bindings.
     private const string UnusedStorage = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" +
         FaaST.Storage.StorageConnectionString.DevelopmentAccountKey + ";BlobEndpoint=http://127.0.0.1:9/devstoreaccount1";
+
+    /// <summary>The worker's side of EventStream, as a worker's gRPC library calls it.</summary>
+    internal static readonly Method<StreamingMessage, StreamingMessage> EventStream = new(
+        MethodType.DuplexStreaming, "faast.worker.v1.WorkerChannel", "EventStream",
+        Marshallers.Create(m => m.ToByteArray(), StreamingMessage.Parser.ParseFrom),
+        Marshallers.Create(m => m.ToByteArray(), StreamingMessage.Parser.ParseFrom));
+
+    /// <summary>The same method carrying raw bytes, to send what no StreamingMessage is.</summary>
+    private static readonly Method<byte[], byte[]> RawEventStream = new(
+        MethodType.DuplexStreaming, "faast.worker.v1.WorkerChannel", "EventStream",
+        Marshallers.Create(b => b, b => b), Marshallers.Create(b => b, b => b));
 
     private readonly string _root = Directory.CreateTempSubdirectory("faast-standin-").FullName;
 
@@ -57,33 +66,30 @@ public sealed class WorkerChannelTests : IDisposable
         });
         try
         {
-            using var handler = new SocketsHttpHandler();
-            using var http = new HttpMessageInvoker(handler);
-
             // StartStream as the worker the host started, then bytes that are no StreamingMessage
             // (a length-delimited field claiming more bytes than the message has).
             var (port, id) = await NextWorkerAsync(reports);
-            byte[] body = [.. Frame(new StreamingMessage { StartStream = new StartStream { WorkerId = id } }.ToByteArray()), .. Frame([0x0A, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F])];
-            using var request = new HttpRequestMessage(HttpMethod.Post, $"http://127.0.0.1:{port}{WorkerPool.EventStreamPath}")
+            using (var raw = GrpcChannel.ForAddress($"http://127.0.0.1:{port}"))
             {
-                Version = HttpVersion.Version20,
-                VersionPolicy = HttpVersionPolicy.RequestVersionExact,
-                Content = new ByteArrayContent(body),
-            };
-            request.Content.Headers.ContentType = new MediaTypeHeaderValue("application/grpc");
-            request.Headers.TE.ParseAdd("trailers");
-            using var response = await http.SendAsync(request, CancellationToken.None);
-            await response.Content.ReadAsByteArrayAsync();
-            Assert.True(response.TrailingHeaders.TryGetValues("grpc-status", out var status), "the stream ended without a grpc-status");
-            Assert.Equal(((int)GrpcStatus.InvalidArgument).ToString(System.Globalization.CultureInfo.InvariantCulture), Assert.Single(status));
-            Assert.Contains("malformed StreamingMessage", Uri.UnescapeDataString(response.TrailingHeaders.GetValues("grpc-message").Single()));
+                using var bad = raw.CreateCallInvoker().AsyncDuplexStreamingCall(RawEventStream, null, new CallOptions());
+                await bad.RequestStream.WriteAsync(new StreamingMessage { StartStream = new StartStream { WorkerId = id } }.ToByteArray());
+                await bad.RequestStream.WriteAsync([0x0A, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F]);
+                var ended = await Assert.ThrowsAsync<RpcException>(async () =>
+                {
+                    while (await bad.ResponseStream.MoveNext(CancellationToken.None))
+                    {
+                        // the host's init request, if it got that far first
+                    }
+                });
+                Assert.Equal(StatusCode.InvalidArgument, ended.StatusCode);
+                Assert.Contains("malformed StreamingMessage", ended.Status.Detail, StringComparison.Ordinal);
+            }
 
             // The host replaces that worker; the next one behaves, and the host comes up with it.
             var (port2, id2) = await NextWorkerAsync(reports);
-            using var client = new GrpcClient(new Uri($"http://127.0.0.1:{port2}"));
-            using var call = await client.DuplexAsync(WorkerPool.EventStreamPath, StreamingMessage.Parser);
-            call.Write(new StreamingMessage { StartStream = new StartStream { WorkerId = id2 } });
-            await call.FlushAsync();
+            using var channel = GrpcChannel.ForAddress($"http://127.0.0.1:{port2}");
+            using var call = channel.CreateCallInvoker().AsyncDuplexStreamingCall(EventStream, null, new CallOptions());
+            await call.RequestStream.WriteAsync(new StreamingMessage { StartStream = new StartStream { WorkerId = id2 } });
             var answering = AnswerInitAndLoadsAsync(call);
             var host = await starting;
             try
@@ -106,40 +112,46 @@ public sealed class WorkerChannelTests : IDisposable
         }
     }
 
-    /// <summary>Answers init and function loads until the host ends the stream (it does when it stops).</summary>
-    private static async Task AnswerInitAndLoadsAsync(GrpcDuplexCall<StreamingMessage> call)
+    /// <summary>Answers init, the environment reload and function loads until the host ends the
+    /// stream (it does when it stops).</summary>
+    internal static async Task AnswerInitAndLoadsAsync(AsyncDuplexStreamingCall<StreamingMessage, StreamingMessage> call)
     {
+        var success = new StatusResult { Status = StatusResult.Types.Status.Success };
         try
         {
-            while (await call.ReadAsync() is { } message)
+            while (await call.ResponseStream.MoveNext(CancellationToken.None))
             {
+                var message = call.ResponseStream.Current;
                 var reply = message.ContentCase switch
                 {
                     StreamingMessage.ContentOneofCase.WorkerInitRequest => new StreamingMessage
                     {
                         RequestId = message.RequestId,
-                        WorkerInitResponse = new WorkerInitResponse { Result = new StatusResult { Status = StatusResult.Types.Status.Success } },
+                        WorkerInitResponse = new WorkerInitResponse { Result = success },
+                    },
+                    StreamingMessage.ContentOneofCase.FunctionEnvironmentReloadRequest => new StreamingMessage
+                    {
+                        RequestId = message.RequestId,
+                        FunctionEnvironmentReloadResponse = new FunctionEnvironmentReloadResponse { Result = success },
                     },
                     StreamingMessage.ContentOneofCase.FunctionLoadRequest => new StreamingMessage
                     {
                         RequestId = message.RequestId,
-                        FunctionLoadResponse = new FunctionLoadResponse { FunctionId = message.FunctionLoadRequest.FunctionId, Result = new StatusResult { Status = StatusResult.Types.Status.Success } },
+                        FunctionLoadResponse = new FunctionLoadResponse { FunctionId = message.FunctionLoadRequest.FunctionId, Result = success },
                     },
                     _ => null,
                 };
-                if (reply is null)
-                    continue;
-                call.Write(reply);
-                await call.FlushAsync();
+                if (reply is not null)
+                    await call.RequestStream.WriteAsync(reply);
             }
         }
-        catch (Exception e) when (e is IOException or HttpRequestException or OperationCanceledException)
+        catch (Exception e) when (e is IOException or HttpRequestException or OperationCanceledException or RpcException or InvalidOperationException)
         {
             // the host stopped and took the stream with it
         }
     }
 
-    private static async Task<(int Port, string Id)> NextWorkerAsync(string reports)
+    internal static async Task<(int Port, string Id)> NextWorkerAsync(string reports)
     {
         string? file = null;
         await HostUnderTest.EventuallyAsync(() => Task.FromResult((file = Directory.EnumerateFiles(reports, "*.worker").FirstOrDefault()) is not null),
@@ -147,13 +159,5 @@ public sealed class WorkerChannelTests : IDisposable
         var port = int.Parse(await File.ReadAllTextAsync(file!), System.Globalization.CultureInfo.InvariantCulture);
         File.Delete(file!);
         return (port, Path.GetFileNameWithoutExtension(file!));
-    }
-
-    private static byte[] Frame(ReadOnlySpan<byte> payload)
-    {
-        var frame = new byte[5 + payload.Length];
-        BinaryPrimitives.WriteUInt32BigEndian(frame.AsSpan(1), (uint)payload.Length);
-        payload.CopyTo(frame.AsSpan(5));
-        return frame;
     }
 }

@@ -11,9 +11,9 @@ namespace FaaST.Bench.Fuzz;
 /// <summary>
 /// The worker channel, from a fake worker. The host is started with a FAAST_HOME whose
 /// workers/python/worker.py only writes down the port and worker id the host gave it and then
-/// sleeps; the fuzzer dials in with that id, as a worker would, answers init and function loads,
-/// and then sends odd messages (responses to unknown invocations, logs of every level and size,
-/// replies to nothing, host-bound messages, unknown fields), odd answers to real invocations (bad
+/// sleeps; the fuzzer dials in with that id, as a worker would, answers init, the environment
+/// reload and function loads, and then sends odd messages (responses to unknown invocations, logs
+/// of every level and size, replies to nothing, host-bound messages, unknown fields), odd answers to real invocations (bad
 /// HTTP status codes and header names, wrong types, shared-memory references to anything), and in a
 /// few sessions malformed protobuf and framing. Besides, calls that never were a worker: unknown
 /// ids, no StartStream, random bytes. Oracle: the host stays up, a call it refuses or a stream it
@@ -475,6 +475,13 @@ public static class WorkerFuzzer
                             {
                                 RequestId = message.RequestId,
                                 WorkerInitResponse = new WorkerInitResponse { WorkerVersion = "fuzz", Result = new StatusResult { Status = StatusResult.Types.Status.Success } },
+                            });
+                            break;
+                        case StreamingMessage.ContentOneofCase.FunctionEnvironmentReloadRequest:
+                            await SendAsync(new StreamingMessage
+                            {
+                                RequestId = message.RequestId,
+                                FunctionEnvironmentReloadResponse = new FunctionEnvironmentReloadResponse { Result = new StatusResult { Status = StatusResult.Types.Status.Success } },
                             });
                             break;
                         case StreamingMessage.ContentOneofCase.FunctionLoadRequest:

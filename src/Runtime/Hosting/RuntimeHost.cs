@@ -1,12 +1,10 @@
 using System.Globalization;
 using System.Net;
-using FaaST.Protos.Worker;
 using FaaST.Cachelet;
 using FaaST.Cachelet.Daemon;
 using FaaST.Cachelet.Peers;
 using FaaST.Membership;
 using FaaST.Cachelet.Policy;
-using FaaST.Rpc;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Http;
@@ -164,6 +162,7 @@ public sealed class RuntimeHost : IAsyncDisposable
                     peerListen = l;
                 });
         });
+        var workerChannel = builder.Services.AddWorkerChannel(WorkerOptions.DefaultMaxMessageSize);
         // Azure's route constraints include regex, which the slim builder leaves out.
         builder.Services.Configure<RouteOptions>(r => r.SetParameterPolicy<Microsoft.AspNetCore.Routing.Constraints.RegexInlineRouteConstraint>("regex"));
         var web = builder.Build();
@@ -218,13 +217,20 @@ public sealed class RuntimeHost : IAsyncDisposable
             Runtime = App.WorkerRuntime,
             ProcessCount = processCount,
             WorkersDirectory = Path.Combine(home, "workers"),
-            Capabilities = capabilities,
-            ExtraEnvironment = devStorage is null ? new Dictionary<string, string>() : new Dictionary<string, string> { ["AzureWebJobsStorage"] = devStorage },
             Identity = WorkerIdentity,
         };
         if (options.WorkerRestartDelay is { } restart)
             workerOptions = workerOptions with { RestartDelay = restart };
-        _workers = new WorkerPool(App, workerOptions, loggers) { SharedMemoryReader = blobs as ISharedMemoryReader };
+        var workerApp = new WorkerSpecialization
+        {
+            App = App,
+            Capabilities = capabilities,
+            ExtraEnvironment = devStorage is null ? new Dictionary<string, string>() : new Dictionary<string, string> { ["AzureWebJobsStorage"] = devStorage },
+            Identity = WorkerIdentity,
+            SharedMemoryReader = blobs as ISharedMemoryReader,
+        };
+        _workers = new WorkerPool(workerOptions, loggers);
+        workerChannel.Attach(_workers, WorkerOptions.DefaultMaxMessageSize);
         if (_cache is not null)
         {
             var workerPool = _workers;
@@ -237,15 +243,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         _triggers = new BlobTriggerListener(App, invoker, _accounts, blobs, loggers.CreateLogger("FaaST.BlobTrigger"));
         invoker.WriteObserver = _triggers;
 
-        var workers = _workers;
-        var grpcPort = 0;
-        web.MapGrpcDuplex<StreamingMessage, StreamingMessage>(WorkerPool.EventStreamPath, StreamingMessage.Parser, stream =>
-        {
-            // Only the loopback worker endpoint accepts worker streams.
-            if (stream.Context.Connection.LocalPort != grpcPort)
-                throw new GrpcException(GrpcStatus.NotFound, "not a worker endpoint");
-            return workers.AcceptAsync(stream);
-        }, workerOptions.MaxMessageSize);
+        web.MapWorkerChannel();
         var peerPort = 0;
         if (peers && _cache is not null)
         {
@@ -268,17 +266,18 @@ public sealed class RuntimeHost : IAsyncDisposable
         AdminEndpoints.Map(web, this);
 
         await web.StartAsync(ct);
-        grpcPort = grpcListen!.IPEndPoint!.Port;
         BaseAddress = new Uri($"http://{options.ListenAddress}:{httpListen!.IPEndPoint!.Port}");
-        _workers.GrpcPort = grpcPort;
+        _workers.GrpcPort = grpcListen!.IPEndPoint!.Port;
         if (peerListen is not null && _cache is not null && _peerClient is not null)
         {
             peerPort = peerListen.IPEndPoint!.Port;
             // Never 0.0.0.0: other instances must be able to dial what this one advertises.
             await JoinPeersAsync(options, PeerSecret.PeerUri(PeerSecret.Advertised(IPAddress.Parse(peerAddress)), peerPort), loggers, ct);
         }
-        _workers.Start();
-        if (!await _workers.WaitAllReadyAsync(workerOptions.StartupTimeout))
+        // The app is known: specialised before they start, the workers start as the app's.
+        var specialised = _workers.SpecializeAsync(workerApp, ct);
+        await _workers.StartAsync(ct);
+        if (!await specialised)
             _logger.LogWarning("Not every {Runtime} worker is up yet; invocations wait for one", App.WorkerRuntime);
         _triggers.Start();
         LogFunctions();

@@ -1,7 +1,9 @@
 using System.Collections.Concurrent;
 using System.Threading.Channels;
 using FaaST.Protos.Worker;
-using FaaST.Rpc;
+using Google.Protobuf;
+using Grpc.Core;
+using RpcException = Grpc.Core.RpcException;
 
 namespace FaaST.Runtime.Workers;
 
@@ -14,11 +16,18 @@ public sealed class WorkerUnavailableException(string message) : Exception(messa
 /// </summary>
 internal sealed class WorkerChannel
 {
-    private readonly GrpcServerStream<StreamingMessage, StreamingMessage> _stream;
+    // Every message but the last of a batch is written with BufferHint (Grpc.AspNetCore then leaves
+    // it in the response pipe); the last one flushes the batch. One instance each, shared by all
+    // channels: WriteOptions is immutable.
+    private static readonly WriteOptions Buffered = new(WriteFlags.BufferHint);
+    private static readonly WriteOptions Flushed = new();
+
+    private readonly IAsyncStreamReader<StreamingMessage> _requests;
+    private readonly IServerStreamWriter<StreamingMessage> _responses;
     private readonly Channel<StreamingMessage> _outbox =
         Channel.CreateUnbounded<StreamingMessage>(new UnboundedChannelOptions { SingleReader = true });
     private readonly ConcurrentDictionary<string, Pending> _invocations = new(StringComparer.Ordinal);
-    private readonly ConcurrentDictionary<string, TaskCompletionSource<StreamingMessage>> _requests = new(StringComparer.Ordinal);
+    private readonly ConcurrentDictionary<string, TaskCompletionSource<StreamingMessage>> _waiting = new(StringComparer.Ordinal);
     private readonly ILogger _logger;
     private readonly Action<RpcLog, string?> _onLog;
     private int _inFlight;
@@ -27,11 +36,12 @@ internal sealed class WorkerChannel
 
     private sealed record Pending(TaskCompletionSource<InvocationResponse> Completion, string FunctionName);
 
-    public WorkerChannel(string workerId, GrpcServerStream<StreamingMessage, StreamingMessage> stream,
-        ILogger logger, Action<RpcLog, string?> onLog)
+    public WorkerChannel(string workerId, IAsyncStreamReader<StreamingMessage> requests,
+        IServerStreamWriter<StreamingMessage> responses, ILogger logger, Action<RpcLog, string?> onLog)
     {
         WorkerId = workerId;
-        _stream = stream;
+        _requests = requests;
+        _responses = responses;
         _logger = logger;
         _onLog = onLog;
     }
@@ -58,17 +68,17 @@ internal sealed class WorkerChannel
         var writer = WriteLoopAsync(ct);
         try
         {
-            while (await _stream.ReadAsync(ct) is { } message)
+            while (await ReadAsync(_requests, ct) is { } message)
                 Dispatch(message);
             Close("the worker closed its stream");
         }
-        catch (Exception e) when (e is IOException or OperationCanceledException or GrpcException or
+        catch (Exception e) when (e is IOException or OperationCanceledException or RpcException or
                                   Microsoft.AspNetCore.Connections.ConnectionAbortedException)
         {
             Close($"the worker's stream broke: {e.Message}");
-            // A malformed message: the stream is still up, so the worker hears why it ends (the
-            // call's status) instead of OK.
-            if (e is GrpcException)
+            // A malformed or oversized message: the stream is still up, so the worker hears why it
+            // ends (the call's status) instead of OK.
+            if (e is RpcException)
                 throw;
         }
         catch (Exception e)
@@ -90,6 +100,34 @@ internal sealed class WorkerChannel
         }
     }
 
+    /// <summary>The worker's next message, or null when it has finished sending.</summary>
+    /// <exception cref="RpcException">InvalidArgument: the bytes are no StreamingMessage.</exception>
+    internal static async ValueTask<StreamingMessage?> ReadAsync(IAsyncStreamReader<StreamingMessage> requests, CancellationToken ct)
+    {
+        try
+        {
+            return await requests.MoveNext(ct) ? requests.Current : null;
+        }
+        catch (InvalidProtocolBufferException e)
+        {
+            // Grpc.AspNetCore would report a parse error as Unknown ("Exception was thrown by handler");
+            // the worker (and its log) should hear what was wrong.
+            throw new RpcException(new Status(StatusCode.InvalidArgument, $"malformed StreamingMessage message: {e.Message}"));
+        }
+        catch (InvalidDataException e)
+        {
+            // A frame header that is no gRPC framing (a flag byte other than 0 or 1): likewise.
+            throw new RpcException(new Status(StatusCode.InvalidArgument, $"malformed gRPC frame: {e.Message}"));
+        }
+        catch (IOException e) when (e.GetType() == typeof(IOException) && !ct.IsCancellationRequested)
+        {
+            // Grpc.AspNetCore's own framing errors (a length past 2 GiB) are plain IOExceptions, which
+            // would otherwise read as a broken connection and end the call with OK. A connection that
+            // really broke throws a subclass (ConnectionResetException, ...) or cancels the call.
+            throw new RpcException(new Status(StatusCode.InvalidArgument, $"malformed gRPC frame: {e.Message}"));
+        }
+    }
+
     private async Task WriteLoopAsync(CancellationToken ct)
     {
         var reader = _outbox.Reader;
@@ -97,13 +135,14 @@ internal sealed class WorkerChannel
         {
             while (reader.TryRead(out var message))
             {
-                _stream.Write(message);
-                // Write copies the message into the stream. Until it returns, the message must stay
-                // reachable: a large request body lives in native memory that a finalizer frees once
-                // nothing references it (HttpTriggerEndpoints, RequestBodyBuffer).
+                // Flush only with the last message queued, so a burst of invocations leaves in one flush.
+                _responses.WriteOptions = reader.TryPeek(out _) ? Buffered : Flushed;
+                await _responses.WriteAsync(message, ct);
+                // WriteAsync serialises the message into the response pipe. Until it returns, the
+                // message must stay reachable: a large request body lives in native memory that a
+                // finalizer frees once nothing references it (HttpTriggerEndpoints, RequestBodyBuffer).
                 GC.KeepAlive(message);
             }
-            await _stream.FlushAsync(ct);
         }
     }
 
@@ -125,8 +164,9 @@ internal sealed class WorkerChannel
                 _onLog(log, owner?.FunctionName);
                 break;
             case StreamingMessage.ContentOneofCase.WorkerInitResponse:
+            case StreamingMessage.ContentOneofCase.FunctionEnvironmentReloadResponse:
             case StreamingMessage.ContentOneofCase.FunctionLoadResponse:
-                if (_requests.TryRemove(message.RequestId, out var waiter))
+                if (_waiting.TryRemove(message.RequestId, out var waiter))
                     waiter.TrySetResult(message);
                 break;
             default:
@@ -135,17 +175,17 @@ internal sealed class WorkerChannel
         }
     }
 
-    /// <summary>Sends a request (init, function load) and waits for the reply with the same request id.</summary>
+    /// <summary>Sends a request (init, environment reload, function load) and waits for the reply with the same request id.</summary>
     public async Task<StreamingMessage> RequestAsync(StreamingMessage request, TimeSpan timeout, CancellationToken ct)
     {
         request.RequestId = Guid.NewGuid().ToString("N");
         var waiter = new TaskCompletionSource<StreamingMessage>(TaskCreationOptions.RunContinuationsAsynchronously);
-        _requests[request.RequestId] = waiter;
+        _waiting[request.RequestId] = waiter;
         // Closed already (the worker's first message after StartStream was malformed, say): Close has
         // failed the waiters it saw, not this one, so fail it here rather than wait out the timeout.
         if (_closedReason is { } reason)
         {
-            _requests.TryRemove(request.RequestId, out _);
+            _waiting.TryRemove(request.RequestId, out _);
             throw new WorkerUnavailableException($"worker {WorkerId}: {reason}");
         }
         Send(request);
@@ -160,7 +200,7 @@ internal sealed class WorkerChannel
         }
         finally
         {
-            _requests.TryRemove(request.RequestId, out _);
+            _waiting.TryRemove(request.RequestId, out _);
         }
     }
 
@@ -210,8 +250,8 @@ internal sealed class WorkerChannel
         _closed.TrySetResult();
         foreach (var id in _invocations.Keys)
             Fail(id, reason);
-        foreach (var (id, waiter) in _requests)
-            if (_requests.TryRemove(id, out _))
+        foreach (var (id, waiter) in _waiting)
+            if (_waiting.TryRemove(id, out _))
                 waiter.TrySetException(new WorkerUnavailableException($"worker {WorkerId}: {reason}"));
     }
 }

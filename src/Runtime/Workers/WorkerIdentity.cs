@@ -107,10 +107,16 @@ public sealed record WorkerIdentity(string UserName, int UserId, int GroupId)
     public ProcessStartInfo AsThisUser(ProcessStartInfo info)
     {
         info.UserName = UserName;
-        info.Environment["HOME"] = "/nonexistent";
-        info.Environment["USER"] = UserName;
-        info.Environment["LOGNAME"] = UserName;
+        SetEnvironment(info.Environment);
         return info;
+    }
+
+    /// <summary>Sets the variables that name the user (HOME, USER, LOGNAME) in a worker's environment.</summary>
+    public void SetEnvironment(IDictionary<string, string?> environment)
+    {
+        environment["HOME"] = "/nonexistent";
+        environment["USER"] = UserName;
+        environment["LOGNAME"] = UserName;
     }
 
     /// <summary>

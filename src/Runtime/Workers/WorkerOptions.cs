@@ -1,8 +1,18 @@
+using FaaST.Runtime.App;
+using FaaST.Runtime.Bindings;
+
 namespace FaaST.Runtime.Workers;
 
-/// <summary>How language workers are started and supervised.</summary>
+/// <summary>
+/// How language workers are started and supervised: everything about the processes that does not
+/// depend on the app, so that a pool can start its workers before it knows which app they will run
+/// (<see cref="WorkerSpecialization"/> is the app's part).
+/// </summary>
 public sealed record WorkerOptions
 {
+    /// <summary>The default of <see cref="MaxMessageSize"/>.</summary>
+    public const int DefaultMaxMessageSize = 1 << 30;
+
     /// <summary>python or node.</summary>
     public required string Runtime { get; init; }
 
@@ -30,8 +40,10 @@ public sealed record WorkerOptions
 
     public TimeSpan ShutdownGrace { get; init; } = TimeSpan.FromSeconds(5);
 
-    /// <summary>Largest message on the worker channel: big enough for a blob inline (vanilla platform).</summary>
-    public int MaxMessageSize { get; init; } = 1 << 30;
+    /// <summary>Largest message on the worker channel, each way: big enough for a blob inline (vanilla
+    /// platform). The workers get it on their command line; the host's gRPC service is limited to it
+    /// (<see cref="WorkerChannelService"/>).</summary>
+    public int MaxMessageSize { get; init; } = DefaultMaxMessageSize;
 
     /// <summary>
     /// glibc malloc settings for Python workers (unless GLIBC_TUNABLES is already set): one arena, no
@@ -43,13 +55,35 @@ public sealed record WorkerOptions
     public string PythonMallocTunables { get; init; } =
         "glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184:glibc.malloc.hugetlb=1";
 
-    /// <summary>Capabilities offered to every worker at init (see <see cref="WorkerCapabilities"/>).</summary>
+    /// <summary>
+    /// The user the workers run as; null: the host's user. Fixed for the pool's lifetime: a process
+    /// cannot change its uid after it starts (it drops root's rights at exec), so a standby pool runs
+    /// as the app user it was started for, and a specialisation must name the same identity
+    /// (<see cref="WorkerPool.SpecializeAsync"/> refuses another). A standby pool for an app not yet
+    /// known therefore runs without per-app isolation (--isolation off), or is started for that app's user.
+    /// </summary>
+    public WorkerIdentity? Identity { get; init; }
+}
+
+/// <summary>What specialises a pool's workers to one app: the app's functions and settings and what
+/// the host offers that app's workers.</summary>
+public sealed record WorkerSpecialization
+{
+    public required FunctionApp App { get; init; }
+
+    /// <summary>Capabilities offered to the app's workers (see <see cref="WorkerCapabilities"/>), e.g.
+    /// the app's shared-memory directory.</summary>
     public IReadOnlyDictionary<string, string> Capabilities { get; init; } = new Dictionary<string, string>();
 
-    /// <summary>Environment for workers on top of the app settings (e.g. the Azurite connection string).</summary>
+    /// <summary>Environment for the workers on top of the app settings (e.g. the Azurite connection string).</summary>
     public IReadOnlyDictionary<string, string> ExtraEnvironment { get; init; } = new Dictionary<string, string>();
 
-    /// <summary>The app's user, which the workers run as; null: the host's user.</summary>
+    /// <summary>Reads shared-memory references for workers that declined shared memory and take blobs
+    /// inline (set when the cachelet is on).</summary>
+    public ISharedMemoryReader? SharedMemoryReader { get; init; }
+
+    /// <summary>The user this app's workers must run as; null: the host's user. Must be the pool's
+    /// <see cref="WorkerOptions.Identity"/>.</summary>
     public WorkerIdentity? Identity { get; init; }
 }
 

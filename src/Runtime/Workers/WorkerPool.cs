@@ -1,9 +1,10 @@
 using System.Collections.Concurrent;
-using System.Diagnostics;
 using FaaST.Protos.Worker;
-using FaaST.Rpc;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
+using Grpc.Core;
+using RpcException = Grpc.Core.RpcException;
+using Microsoft.AspNetCore.Server.Kestrel.Core.Features;
 
 namespace FaaST.Runtime.Workers;
 
@@ -11,74 +12,137 @@ namespace FaaST.Runtime.Workers;
 public sealed class FunctionTimeoutException(string message) : Exception(message);
 
 /// <summary>
-/// The instance's language workers: starts them, hands each its functions, spreads invocations
-/// over them (fewest in flight first), and restarts any that die or hang, with backoff.
+/// The instance's language workers: starts them, specialises them to the app, spreads invocations
+/// over them (<see cref="IWorkerScheduler"/>; fewest in flight by default), and restarts any that
+/// die or hang, with backoff.
 /// </summary>
+/// <remarks>
+/// Starting the processes and loading an app are separate steps, as in Azure Functions' placeholder
+/// mode: <see cref="StartAsync"/> brings the processes up to the init handshake; <see
+/// cref="SpecializeAsync"/> sends each the app's environment (FunctionEnvironmentReloadRequest) and
+/// its functions. Either may come first: a pool specialised before it starts starts every worker
+/// with the app's environment at exec (so settings read at process start, such as PYTHONPATH or
+/// NODE_OPTIONS, apply), which is what a host with a known app does; a standby pool's workers get
+/// the app's settings only through the reload. A worker that restarts after specialisation starts
+/// as the app's.
+/// </remarks>
 internal sealed partial class WorkerPool : IAsyncDisposable
 {
-    public const string EventStreamPath = "/faast.worker.v1.WorkerChannel/EventStream";
-
-    private readonly FunctionApp _app;
     private readonly WorkerOptions _options;
+    private readonly IWorkerScheduler _scheduler;
     private readonly ILogger _logger;
     private readonly ILogger _functionLogger;
     private readonly WorkerSlot[] _slots;
     private readonly ConcurrentDictionary<string, TaskCompletionSource<WorkerChannel>> _awaiting = new(StringComparer.Ordinal);
     private readonly ConcurrentDictionary<string, string> _loadErrors = new(StringComparer.Ordinal);
     private readonly CancellationTokenSource _stopping = new();
+    private readonly TaskCompletionSource<WorkerSpecialization> _specialized = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private TaskCompletionSource _readyChanged = new(TaskCreationOptions.RunContinuationsAsynchronously);
-    private int _roundRobin;
+    private int _started;
 
-    public WorkerPool(FunctionApp app, WorkerOptions options, ILoggerFactory loggers)
+    public WorkerPool(WorkerOptions options, ILoggerFactory loggers, IWorkerScheduler? scheduler = null)
     {
-        _app = app;
         _options = options;
+        _scheduler = scheduler ?? new FewestInFlightScheduler();
         _logger = loggers.CreateLogger("FaaST.Workers");
         _functionLogger = loggers.CreateLogger("FaaST.Function");
         _slots = Enumerable.Range(0, Math.Max(1, options.ProcessCount)).Select(i => new WorkerSlot(this, i)).ToArray();
     }
 
-    /// <summary>The loopback port of the host's worker gRPC endpoint (set before <see cref="Start"/>).</summary>
+    public WorkerOptions Options => _options;
+
+    /// <summary>The loopback port of the host's worker gRPC endpoint (set before <see cref="StartAsync"/>).</summary>
     public int GrpcPort { get; set; }
+
+    /// <summary>The app the workers run; null while the pool is on standby.</summary>
+    public WorkerSpecialization? Specialization => _specialized.Task.IsCompletedSuccessfully ? _specialized.Task.Result : null;
 
     /// <summary>Functions the worker refused to load, with the worker's reason.</summary>
     public IReadOnlyDictionary<string, string> LoadErrors => _loadErrors;
 
-    public int ReadyWorkers => _slots.Count(s => s.Ready is not null);
+    /// <summary>Workers that run the app's invocations (specialised and connected).</summary>
+    public int ReadyWorkers => _slots.Count(s => s.IsReady);
+
+    /// <summary>Workers through the init handshake, specialised or on standby.</summary>
+    public int StartedWorkers => _slots.Count(s => s.Initialised is { IsClosed: false });
 
     /// <summary>Process ids of the running workers (for tests and diagnostics).</summary>
     public IReadOnlyList<int> WorkerProcessIds => _slots.Select(s => s.ProcessId).Where(p => p > 0).ToArray();
 
-    public void Start()
+    /// <summary>
+    /// Starts the worker processes. Completes when every worker has connected and answered its init
+    /// (and, if the pool is specialised already, loaded the app), or with false when <see
+    /// cref="WorkerOptions.StartupTimeout"/> passed first; the workers keep starting meanwhile.
+    /// </summary>
+    public Task<bool> StartAsync(CancellationToken ct = default)
     {
+        if (Interlocked.Exchange(ref _started, 1) != 0)
+            throw new InvalidOperationException("the worker pool is started already");
         foreach (var slot in _slots)
             slot.Start(_stopping.Token);
+        return WaitAsync(() => _slots.All(s => s.Initialised is { IsClosed: false } && (Specialization is null || s.IsReady)),
+            _options.StartupTimeout, ct);
+    }
+
+    /// <summary>
+    /// Loads <paramref name="specialization"/>'s app into every worker: the running ones now, the ones
+    /// that start (or restart) later as they come up. Completes when every worker serves the app, or
+    /// with false when <see cref="WorkerOptions.StartupTimeout"/> passed first.
+    /// </summary>
+    /// <exception cref="InvalidOperationException">The pool is specialised already (a worker runs one
+    /// app for its life), or the app's workers must run as another user than the pool's.</exception>
+    public Task<bool> SpecializeAsync(WorkerSpecialization specialization, CancellationToken ct = default)
+    {
+        if (specialization.App.WorkerRuntime != _options.Runtime)
+            throw new InvalidOperationException(
+                $"the app {specialization.App.Name} needs {specialization.App.WorkerRuntime} workers; this pool runs {_options.Runtime} workers");
+        // A running process cannot change its user: the app must want the user the pool started as.
+        if (specialization.Identity != _options.Identity)
+            throw new InvalidOperationException(
+                $"the app {specialization.App.Name}'s workers must run as {Describe(specialization.Identity)}, but this pool's run as " +
+                $"{Describe(_options.Identity)}, and a worker cannot change its user after it starts: start the standby pool as the app's user, or with isolation off");
+        if (!_specialized.TrySetResult(specialization))
+            throw new InvalidOperationException($"the worker pool already runs the app {Specialization!.App.Name}; a worker is specialised once");
+        _logger.LogInformation("Specialising the {Runtime} workers to the app {App}", _options.Runtime, specialization.App.Name);
+        return WaitAsync(() => _slots.All(s => s.IsReady), _options.StartupTimeout, ct);
+
+        static string Describe(WorkerIdentity? identity) => identity is null ? "the host's user" : $"{identity.UserName} (uid {identity.UserId})";
     }
 
     /// <summary>Waits until every worker is up (or <paramref name="timeout"/> passes).</summary>
-    public async Task<bool> WaitAllReadyAsync(TimeSpan timeout)
+    public Task<bool> WaitAllReadyAsync(TimeSpan timeout) => WaitAsync(() => _slots.All(s => s.IsReady), timeout, CancellationToken.None);
+
+    private async Task<bool> WaitAsync(Func<bool> done, TimeSpan timeout, CancellationToken ct)
     {
         var deadline = DateTime.UtcNow + timeout;
-        while (ReadyWorkers < _slots.Length)
+        while (true)
         {
+            var changed = Volatile.Read(ref _readyChanged).Task;
+            if (done())
+                return true;
             var left = deadline - DateTime.UtcNow;
             if (left <= TimeSpan.Zero)
                 return false;
-            await Task.WhenAny(Volatile.Read(ref _readyChanged).Task, Task.Delay(left));
+            await Task.WhenAny(changed, Task.Delay(left, ct));
+            ct.ThrowIfCancellationRequested();
         }
-        return true;
     }
 
-    /// <summary>Called by the gRPC endpoint for each worker that dials in; returns when its stream ends.</summary>
-    public async Task AcceptAsync(GrpcServerStream<StreamingMessage, StreamingMessage> stream)
+    /// <summary>Called by the gRPC service for each worker that dials in; returns when its stream ends.</summary>
+    public async Task AcceptAsync(IAsyncStreamReader<StreamingMessage> requests, IServerStreamWriter<StreamingMessage> responses,
+        ServerCallContext context)
     {
-        var ct = stream.Context.RequestAborted;
-        var first = await stream.ReadAsync(ct).AsTask().WaitAsync(TimeSpan.FromSeconds(10), ct);
+        var ct = context.CancellationToken;
+        // A worker stream lives as long as its worker, which may read slowly while busy: no minimum
+        // response data rate (Grpc.AspNetCore lifts the request side's limits itself).
+        if (context.GetHttpContext().Features.Get<IHttpMinResponseDataRateFeature>() is { } minResponseRate)
+            minResponseRate.MinDataRate = null;
+        var first = await WorkerChannel.ReadAsync(requests, ct).AsTask().WaitAsync(TimeSpan.FromSeconds(10), ct);
         if (first?.StartStream is not { } start)
-            throw new GrpcException(GrpcStatus.InvalidArgument, "the first message on the worker stream must be StartStream");
+            throw new RpcException(new Status(StatusCode.InvalidArgument, "the first message on the worker stream must be StartStream"));
         if (!_awaiting.TryRemove(start.WorkerId, out var waiter))
-            throw new GrpcException(GrpcStatus.PermissionDenied, $"worker id \"{start.WorkerId}\" was not started by this host");
-        var channel = new WorkerChannel(start.WorkerId, stream, _logger, OnWorkerLog);
+            throw new RpcException(new Status(StatusCode.PermissionDenied, $"worker id \"{start.WorkerId}\" was not started by this host"));
+        var channel = new WorkerChannel(start.WorkerId, requests, responses, _logger, OnWorkerLog);
         waiter.TrySetResult(channel);
         await channel.RunAsync(ct);
     }
@@ -89,11 +153,12 @@ internal sealed partial class WorkerPool : IAsyncDisposable
     public async Task<InvocationResponse> InvokeAsync(FunctionDefinition function, InvocationRequest request, CancellationToken ct,
         TimeSpan? remaining = null)
     {
-        var (slot, channel) = await PickAsync(ct);
-        if (!channel.SharedMemory && SharedMemoryReader is { } reader)
+        var (slot, channel) = await PickAsync(function, ct);
+        var app = _specialized.Task.Result; // a ready worker is specialised
+        if (!channel.SharedMemory && app.SharedMemoryReader is { } reader)
             InlineSharedMemory(request, reader);
         var call = channel.InvokeAsync(request, function.Name);
-        var timeout = _app.Host.FunctionTimeout;
+        var timeout = app.App.Host.FunctionTimeout;
         try
         {
             return await call.WaitAsync(remaining ?? timeout, ct);
@@ -126,9 +191,6 @@ internal sealed partial class WorkerPool : IAsyncDisposable
         }
     }
 
-    /// <summary>Reads shared-memory references for workers that take blobs inline (set when the cachelet is on).</summary>
-    public ISharedMemoryReader? SharedMemoryReader { get; set; }
-
     private static void InlineSharedMemory(InvocationRequest request, ISharedMemoryReader reader)
     {
         foreach (var input in request.InputData)
@@ -138,30 +200,49 @@ internal sealed partial class WorkerPool : IAsyncDisposable
         }
     }
 
-    private async ValueTask<(WorkerSlot, WorkerChannel)> PickAsync(CancellationToken ct)
+    private async ValueTask<(WorkerSlot, WorkerChannel)> PickAsync(FunctionDefinition function, CancellationToken ct)
     {
         var deadline = DateTime.UtcNow + _options.StartupTimeout;
         while (true)
         {
             var changed = Volatile.Read(ref _readyChanged).Task;
-            WorkerSlot? bestSlot = null;
-            WorkerChannel? best = null;
-            var start = (int)((uint)Interlocked.Increment(ref _roundRobin) % (uint)_slots.Length);
-            for (var i = 0; i < _slots.Length; i++)
-            {
-                var slot = _slots[(start + i) % _slots.Length];
-                if (slot.Ready is { IsClosed: false } channel && (best is null || channel.InFlight < best.InFlight))
-                    (bestSlot, best) = (slot, channel);
-            }
-            if (best is not null)
-                return (bestSlot!, best);
+            // The scheduler saw a ready worker; it may have closed since, so check again and re-pick if so.
+            if (_scheduler.Pick(_slots, function) is var index and >= 0 && index < _slots.Length
+                && _slots[index] is { Ready: { IsClosed: false } channel } slot)
+                return (slot, channel);
             var left = deadline - DateTime.UtcNow;
             if (left <= TimeSpan.Zero)
                 throw new WorkerUnavailableException(
-                    $"no {_app.WorkerRuntime} worker is available: {_slots.Select(s => s.LastError).FirstOrDefault(e => e is not null) ?? "workers are starting"}");
+                    $"no {_options.Runtime} worker is available: {_slots.Select(s => s.LastError).FirstOrDefault(e => e is not null) ?? (Specialization is null ? "the workers are not specialised to an app yet" : "workers are starting")}");
             await Task.WhenAny(changed, Task.Delay(left, ct));
             ct.ThrowIfCancellationRequested();
         }
+    }
+
+    /// <summary>
+    /// A worker's environment: the host's; for an app, its settings and the host's extra variables
+    /// on top; then the worker's own (unbuffered Python output, malloc tunables, the worker user's
+    /// HOME/USER/LOGNAME). A process started for the app gets it at exec, and every worker gets it
+    /// again with FunctionEnvironmentReloadRequest, so a standby worker ends up with the same.
+    /// </summary>
+    internal Dictionary<string, string?> EnvironmentFor(WorkerSpecialization? app)
+    {
+        var environment = new Dictionary<string, string?>(StringComparer.Ordinal);
+        foreach (System.Collections.DictionaryEntry e in Environment.GetEnvironmentVariables())
+            environment[(string)e.Key] = e.Value as string;
+        if (app is not null)
+        {
+            foreach (var (name, value) in app.App.Settings.Values)
+                environment[name] = value;
+            foreach (var (name, value) in app.ExtraEnvironment)
+                environment[name] = value;
+        }
+        environment["PYTHONUNBUFFERED"] = "1";
+        if (_options.Runtime == "python" && _options.PythonMallocTunables is { Length: > 0 } tunables
+            && !environment.ContainsKey("GLIBC_TUNABLES"))
+            environment["GLIBC_TUNABLES"] = tunables;
+        _options.Identity?.SetEnvironment(environment);
+        return environment;
     }
 
     private void SignalReadyChanged()

@@ -9,10 +9,11 @@ namespace FaaST.Runtime.Workers;
 internal sealed partial class WorkerPool
 {
     /// <summary>
-    /// One worker position: starts a process, waits for it to dial in, initialises it, loads the
-    /// functions, and when the process dies or is recycled starts a new one after a backoff.
+    /// One worker position: starts a process, waits for it to dial in, initialises it, specialises it
+    /// to the app (once the pool has one), and when the process dies or is recycled starts a new one
+    /// after a backoff.
     /// </summary>
-    private sealed class WorkerSlot(WorkerPool pool, int index)
+    private sealed class WorkerSlot(WorkerPool pool, int index) : IWorkerLoad
     {
         private readonly object _gate = new();
         private Process? _process;
@@ -20,7 +21,15 @@ internal sealed partial class WorkerPool
         private Task _loop = Task.CompletedTask;
         private int _incarnation;
 
+        /// <summary>The worker's channel once it serves the app's invocations.</summary>
         public WorkerChannel? Ready { get; private set; }
+
+        /// <summary>The worker's channel once it has answered init (on standby or specialised).</summary>
+        public WorkerChannel? Initialised { get; private set; }
+
+        public bool IsReady => Ready is { IsClosed: false };
+
+        public int InFlight => Ready?.InFlight ?? 0;
 
         public string? LastError { get; private set; }
 
@@ -66,6 +75,7 @@ internal sealed partial class WorkerPool
                 finally
                 {
                     Ready = null;
+                    Initialised = null;
                     pool.SignalReadyChanged();
                     // When stopping, StopAsync terminates the worker gracefully instead.
                     if (!stopping.IsCancellationRequested)
@@ -94,10 +104,13 @@ internal sealed partial class WorkerPool
             var workerId = $"{options.Runtime}-{index}-{Interlocked.Increment(ref _incarnation)}-{Guid.NewGuid():N}";
             var connected = new TaskCompletionSource<WorkerChannel>(TaskCreationOptions.RunContinuationsAsynchronously);
             pool._awaiting[workerId] = connected;
+            // Specialised already (a known app, or a restart after specialisation): the process
+            // starts with the app's environment, as a worker of the app always did.
+            var startedFor = pool.Specialization;
             Process process;
             try
             {
-                process = StartProcess(workerId);
+                process = StartProcess(workerId, startedFor);
             }
             catch (Exception e) when (e is System.ComponentModel.Win32Exception or InvalidOperationException)
             {
@@ -120,42 +133,72 @@ internal sealed partial class WorkerPool
             }
             lock (_gate)
                 _channel = channel;
-            await InitialiseAsync(channel, stopping);
-            LastError = null;
-            Ready = channel;
+            await InitialiseAsync(channel, startedFor, stopping);
+            Initialised = channel;
             pool.SignalReadyChanged();
-            pool._logger.LogInformation("Worker {WorkerId} (pid {Pid}) is ready", workerId, process.Id);
-            var ended = await Task.WhenAny(exited, channel.Closed, Task.Delay(Timeout.Infinite, stopping));
+            var ended = Task.WhenAny(exited, channel.Closed, Task.Delay(Timeout.Infinite, stopping));
+            if (startedFor is null)
+                pool._logger.LogInformation("Worker {WorkerId} (pid {Pid}) is up on standby", workerId, process.Id);
+            // On standby until the pool has an app (or the worker ends first).
+            if (await Task.WhenAny(pool._specialized.Task, ended) == pool._specialized.Task)
+            {
+                await SpecializeAsync(channel, pool._specialized.Task.Result, stopping);
+                LastError = null;
+                Ready = channel;
+                pool.SignalReadyChanged();
+                pool._logger.LogInformation("Worker {WorkerId} (pid {Pid}) is ready", workerId, process.Id);
+            }
+            var end = await ended;
             Ready = null;
+            Initialised = null;
             pool.SignalReadyChanged();
             stopping.ThrowIfCancellationRequested();
-            var why = ended == exited ? $"exited with code {SafeExitCode(process)}" : "closed its stream";
+            var why = end == exited ? $"exited with code {SafeExitCode(process)}" : "closed its stream";
             channel.Close($"the worker process {why}");
             throw new WorkerUnavailableException($"worker {workerId} {why}");
         }
 
-        private async Task InitialiseAsync(WorkerChannel channel, CancellationToken ct)
+        /// <summary>The init handshake: the process-level part, the same for a standby worker and one
+        /// started for its app.</summary>
+        private async Task InitialiseAsync(WorkerChannel channel, WorkerSpecialization? startedFor, CancellationToken ct)
         {
             var options = pool._options;
             var request = new WorkerInitRequest
             {
                 HostVersion = typeof(WorkerPool).Assembly.GetName().Version?.ToString() ?? "0",
-                FunctionAppDirectory = pool._app.Directory,
+                FunctionAppDirectory = startedFor?.App.Directory ?? "",
             };
-            foreach (var (name, value) in options.Capabilities)
-                request.Capabilities[name] = value;
             var init = await channel.RequestAsync(new StreamingMessage { WorkerInitRequest = request }, options.StartupTimeout, ct);
             var response = init.WorkerInitResponse;
             if (response.Result?.Status != StatusResult.Types.Status.Success)
                 throw new WorkerUnavailableException($"worker init failed: {response.Result?.Exception?.Message}");
-            channel.SharedMemory = options.Capabilities.ContainsKey(WorkerCapabilities.SharedMemory) &&
+        }
+
+        /// <summary>
+        /// Loads the app into a worker: its environment, directory and capabilities
+        /// (FunctionEnvironmentReloadRequest, the same whether the process started with them or on
+        /// standby), then each runnable function.
+        /// </summary>
+        private async Task SpecializeAsync(WorkerChannel channel, WorkerSpecialization app, CancellationToken ct)
+        {
+            var options = pool._options;
+            var request = new FunctionEnvironmentReloadRequest { FunctionAppDirectory = app.App.Directory };
+            foreach (var (name, value) in pool.EnvironmentFor(app))
+                request.EnvironmentVariables[name] = value ?? "";
+            foreach (var (name, value) in app.Capabilities)
+                request.Capabilities[name] = value;
+            var reply = await channel.RequestAsync(new StreamingMessage { FunctionEnvironmentReloadRequest = request }, options.StartupTimeout, ct);
+            var response = reply.FunctionEnvironmentReloadResponse;
+            if (response.Result?.Status != StatusResult.Types.Status.Success)
+                throw new WorkerUnavailableException(
+                    $"worker {channel.WorkerId} could not be specialised to {app.App.Name}: {response.Result?.Exception?.Message ?? response.Result?.Result}");
+            channel.SharedMemory = app.Capabilities.ContainsKey(WorkerCapabilities.SharedMemory) &&
                 response.Capabilities.TryGetValue(WorkerCapabilities.SharedMemory, out var shm) && shm == "1";
             channel.SharedMemoryRelease = channel.SharedMemory &&
                 response.Capabilities.TryGetValue(WorkerCapabilities.SharedMemoryRelease, out var release) && release == "1";
-            if (options.Capabilities.ContainsKey(WorkerCapabilities.SharedMemory) && !channel.SharedMemory)
+            if (app.Capabilities.ContainsKey(WorkerCapabilities.SharedMemory) && !channel.SharedMemory)
                 pool._logger.LogWarning("Worker {WorkerId} declined shared memory; blobs reach it inline", channel.WorkerId);
-            var loads = pool._app.Runnable.Select(f => LoadAsync(channel, f, ct)).ToArray();
-            await Task.WhenAll(loads);
+            await Task.WhenAll(app.App.Runnable.Select(f => LoadAsync(channel, f, ct)));
         }
 
         private async Task LoadAsync(WorkerChannel channel, FunctionDefinition function, CancellationToken ct)
@@ -202,7 +245,7 @@ internal sealed partial class WorkerPool
             },
         };
 
-        private Process StartProcess(string workerId)
+        private Process StartProcess(string workerId, WorkerSpecialization? app)
         {
             var options = pool._options;
             var (exe, script) = options.Runtime == "python"
@@ -212,7 +255,8 @@ internal sealed partial class WorkerPool
                 throw new InvalidOperationException($"{script} does not exist (set FAAST_WORKERS_DIR to the workers folder)");
             var info = new ProcessStartInfo(exe)
             {
-                WorkingDirectory = pool._app.Directory,
+                // On standby: the worker's own folder, which the workers' user can read in any case.
+                WorkingDirectory = app?.App.Directory ?? Path.GetDirectoryName(script)!,
                 RedirectStandardOutput = true,
                 RedirectStandardError = true,
                 UseShellExecute = false,
@@ -223,14 +267,9 @@ internal sealed partial class WorkerPool
                          "--worker-id", workerId, "--max-message-length", options.MaxMessageSize.ToString(CultureInfo.InvariantCulture),
                      })
                 info.ArgumentList.Add(arg);
-            foreach (var (name, value) in pool._app.Settings.Values)
+            info.Environment.Clear();
+            foreach (var (name, value) in pool.EnvironmentFor(app))
                 info.Environment[name] = value;
-            foreach (var (name, value) in options.ExtraEnvironment)
-                info.Environment[name] = value;
-            info.Environment["PYTHONUNBUFFERED"] = "1";
-            if (options.Runtime == "python" && options.PythonMallocTunables is { Length: > 0 } tunables
-                && !info.Environment.ContainsKey("GLIBC_TUNABLES"))
-                info.Environment["GLIBC_TUNABLES"] = tunables;
             // As the app's user, the worker can open the app's segments and no other app's; the host
             // (root) still reads its output files and kills it.
             options.Identity?.AsThisUser(info);
@@ -330,7 +369,7 @@ internal sealed partial class WorkerPool
         /// </summary>
         private void SweepOutputFiles(int pid)
         {
-            if (!pool._options.Capabilities.TryGetValue(WorkerCapabilities.SharedMemoryDirectory, out var dir))
+            if (pool.Specialization is not { } app || !app.Capabilities.TryGetValue(WorkerCapabilities.SharedMemoryDirectory, out var dir))
                 return;
             Microsoft.Win32.SafeHandles.SafeFileHandle directory;
             try

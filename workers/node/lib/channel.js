@@ -115,6 +115,7 @@ class WorkerChannel {
       switch (msg.content) {
         case 'invocation_request': return this.onInvocation(msg.invocation_request);
         case 'worker_init_request': return this.onInit(msg);
+        case 'function_environment_reload_request': return this.onEnvironmentReload(msg);
         case 'function_load_request': return this.onLoad(msg);
         case 'invocation_cancel': return undefined; // best effort: nothing to cancel in v3's model
         case 'worker_terminate': return this.onTerminate(msg.worker_terminate);
@@ -129,8 +130,43 @@ class WorkerChannel {
   }
 
   onInit(msg) {
-    const capabilities = { concurrent: '1' };
     const offered = (msg.worker_init_request && msg.worker_init_request.capabilities) || {};
+    this.send({
+      request_id: msg.request_id,
+      worker_init_response: {
+        worker_version: WORKER_VERSION,
+        capabilities: this.negotiate(offered),
+        result: SUCCESS,
+      },
+    });
+  }
+
+  // Specialise to an app (a standby worker, or one started for it, alike): its environment
+  // replaces ours, its directory becomes the working directory, and its capabilities are
+  // negotiated as at init. Comes before any function load.
+  onEnvironmentReload(msg) {
+    const request = msg.function_environment_reload_request || {};
+    const dir = request.function_app_directory || '';
+    let reply;
+    try {
+      const env = request.environment_variables || {};
+      for (const name of Object.keys(process.env)) {
+        if (!Object.prototype.hasOwnProperty.call(env, name)) delete process.env[name];
+      }
+      Object.assign(process.env, env);
+      if (dir) process.chdir(dir);
+      reply = { capabilities: this.negotiate(request.capabilities || {}), result: SUCCESS };
+    } catch (err) {
+      const message = `environment reload to '${dir}' failed: ${err && err.message}`;
+      this.workerLog('ERROR', message);
+      reply = { result: { status: 'FAILURE', result: message, exception: { source: WORKER_CATEGORY, message, stack_trace: (err && err.stack) || '' } } };
+    }
+    this.send({ request_id: msg.request_id, function_environment_reload_response: reply });
+  }
+
+  // The capabilities we accept of what the host offered (shared memory, if its directory is usable).
+  negotiate(offered) {
+    const capabilities = { concurrent: '1' };
     const { shm, message } = shmModule.negotiate(offered);
     if (this.shm !== null) this.shm.close();
     this.shm = shm;
@@ -140,14 +176,7 @@ class WorkerChannel {
     } else if (message) {
       this.workerLog('WARNING', message);
     }
-    this.send({
-      request_id: msg.request_id,
-      worker_init_response: {
-        worker_version: WORKER_VERSION,
-        capabilities,
-        result: SUCCESS,
-      },
-    });
+    return capabilities;
   }
 
   onLoad(msg) {

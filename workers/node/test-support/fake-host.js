@@ -46,7 +46,7 @@ class FakeHost {
     this.streamEndedPromise = new Promise((resolve) => { this.onStreamEnded = resolve; });
   }
 
-  async start({ files, env, extraArgs, nodeArgs, spawnWorker = true } = {}) {
+  async start({ files, env, extraArgs, nodeArgs, cwd, spawnWorker = true } = {}) {
     this.appDir = fs.mkdtempSync(path.join(os.tmpdir(), 'faast-node-test-'));
     writeApp(this.appDir, files);
     const proto = loadProto();
@@ -60,14 +60,15 @@ class FakeHost {
         if (err) reject(err); else resolve(port);
       });
     });
-    if (spawnWorker) this.spawnWorker({ env, extraArgs, nodeArgs });
+    if (spawnWorker) this.spawnWorker({ env, extraArgs, nodeArgs, cwd });
     return this;
   }
 
-  spawnWorker({ env, extraArgs, nodeArgs, argv } = {}) {
+  // cwd: the worker's directory (default the app's; a standby worker starts elsewhere).
+  spawnWorker({ env, extraArgs, nodeArgs, argv, cwd } = {}) {
     const args = argv || [...(nodeArgs || []), WORKER_JS, '--host', '127.0.0.1', '--port', String(this.port), '--worker-id', this.workerId, ...(extraArgs || [])];
     this.child = spawn(process.execPath, args, {
-      cwd: this.appDir,
+      cwd: cwd || this.appDir,
       env: { ...process.env, ...(env || {}) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -97,6 +98,7 @@ class FakeHost {
         this.logs.push(msg.rpc_log);
         break;
       case 'worker_init_response':
+      case 'function_environment_reload_response':
       case 'function_load_response':
         this.settle(msg.request_id, msg);
         break;
@@ -146,6 +148,17 @@ class FakeHost {
     const reply = this.expect(requestId, 'WorkerInitResponse');
     this.send({ request_id: requestId, worker_init_request: { host_version: 'test', capabilities, function_app_directory: this.appDir } });
     return reply;
+  }
+
+  // FunctionEnvironmentReloadRequest: specialise the worker to the app in dir (default: the app dir).
+  async reload(env, { dir, capabilities = {} } = {}) {
+    const requestId = `reload-${this.nextId++}`;
+    const reply = this.expect(requestId, 'FunctionEnvironmentReloadResponse');
+    this.send({
+      request_id: requestId,
+      function_environment_reload_request: { environment_variables: env, function_app_directory: dir === undefined ? this.appDir : dir, capabilities },
+    });
+    return (await reply).function_environment_reload_response;
   }
 
   // metadata.script_file / directory may be relative to the app dir.

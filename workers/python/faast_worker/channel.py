@@ -172,6 +172,7 @@ class Worker:
             "invocation_cancel": self._on_cancel,
             "function_load_request": self._on_load,
             "worker_init_request": self._on_init,
+            "function_environment_reload_request": self._on_environment_reload,
             "worker_terminate": self._on_terminate,
             "shared_memory_released": self._on_released,
         }
@@ -216,6 +217,44 @@ class Worker:
         elif why:
             log.warning("%s", why)
         resp.result.status = SUCCESS
+        self.send(out)
+
+    def _on_environment_reload(self, msg: "pb.StreamingMessage") -> None:
+        """Specialise to an app (a standby worker, or one started for it, alike): take the
+        app's environment and directory, size the thread pool from its settings, and
+        negotiate its capabilities as at init. Comes before any function load."""
+        req = msg.function_environment_reload_request
+        out = StreamingMessage(request_id=msg.request_id)
+        resp = out.function_environment_reload_response
+        try:
+            os.environ.clear()
+            os.environ.update(req.environment_variables)
+            if req.function_app_directory:
+                os.chdir(req.function_app_directory)
+                loader.add_app_paths(req.function_app_directory)
+            from .main import thread_count  # reads PYTHON_THREADPOOL_THREAD_COUNT
+            self.pool.resize(thread_count())
+            logging.getLogger().setLevel(
+                logging.DEBUG if os.environ.get("PYTHON_ENABLE_DEBUG_LOGGING", "").lower()
+                in ("1", "true") else logging.INFO)
+            resp.capabilities["concurrent"] = "1"
+            cfg, why = shm.negotiate(dict(req.capabilities))
+            shm.configure(cfg)
+            if cfg is not None:
+                resp.capabilities[shm.CAPABILITY] = "1"
+                if cfg.keep_mappings:
+                    resp.capabilities[shm.RELEASE_CAPABILITY] = "1"
+                log.info("%s", why)
+            elif why:
+                log.warning("%s", why)
+            resp.result.status = SUCCESS
+        except Exception as exc:
+            log.exception("environment reload failed")
+            resp.result.status = FAILURE
+            resp.result.exception.CopyFrom(logs.exception_proto(exc, "faast-python-worker"))
+            resp.result.exception.message = (
+                f"environment reload to '{req.function_app_directory}' failed: "
+                f"{type(exc).__name__}: {exc}")
         self.send(out)
 
     def _on_load(self, msg: "pb.StreamingMessage") -> None:

@@ -57,6 +57,12 @@ class SyncPool:
         self._jobs.put(job)
         return job
 
+    def resize(self, size: int) -> None:
+        """Set the most threads the pool may start (threads start on demand, and none
+        has before the first job, so a standby worker takes its app's setting here)."""
+        with self._count_lock:
+            self._size = max(size, len(self._threads), 1)
+
     def cancel(self, job: Job) -> bool:
         """Cancel a job that has not started; False if it is already running."""
         with self._claim:

@@ -142,6 +142,19 @@ class FakeHost:
         reply = self.recv(lambda m: m.request_id == msg.request_id)
         return reply.worker_init_response
 
+    def reload(self, app_dir: Path, env: Dict[str, str],
+               capabilities: Optional[Dict[str, str]] = None
+               ) -> pb.FunctionEnvironmentReloadResponse:
+        """Specialise the worker to the app in app_dir (FunctionEnvironmentReloadRequest)."""
+        msg = pb.StreamingMessage(request_id=self.next_id("reload"))
+        req = msg.function_environment_reload_request
+        req.function_app_directory = str(app_dir)
+        req.environment_variables.update(env)
+        req.capabilities.update(capabilities or {})
+        self.send(msg)
+        reply = self.recv(lambda m: m.request_id == msg.request_id)
+        return reply.function_environment_reload_response
+
     def load(self, function_id: str, name: str, directory: Path, script_file: Path,
              bindings: Dict[str, Tuple[str, int]], entry_point: str = "") -> pb.FunctionLoadResponse:
         msg = pb.StreamingMessage(request_id=self.next_id("load"))
