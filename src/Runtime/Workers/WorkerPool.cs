@@ -89,7 +89,8 @@ internal sealed partial class WorkerPool : IAsyncDisposable
     public async Task<InvocationResponse> InvokeAsync(FunctionDefinition function, InvocationRequest request, CancellationToken ct,
         TimeSpan? remaining = null)
     {
-        var (slot, channel) = await PickAsync(ct);
+        var pick = PickAsync(ct);
+        var (slot, channel) = pick.IsCompleted || Metrics is null ? await pick : await Metrics.WhileQueuedAsync(pick);
         if (!channel.SharedMemory && SharedMemoryReader is { } reader)
             InlineSharedMemory(request, reader);
         var call = channel.InvokeAsync(request, function.Name);
@@ -128,6 +129,9 @@ internal sealed partial class WorkerPool : IAsyncDisposable
 
     /// <summary>Reads shared-memory references for workers that take blobs inline (set when the cachelet is on).</summary>
     public ISharedMemoryReader? SharedMemoryReader { get; set; }
+
+    /// <summary>Counts invocations waiting for a worker and worker restarts.</summary>
+    public Telemetry.HostMetrics? Metrics { get; init; }
 
     private static void InlineSharedMemory(InvocationRequest request, ISharedMemoryReader reader)
     {
