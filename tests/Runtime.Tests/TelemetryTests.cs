@@ -4,6 +4,7 @@ using System.Net;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Telemetry;
 using Microsoft.AspNetCore.Builder;
+using Microsoft.AspNetCore.Hosting;
 using Microsoft.AspNetCore.Http;
 using Microsoft.Extensions.Configuration;
 using Microsoft.Extensions.DependencyInjection;
@@ -227,7 +228,7 @@ public sealed class TelemetryTests(AzuriteFixture azurite)
     [InlineData(null, "otlp", null, true, false)]
     public void The_OTEL_variables_choose_what_goes_out_over_OTLP(string? endpoint, string? traces, string? metrics, bool exportsTraces, bool exportsMetrics)
     {
-        var export = TelemetryExport.From(Config(("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint), ("OTEL_TRACES_EXPORTER", traces), ("OTEL_METRICS_EXPORTER", metrics)));
+        var export = TelemetryExport.From(Config(("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint), ("OTEL_TRACES_EXPORTER", traces), ("OTEL_METRICS_EXPORTER", metrics)), Environment);
         Assert.Equal(exportsTraces, export.Traces);
         Assert.Equal(exportsMetrics, export.Metrics);
     }
@@ -240,9 +241,81 @@ public sealed class TelemetryTests(AzuriteFixture azurite)
     [InlineData("OTEL_METRICS_EXPORTER", "otlp,none", "\"none\" cannot be combined")]
     public void A_bad_OTEL_variable_is_a_start_up_error_naming_it(string variable, string value, string expected)
     {
-        var e = Assert.Throws<AppConfigException>(() => TelemetryExport.From(Config((variable, value))));
-        Assert.StartsWith($"{variable} is \"{value}\"", e.Message);
+        var e = Assert.Throws<AppConfigException>(() => TelemetryExport.From(Config((variable, value)), Environment));
+        Assert.StartsWith($"environment variable {variable} is \"{value}\"", e.Message);
         Assert.Contains(expected, e.Message);
+    }
+
+    [Fact]
+    public async Task A_bad_OTEL_setting_in_local_settings_stops_the_host_naming_the_file_and_key()
+    {
+        using var app = new TestApp("python", settings: new() { ["OTEL_TRACES_EXPORTER"] = "zipkin" })
+            .Function("Ok", TestApp.HttpFunctionJson, ("__init__.py", PyOk));
+        var e = await Assert.ThrowsAsync<AppConfigException>(() => HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString));
+        Assert.Equal($"{Path.Combine(app.Directory, "local.settings.json")}: Values.OTEL_TRACES_EXPORTER is \"zipkin\": \"zipkin\" is not an exporter FaaST has (it takes otlp, none)", e.Message);
+    }
+
+    [Fact]
+    public async Task OTEL_settings_of_the_app_send_its_spans_and_metrics_over_OTLP_to_a_loopback_collector()
+    {
+        await using var collector = await OtlpCollector.StartAsync();
+        using var app = new TestApp("python", settings: new()
+        {
+            ["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.Endpoint,
+            ["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf",
+            ["OTEL_METRIC_EXPORT_INTERVAL"] = "200",
+            ["OTEL_BSP_SCHEDULE_DELAY"] = "100",
+        }).Function("OtlpProbe", TestApp.HttpFunctionJson, ("__init__.py", PyOk));
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
+        Assert.Equal("ok", await host.Http.GetStringAsync("/api/OtlpProbe"));
+
+        // OTLP/protobuf carries names as plain UTF-8: the span's name and the counter's name are in the bodies.
+        await HostUnderTest.EventuallyAsync(() => Task.FromResult(
+            collector.Received("/v1/traces", "invoke OtlpProbe") && collector.Received("/v1/metrics", "faast.invocations")),
+            "the collector to receive the invocation's span and the host's metrics");
+        Assert.Contains($"Exporting traces and metrics over OTLP to {collector.Endpoint}", host.Logs.All);
+    }
+
+    private static string Environment(string name) => "environment variable " + name;
+
+    /// <summary>An OTLP/HTTP collector on loopback that keeps what it is sent.</summary>
+    private sealed class OtlpCollector : IAsyncDisposable
+    {
+        private readonly WebApplication _web;
+        private readonly System.Collections.Concurrent.ConcurrentQueue<(string Path, byte[] Body)> _received = new();
+
+        private OtlpCollector(WebApplication web) => _web = web;
+
+        public string Endpoint => _web.Urls.Single();
+
+        public static async Task<OtlpCollector> StartAsync()
+        {
+            var builder = WebApplication.CreateSlimBuilder();
+            builder.WebHost.UseUrls("http://127.0.0.1:0");
+            builder.Logging.ClearProviders();
+            var collector = new OtlpCollector(builder.Build());
+            collector._web.MapPost("/v1/{signal}", async context =>
+            {
+                using var body = new MemoryStream();
+                await context.Request.Body.CopyToAsync(body);
+                collector._received.Enqueue((context.Request.Path.Value!, body.ToArray()));
+                context.Response.ContentType = "application/x-protobuf";
+            });
+            await collector._web.StartAsync();
+            return collector;
+        }
+
+        public bool Received(string path, string text)
+        {
+            var bytes = System.Text.Encoding.UTF8.GetBytes(text);
+            return _received.Any(r => r.Path == path && r.Body.AsSpan().IndexOf(bytes) >= 0);
+        }
+
+        public async ValueTask DisposeAsync()
+        {
+            await _web.StopAsync();
+            await _web.DisposeAsync();
+        }
     }
 
     private static IConfiguration Config(params (string Key, string? Value)[] values) =>

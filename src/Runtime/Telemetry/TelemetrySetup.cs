@@ -2,6 +2,7 @@ using System.Diagnostics.Metrics;
 using FaaST.Cachelet.Peers;
 using FaaST.Cachelet.Telemetry;
 using FaaST.Runtime.App;
+using FaaST.Runtime.Http;
 using FaaST.Runtime.Workers;
 using Microsoft.AspNetCore.Routing.Patterns;
 using Microsoft.AspNetCore.Routing.Template;
@@ -27,7 +28,12 @@ internal static class TelemetrySetup
     public static void AddFaaSTTelemetry(this WebApplicationBuilder builder, FunctionApp app, Action<TracerProviderBuilder>? tracing)
     {
         var config = builder.Configuration;
-        var export = TelemetryExport.From(config);
+        // App settings are the functions' environment (as in Azure Functions): OTEL_* in
+        // local.settings.json configure the SDK too; the environment already overrides them there.
+        var otelSettings = app.Settings.Values.Where(s => s.Key.StartsWith("OTEL_", StringComparison.OrdinalIgnoreCase)).ToList();
+        if (otelSettings.Count > 0)
+            config.AddInMemoryCollection(otelSettings.Select(s => new KeyValuePair<string, string?>(s.Key, s.Value)));
+        var export = TelemetryExport.From(config, name => app.Settings[name] is null ? $"environment variable {name}" : app.Settings.SourceOf(name));
         var services = builder.Services;
         services.AddSingleton(export);
         services.AddMetrics();
@@ -42,13 +48,13 @@ internal static class TelemetrySetup
                 .AddAspNetCoreInstrumentation()
                 .AddHttpClientInstrumentation()
                 .AddPrometheusExporter();
-            metrics.ConfigureServices(s => s.ConfigureOpenTelemetryMeterProvider((sp, b) =>
-            {
-                var own = sp.GetRequiredService<IMeterFactory>();
-                b.AddView(instrument => BelongsToThisHost(instrument.Meter, own, app.Name) ? null : MetricStreamConfiguration.Drop);
-            }));
             if (export.Metrics)
                 metrics.AddOtlpExporter();
+        });
+        services.ConfigureOpenTelemetryMeterProvider((sp, metrics) =>
+        {
+            var own = sp.GetRequiredService<IMeterFactory>();
+            metrics.AddView(instrument => BelongsToThisHost(instrument.Meter, own, app.Name) ? null : MetricStreamConfiguration.Drop);
         });
         if (!export.Traces && tracing is null)
             return; // no listener at all: ASP.NET Core and the host start no activities
@@ -98,11 +104,18 @@ internal static class TelemetrySetup
             }), optionsName: null);
         scrape.DisableHttpMetrics();
         scrape.Add(endpoint => ((RouteEndpointBuilder)endpoint).Order = int.MaxValue);
-        var shadowing = FunctionsAnswering(web, MetricsPath, HttpMethods.Get);
-        if (shadowing.Count > 0)
-            logger.LogWarning("Function {Functions} answers GET {Path} (host.json routePrefix is \"{Prefix}\"), so the Prometheus scrape endpoint is not served there; " +
-                "give the functions a routePrefix, or read the metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT)",
-                string.Join(", ", shadowing), MetricsPath, app.Host.RoutePrefix);
+        // Only a routePrefix of "" or "metrics" lets a function route reach /metrics (host.json refuses
+        // prefixes that are not plain path segments). The check builds every endpoint (~140 ms of
+        // start-up on this machine), so it runs only then.
+        var prefix = app.Host.RoutePrefix;
+        if (prefix.Length == 0 || prefix.Equals(MetricsPath[1..], StringComparison.OrdinalIgnoreCase))
+        {
+            var shadowing = FunctionsAnswering(web, MetricsPath, HttpMethods.Get);
+            if (shadowing.Count > 0)
+                logger.LogWarning("Function {Functions} answers GET {Path} (host.json routePrefix is \"{Prefix}\"), so the Prometheus scrape endpoint is not served there; " +
+                    "give the functions a routePrefix, or read the metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT)",
+                    string.Join(", ", shadowing), MetricsPath, prefix);
+        }
         var export = web.Services.GetRequiredService<TelemetryExport>();
         if (export.Traces || export.Metrics)
             logger.LogInformation("Exporting {Signals} over OTLP to {Endpoint}",
@@ -150,25 +163,28 @@ internal static class TelemetrySetup
 }
 
 /// <summary>
-/// What goes out over OTLP, from the standard variables: OTEL_EXPORTER_OTLP_ENDPOINT turns export on
+/// What goes out over OTLP, from the standard variables (in the environment or the app's settings):
+/// OTEL_EXPORTER_OTLP_ENDPOINT turns export on
 /// for traces and metrics; OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER ("otlp", "none"; metrics
 /// also "prometheus", which /metrics always is) choose per signal. The SDK reads the rest
 /// (protocol, headers, timeout, export interval, service name, sampler).
 /// </summary>
 internal sealed record TelemetryExport(bool Traces, bool Metrics, string? Endpoint)
 {
-    public static TelemetryExport From(IConfiguration config)
+    /// <param name="sourceOf">Names where a variable was set, for errors (the environment, or local.settings.json).</param>
+    public static TelemetryExport From(IConfiguration config, Func<string, string> sourceOf)
     {
-        var endpoint = config["OTEL_EXPORTER_OTLP_ENDPOINT"] is { Length: > 0 } e ? e.Trim() : null;
+        const string Endpoint = "OTEL_EXPORTER_OTLP_ENDPOINT";
+        var endpoint = config[Endpoint] is { Length: > 0 } e ? e.Trim() : null;
         if (endpoint is not null && !(Uri.TryCreate(endpoint, UriKind.Absolute, out var uri) && (uri.Scheme == Uri.UriSchemeHttp || uri.Scheme == Uri.UriSchemeHttps)))
-            throw new AppConfigException($"OTEL_EXPORTER_OTLP_ENDPOINT is \"{endpoint}\", which is not an absolute http:// or https:// address (e.g. http://127.0.0.1:4317)");
+            throw new AppConfigException($"{sourceOf(Endpoint)} is \"{LogText.Escape(endpoint)}\", which is not an absolute http:// or https:// address (e.g. http://127.0.0.1:4317)");
         return new TelemetryExport(
-            Otlp(config, "OTEL_TRACES_EXPORTER", endpoint is not null, ["otlp", "none"]),
-            Otlp(config, "OTEL_METRICS_EXPORTER", endpoint is not null, ["otlp", "prometheus", "none"]),
+            Otlp(config, sourceOf, "OTEL_TRACES_EXPORTER", endpoint is not null, ["otlp", "none"]),
+            Otlp(config, sourceOf, "OTEL_METRICS_EXPORTER", endpoint is not null, ["otlp", "prometheus", "none"]),
             endpoint);
     }
 
-    private static bool Otlp(IConfiguration config, string variable, bool endpointSet, string[] known)
+    private static bool Otlp(IConfiguration config, Func<string, string> sourceOf, string variable, bool endpointSet, string[] known)
     {
         var value = config[variable];
         if (string.IsNullOrWhiteSpace(value))
@@ -177,10 +193,10 @@ internal sealed record TelemetryExport(bool Traces, bool Metrics, string? Endpoi
         foreach (var name in names)
         {
             if (!known.Contains(name, StringComparer.OrdinalIgnoreCase))
-                throw new AppConfigException($"{variable} is \"{value}\": \"{name}\" is not an exporter FaaST has (it takes {string.Join(", ", known)})");
+                throw new AppConfigException($"{sourceOf(variable)} is \"{LogText.Escape(value)}\": \"{LogText.Escape(name)}\" is not an exporter FaaST has (it takes {string.Join(", ", known)})");
         }
         if (names.Length > 1 && names.Contains("none", StringComparer.OrdinalIgnoreCase))
-            throw new AppConfigException($"{variable} is \"{value}\": \"none\" cannot be combined with another exporter");
+            throw new AppConfigException($"{sourceOf(variable)} is \"{LogText.Escape(value)}\": \"none\" cannot be combined with another exporter");
         return names.Contains("otlp", StringComparer.OrdinalIgnoreCase);
     }
 }
