@@ -93,6 +93,16 @@ public sealed class TelemetryTests(AzuriteFixture azurite)
         Assert.Equal(5, metrics.Value("http_server_request_duration_seconds_count", ("http_route", "/api/Ok"), ("http_response_status_code", "200")));
         Assert.DoesNotContain(metrics.Samples, s => s.Name.StartsWith("http_server_request_duration", StringComparison.Ordinal) && s.Labels.GetValueOrDefault("http_route") == "/metrics");
         Assert.DoesNotContain("Prometheus scrape endpoint is not served", host.Logs.All);
+
+        // Only on the HTTP port: the peer port (HTTP/2, for the app's other instances) does not serve it.
+        var peer = host.Host.Self?.PeerAddress ?? throw new InvalidOperationException("the host has no peer endpoint");
+        using var h2 = new HttpClient();
+        using var onPeerPort = await h2.SendAsync(new HttpRequestMessage(HttpMethod.Get, new Uri(peer, "/metrics"))
+        {
+            Version = HttpVersion.Version20,
+            VersionPolicy = HttpVersionPolicy.RequestVersionExact,
+        });
+        Assert.Equal(HttpStatusCode.NotFound, onPeerPort.StatusCode);
     }
 
     [Fact]
