@@ -286,6 +286,24 @@ public sealed class TelemetryTests(AzuriteFixture azurite)
         Assert.Contains($"Exporting traces and metrics over OTLP to {collector.Endpoint}", host.Logs.All);
     }
 
+    public static TheoryData<Exception, bool, string> Endings => new()
+    {
+        { new Invocation.FunctionFailedException("it threw", null), false, "failure" },
+        { new Workers.FunctionTimeoutException("ran past functionTimeout"), false, "timeout" },
+        { new Workers.WorkerUnavailableException("no python worker"), false, "unavailable" },
+        { new FaaST.Storage.StorageUnavailableException("storage is down", null), false, "unavailable" },
+        { new Invocation.FunctionUnavailableException("could not be loaded"), false, "unavailable" },
+        { new OperationCanceledException(), true, "cancelled" },
+        { new OperationCanceledException(), false, "error" },
+        { new Invocation.BindingResolutionException("no value for {name}"), false, "error" },
+        { new FaaST.Storage.BlobStorageException(403, "AuthorizationFailure", "refused"), false, "error" },
+    };
+
+    [Theory]
+    [MemberData(nameof(Endings))]
+    public void How_an_invocation_ends_names_its_outcome(Exception e, bool callerCancelled, string outcome) =>
+        Assert.Equal(outcome, HostMetrics.OutcomeName(HostMetrics.Classify(e, callerCancelled)));
+
     private static string Environment(string name) => "environment variable " + name;
 
     /// <summary>An OTLP/HTTP collector on loopback that keeps what it is sent.</summary>

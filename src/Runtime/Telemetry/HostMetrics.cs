@@ -78,9 +78,6 @@ internal sealed class HostMetrics
             "Worker processes started again after one exited, hung or failed to start, by runtime");
     }
 
-    /// <summary>Invocations waiting for a worker now.</summary>
-    public long Queued => Volatile.Read(ref _queued);
-
     /// <summary>The instruments of one function, made once when the invoker plans it.</summary>
     public FunctionMetrics For(FunctionDefinition function)
     {
@@ -90,7 +87,7 @@ internal sealed class HostMetrics
         return metrics;
     }
 
-    /// <summary>A worker of <see cref="_runtimeTag"/>'s runtime is being started again.</summary>
+    /// <summary>One of the app's workers is being started again (tagged with the app's worker runtime).</summary>
     public void WorkerRestarted() => _restarts.Add(1, _runtimeTag);
 
     /// <summary>
