@@ -62,7 +62,7 @@ internal static class TelemetrySetup
         {
             traces.AddSource(HostMetrics.Name, CacheletMetrics.Name)
                 .AddAspNetCoreInstrumentation(o => o.Filter = context => !IsPlumbing(context.Request.Path))
-                .AddHttpClientInstrumentation();
+                .AddHttpClientInstrumentation(o => o.FilterHttpRequestMessage = request => request.RequestUri?.AbsolutePath != LookupChannel.Path);
             if (export.Traces)
                 traces.AddOtlpExporter();
             tracing?.Invoke(traces);
@@ -81,7 +81,8 @@ internal static class TelemetrySetup
         return meter.Scope is null || ReferenceEquals(meter.Scope, own);
     }
 
-    /// <summary>Requests that are not work: the long-lived worker and peer-lookup streams, and scrapes.</summary>
+    /// <summary>Requests that are not work: the long-lived worker and peer-lookup streams (a span would last as
+    /// long as the stream), and scrapes. The lookup stream's client side is left out likewise.</summary>
     private static bool IsPlumbing(PathString path) =>
         path == WorkerPool.EventStreamPath || path == LookupChannel.Path || path == MetricsPath;
 
