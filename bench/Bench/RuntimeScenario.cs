@@ -54,6 +54,8 @@ public static class RuntimeScenario
             report.Add("storage_get_1mb_p50_ms", direct, "same blob straight from storage (baseline)");
         }
 
+        await TracedNoopAsync(home, workers, throughputClients, env, load, warmup, window, report);
+
         Console.WriteLine("node host: 2 workers");
         await using (var node = await HostProcess.StartAsync(home, Path.Combine(home, "bench", "apps", "node-bench"), workers, env, "--no-cache"))
         {
@@ -65,6 +67,30 @@ public static class RuntimeScenario
             report.Add("noop_node_loaded_p50_ms", noopLoad.P50Ms, $"{throughputClients} clients");
         }
         report.Write(home);
+    }
+
+    /// <summary>
+    /// The Python no-op again, in a host whose OTLP exporter is on (to a loopback sink): what tracing
+    /// costs (spans for the request, the invocation and the worker call, batched and exported), beside
+    /// noop_python_p50_ms / noop_python_rps of the same run, which have metrics on and tracing off.
+    /// </summary>
+    private static async Task TracedNoopAsync(string home, int workers, int clients, Dictionary<string, string> env, LoadGenerator load,
+        TimeSpan warmup, TimeSpan window, Report report)
+    {
+        Console.WriteLine("python host: 2 workers, OTLP exporter on");
+        await using var sink = await OtlpSink.StartAsync();
+        var traced = new Dictionary<string, string>(env)
+        {
+            ["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.Endpoint,
+            ["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf",
+        };
+        await using var python = await HostProcess.StartAsync(home, Path.Combine(home, "bench", "apps", "python-bench"), workers, traced, "--no-cache");
+        var noop = await load.RunAsync(new Uri(python.BaseAddress, "/api/Noop"), 1, warmup, window);
+        report.Add("noop_python_traced_p50_ms", noop.P50Ms, "1 client, every request traced and exported over OTLP");
+        var noopLoad = await load.RunAsync(new Uri(python.BaseAddress, "/api/Noop"), clients, warmup, window);
+        report.Add("noop_python_traced_rps", noopLoad.Rps, $"{clients} clients, every request traced and exported");
+        if (sink.Requests == 0)
+            throw new InvalidOperationException("the traced host exported nothing to the OTLP sink; the traced rows would measure an untraced host");
     }
 
     private static async Task<double> StorageGetAsync(BlobStore store, TimeSpan warmup, TimeSpan window)

@@ -9,12 +9,11 @@ using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Http;
 using FaaST.Runtime.Invocation;
+using FaaST.Runtime.Telemetry;
 using FaaST.Runtime.Triggers;
 using FaaST.Runtime.Workers;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
-using OpenTelemetry.Metrics;
-using OpenTelemetry.Trace;
 
 namespace FaaST.Runtime.Hosting;
 
@@ -37,8 +36,6 @@ public sealed class RuntimeHost : IAsyncDisposable
     private readonly CancellationTokenSource _stopping = new();
     private PeerClient? _peerClient;
     private MemoryDaemon? _memoryDaemon;
-    private IDisposable? _meterProvider;
-    private IDisposable? _tracerProvider;
 
     private RuntimeHost(FunctionApp app, CachePolicy policy)
     {
@@ -165,6 +162,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         var workerChannel = builder.Services.AddWorkerChannel(WorkerOptions.DefaultMaxMessageSize);
         // Azure's route constraints include regex, which the slim builder leaves out.
         builder.Services.Configure<RouteOptions>(r => r.SetParameterPolicy<Microsoft.AspNetCore.Routing.Constraints.RegexInlineRouteConstraint>("regex"));
+        builder.AddFaaSTTelemetry(App, options.Tracing);
         var web = builder.Build();
         _web = web;
         var loggers = web.Services.GetRequiredService<ILoggerFactory>();
@@ -190,7 +188,6 @@ public sealed class RuntimeHost : IAsyncDisposable
             devStorage = _azurite.ConnectionString;
             _logger.LogInformation("Azurite is listening at {Endpoint}", _azurite.BlobEndpoint);
         }
-        StartTelemetryExport();
         _accounts = new StorageAccounts(App.Settings, devStorage, options.StorageOptions);
         IBlobBindingProvider blobs = new StorageBlobBindingProvider(_accounts);
         var capabilities = new Dictionary<string, string>();
@@ -229,7 +226,7 @@ public sealed class RuntimeHost : IAsyncDisposable
             Identity = WorkerIdentity,
             SharedMemoryReader = blobs as ISharedMemoryReader,
         };
-        _workers = new WorkerPool(workerOptions, loggers);
+        _workers = new WorkerPool(workerOptions, loggers) { Metrics = web.Services.GetRequiredService<HostMetrics>() };
         workerChannel.Attach(_workers, WorkerOptions.DefaultMaxMessageSize);
         if (_cache is not null)
         {
@@ -239,7 +236,7 @@ public sealed class RuntimeHost : IAsyncDisposable
                 Policy.MemoryLimit, Policy.Headroom, () => _cache.ReservedBytes, _cache.Evict);
             _memoryDaemon.Start(Policy.MemoryDaemonInterval);
         }
-        var invoker = new FunctionInvoker(App, _workers, blobs, loggers.CreateLogger("FaaST.Invoker"));
+        var invoker = new FunctionInvoker(App, _workers, blobs, web.Services.GetRequiredService<HostMetrics>(), loggers.CreateLogger("FaaST.Invoker"));
         _triggers = new BlobTriggerListener(App, invoker, _accounts, blobs, loggers.CreateLogger("FaaST.BlobTrigger"));
         invoker.WriteObserver = _triggers;
 
@@ -264,6 +261,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         }
         HttpTriggerEndpoints.Map(web, App, invoker, loggers.CreateLogger("FaaST.Http"));
         AdminEndpoints.Map(web, this);
+        web.MapFaaSTMetrics(App, () => httpListen!.IPEndPoint!.Port);
 
         await web.StartAsync(ct);
         BaseAddress = new Uri($"http://{options.ListenAddress}:{httpListen!.IPEndPoint!.Port}");
@@ -374,28 +372,6 @@ public sealed class RuntimeHost : IAsyncDisposable
         IsolationReason = WorkerIdentity is null ? reason : null;
     }
 
-    /// <summary>
-    /// Exports the cachelet's metrics and spans with OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set
-    /// (the standard OTEL_* variables configure protocol, interval and headers).
-    /// </summary>
-    private void StartTelemetryExport()
-    {
-        if (string.IsNullOrEmpty(Environment.GetEnvironmentVariable("OTEL_EXPORTER_OTLP_ENDPOINT")))
-            return;
-        _meterProvider = OpenTelemetry.Sdk.CreateMeterProviderBuilder()
-            .AddMeter(FaaST.Cachelet.Telemetry.CacheletMetrics.Name)
-            .AddOtlpExporter()
-            .Build();
-        // The request's own activity is not exported (no ASP.NET instrumentation here), so a
-        // parent-based sampler would drop every cachelet span under it: sample them all.
-        _tracerProvider = OpenTelemetry.Sdk.CreateTracerProviderBuilder()
-            .AddSource(FaaST.Cachelet.Telemetry.CacheletMetrics.Name)
-            .SetSampler(new AlwaysOnSampler())
-            .AddOtlpExporter()
-            .Build();
-        _logger.LogInformation("Exporting cachelet metrics and spans over OTLP to {Endpoint}", Environment.GetEnvironmentVariable("OTEL_EXPORTER_OTLP_ENDPOINT"));
-    }
-
     private void LogFunctions()
     {
         var lines = new List<string>();
@@ -453,8 +429,6 @@ public sealed class RuntimeHost : IAsyncDisposable
         if (_cache is not null)
             await _cache.DisposeAsync();
         _peerClient?.Dispose();
-        _meterProvider?.Dispose();
-        _tracerProvider?.Dispose();
         _accounts?.Dispose();
         if (_azurite is not null)
             await _azurite.DisposeAsync();

@@ -59,6 +59,9 @@ public sealed record RuntimeHostOptions
     /// <summary>Overrides faast.json's <c>cache.peerTimeout</c> (tests).</summary>
     public TimeSpan? PeerTimeout { get; init; }
 
+    /// <summary>More tracing set-up, e.g. an in-memory exporter (tests); tracing runs when this is set or OTLP exports traces.</summary>
+    public Action<OpenTelemetry.Trace.TracerProviderBuilder>? Tracing { get; init; }
+
     /// <summary>Finds the FaaST checkout: $FAAST_HOME, else the nearest parent of the binary with workers/ and package.json.</summary>
     public static string FindHome(string? explicitHome = null)
     {

@@ -1,7 +1,9 @@
+using System.Diagnostics;
 using System.Text;
 using FaaST.Protos.Worker;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
+using FaaST.Runtime.Telemetry;
 using FaaST.Runtime.Workers;
 using FaaST.Storage;
 
@@ -24,12 +26,12 @@ internal sealed class FunctionInvoker
     private readonly ILogger _logger;
     private readonly Dictionary<string, FunctionPlan> _plans;
 
-    public FunctionInvoker(FunctionApp app, WorkerPool workers, IBlobBindingProvider blobs, ILogger logger)
+    public FunctionInvoker(FunctionApp app, WorkerPool workers, IBlobBindingProvider blobs, HostMetrics metrics, ILogger logger)
     {
         _workers = workers;
         _blobs = blobs;
         _logger = logger;
-        _plans = app.Runnable.ToDictionary(f => f.Name, f => new FunctionPlan(f), StringComparer.OrdinalIgnoreCase);
+        _plans = app.Runnable.ToDictionary(f => f.Name, f => new FunctionPlan(f) { Metrics = metrics.For(f) }, StringComparer.OrdinalIgnoreCase);
         _timeout = app.Host.FunctionTimeout;
     }
 
@@ -47,26 +49,60 @@ internal sealed class FunctionInvoker
     {
         if (!_plans.TryGetValue(function.Name, out var plan))
             throw new FunctionUnavailableException($"function {function.Name} is not loaded");
-        if (_workers.LoadErrors.TryGetValue(function.Name, out var loadError))
-            throw new FunctionUnavailableException($"function {function.Name} could not be loaded: {loadError}");
-        if (_timeout == Timeout.InfiniteTimeSpan)
-            return await InvokeCoreAsync(plan, function, invocation, triggerValue, ct, ct, null);
-
-        // functionTimeout covers the whole invocation: input reads, the worker, output writes. A
-        // storage that stalls must not hold a request (and its pins and buffers) past it. One
-        // linked token source per invocation is the price; without a timeout there is none.
-        using var deadline = CancellationTokenSource.CreateLinkedTokenSource(ct);
-        deadline.CancelAfter(_timeout);
-        var started = System.Diagnostics.Stopwatch.GetTimestamp();
+        // Counted and traced from here: a function its worker could not load is an invocation that
+        // failed (unavailable), which the scale controller must see.
+        var metrics = plan.Metrics;
+        var started = metrics.Started();
+        using var span = StartInvocationSpan(metrics, invocation);
+        var outcome = InvocationOutcome.Success;
+        CancellationTokenSource? deadline = null;
         try
         {
-            return await InvokeCoreAsync(plan, function, invocation, triggerValue, deadline.Token, ct, started);
+            if (_workers.LoadErrors.TryGetValue(function.Name, out var loadError))
+                throw new FunctionUnavailableException($"function {function.Name} could not be loaded: {loadError}");
+            if (_timeout == Timeout.InfiniteTimeSpan)
+                return await InvokeCoreAsync(plan, function, invocation, triggerValue, ct, ct, null);
+
+            // functionTimeout covers the whole invocation: input reads, the worker, output writes. A
+            // storage that stalls must not hold a request (and its pins and buffers) past it. One
+            // linked token source per invocation is the price; without a timeout there is none.
+            deadline = CancellationTokenSource.CreateLinkedTokenSource(ct);
+            deadline.CancelAfter(_timeout);
+            try
+            {
+                return await InvokeCoreAsync(plan, function, invocation, triggerValue, deadline.Token, ct, started);
+            }
+            catch (OperationCanceledException) when (deadline.IsCancellationRequested && !ct.IsCancellationRequested)
+            {
+                throw new FunctionTimeoutException(
+                    $"invocation {invocation.InvocationId} of {function.Name} ran past functionTimeout ({_timeout}) while reading or writing its blobs");
+            }
         }
-        catch (OperationCanceledException) when (deadline.IsCancellationRequested && !ct.IsCancellationRequested)
+        catch (Exception e)
         {
-            throw new FunctionTimeoutException(
-                $"invocation {invocation.InvocationId} of {function.Name} ran past functionTimeout ({_timeout}) while reading or writing its blobs");
+            outcome = HostMetrics.Classify(e, ct.IsCancellationRequested);
+            span?.SetStatus(ActivityStatusCode.Error, e.Message);
+            throw;
         }
+        finally
+        {
+            deadline?.Dispose();
+            metrics.Finished(started, outcome);
+            span?.SetTag("faast.outcome", HostMetrics.OutcomeName(outcome));
+        }
+    }
+
+    /// <summary>The invocation's span (a child of the HTTP request's span for HTTP triggers); null when nobody traces.</summary>
+    private static Activity? StartInvocationSpan(HostMetrics.FunctionMetrics metrics, InvocationContext invocation)
+    {
+        var span = HostMetrics.Activities.StartActivity(metrics.SpanName);
+        if (span is { IsAllDataRequested: true })
+        {
+            span.SetTag("faast.function", metrics.Function);
+            span.SetTag("faas.invocation_id", invocation.InvocationId);
+            span.SetTag("faas.trigger", metrics.Trigger);
+        }
+        return span;
     }
 
     private async Task<TypedData?> InvokeCoreAsync(FunctionPlan plan, FunctionDefinition function, InvocationContext invocation,
@@ -91,7 +127,9 @@ internal sealed class FunctionInvoker
         }
         // The worker call waits for the rest of the timeout itself and, past it, replaces the hung
         // worker; given the deadline's token instead it would only see a cancellation.
-        var response = await _workers.InvokeAsync(function, request, requestCt, remaining);
+        InvocationResponse response;
+        using (HostMetrics.Activities.StartActivity("worker"))
+            response = await _workers.InvokeAsync(function, request, requestCt, remaining);
         if (response.Result?.Status != StatusResult.Types.Status.Success)
         {
             var e = response.Result?.Exception;
@@ -128,8 +166,15 @@ internal sealed class FunctionInvoker
     private async Task ReadInputsAsync(FunctionPlan plan, InvocationContext invocation, InvocationRequest request, CancellationToken ct)
     {
         var reads = new ValueTask<BlobData?>[plan.InputBlobs.Length];
+        // A span per read only when someone traces: the wrapper is one more state machine per read.
+        var traced = HostMetrics.Activities.HasListeners();
         for (var i = 0; i < reads.Length; i++)
-            reads[i] = _blobs.ReadAsync(Resolve(plan.Function, plan.InputBlobs[i], invocation), invocation, ct);
+        {
+            var address = Resolve(plan.Function, plan.InputBlobs[i], invocation);
+            reads[i] = traced
+                ? TracedReadAsync(plan.InputBlobs[i], address, invocation, ct)
+                : _blobs.ReadAsync(address, invocation, ct);
+        }
         for (var i = 0; i < reads.Length; i++)
         {
             var blob = await reads[i];
@@ -141,10 +186,29 @@ internal sealed class FunctionInvoker
         }
     }
 
+    /// <summary>One input read under a "read" span (the cachelet's spans and storage calls nest under it).</summary>
+    private async ValueTask<BlobData?> TracedReadAsync(BindingMetadata binding, BlobAddress address, InvocationContext invocation, CancellationToken ct)
+    {
+        using var span = HostMetrics.Activities.StartActivity("read");
+        if (span is { IsAllDataRequested: true })
+        {
+            span.SetTag("faast.binding", binding.Name);
+            span.SetTag("faast.blob", address.Path);
+        }
+        return await _blobs.ReadAsync(address, invocation, ct);
+    }
+
     private async Task WriteOutputAsync(FunctionDefinition function, BindingMetadata binding, TypedData value,
         InvocationContext invocation, CancellationToken ct)
     {
+        // Its own span, current only inside this method: the writes of one invocation run side by side.
+        using var span = HostMetrics.Activities.StartActivity("write");
         var address = Resolve(function, binding, invocation);
+        if (span is { IsAllDataRequested: true })
+        {
+            span.SetTag("faast.binding", binding.Name);
+            span.SetTag("faast.blob", address.Path);
+        }
         var output = value.DataCase switch
         {
             TypedData.DataOneofCase.Bytes => new BlobOutput(value.Bytes.Memory),

@@ -23,4 +23,7 @@ internal sealed class FunctionPlan
     public Dictionary<string, BindingMetadata> Outputs { get; }
     public BindingMetadata? HttpOutput { get; }
     public BindingMetadata? Return { get; }
+
+    /// <summary>The function's invocation metrics (tag arrays made once, not per invocation).</summary>
+    public required Telemetry.HostMetrics.FunctionMetrics Metrics { get; init; }
 }

@@ -18,6 +18,9 @@ namespace FaaST.Runtime.Workers;
 /// </remarks>
 internal sealed class WorkerChannelService : Protos.Worker.WorkerChannel.WorkerChannelBase
 {
+    /// <summary>The stream's HTTP/2 path (the service and method names in protos/worker.proto).</summary>
+    public const string EventStreamPath = "/faast.worker.v1.WorkerChannel/EventStream";
+
     private WorkerPool? _pool;
 
     /// <summary>Sends every worker stream to <paramref name="pool"/> from now on.</summary>

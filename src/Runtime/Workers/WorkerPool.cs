@@ -153,7 +153,8 @@ internal sealed partial class WorkerPool : IAsyncDisposable
     public async Task<InvocationResponse> InvokeAsync(FunctionDefinition function, InvocationRequest request, CancellationToken ct,
         TimeSpan? remaining = null)
     {
-        var (slot, channel) = await PickAsync(function, ct);
+        var pick = PickAsync(function, ct);
+        var (slot, channel) = pick.IsCompleted || Metrics is null ? await pick : await Metrics.WhileQueuedAsync(pick);
         var app = _specialized.Task.Result; // a ready worker is specialised
         if (!channel.SharedMemory && app.SharedMemoryReader is { } reader)
             InlineSharedMemory(request, reader);
@@ -190,6 +191,9 @@ internal sealed partial class WorkerPool : IAsyncDisposable
                 channel.Send(message ??= new StreamingMessage { SharedMemoryReleased = new SharedMemoryReleased { Segments = { segment } } });
         }
     }
+
+    /// <summary>Counts invocations waiting for a worker and worker restarts.</summary>
+    public Telemetry.HostMetrics? Metrics { get; init; }
 
     private static void InlineSharedMemory(InvocationRequest request, ISharedMemoryReader reader)
     {

@@ -86,6 +86,7 @@ internal sealed partial class WorkerPool
                 if (DateTime.UtcNow - started > pool._options.StableAfter)
                     delay = pool._options.RestartDelay;
                 pool._logger.LogWarning("Restarting worker {Index} in {Delay} ms", index, (int)delay.TotalMilliseconds);
+                pool.Metrics?.WorkerRestarted();
                 try
                 {
                     await Task.Delay(delay, stopping);
