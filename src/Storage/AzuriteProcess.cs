@@ -292,7 +292,8 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         if (instance.Https is { } https)
         {
             // The probe talks to the child this process just started, which shows exactly this certificate.
-            var expected = System.Security.Cryptography.X509Certificates.X509Certificate2.CreateFromPemFile(https.CertificatePemPath).RawData;
+            using var served = System.Security.Cryptography.X509Certificates.X509Certificate2.CreateFromPem(File.ReadAllText(https.CertificatePemPath));
+            var expected = served.RawData;
             handler.SslOptions.RemoteCertificateValidationCallback = (_, certificate, _, _) =>
                 certificate is not null && certificate.GetRawCertData().AsSpan().SequenceEqual(expected);
         }

@@ -57,7 +57,12 @@ public static class ManagedIdentity
     /// Token requests are retried and time-limited as <paramref name="options"/> says (MaxRetries, delays, TryTimeout).
     /// </summary>
     /// <exception cref="InvalidOperationException">The environment has no token endpoint (see <see cref="Problem"/>).</exception>
-    public static TokenCredential Create(string? clientId, BlobStoreOptions? options = null, Func<string, string?>? environment = null)
+    public static TokenCredential Create(string? clientId, BlobStoreOptions? options = null, Func<string, string?>? environment = null) =>
+        Create(clientId, options, environment, transport: null);
+
+    /// <summary>As <see cref="Create(string?, BlobStoreOptions?, Func{string, string?}?)"/>, over another transport (tests).</summary>
+    internal static TokenCredential Create(string? clientId, BlobStoreOptions? options, Func<string, string?>? environment,
+        Azure.Core.Pipeline.HttpPipelineTransport? transport)
     {
         if (Problem(environment) is { } problem)
         {
@@ -69,7 +74,7 @@ public static class ManagedIdentity
         var id = string.IsNullOrWhiteSpace(clientId)
             ? ManagedIdentityId.SystemAssigned
             : ManagedIdentityId.FromUserAssignedClientId(clientId);
-        var credentialOptions = new ManagedIdentityCredentialOptions(id) { Transport = StorageTransport.For(o) };
+        var credentialOptions = new ManagedIdentityCredentialOptions(id) { Transport = transport ?? StorageTransport.For(o) };
         credentialOptions.Diagnostics.IsLoggingEnabled = false;
         credentialOptions.Diagnostics.IsDistributedTracingEnabled = false;
         credentialOptions.Diagnostics.IsTelemetryEnabled = false;

@@ -25,6 +25,11 @@ internal static class StorageTransport
         return Transports.GetOrAdd(key, static (k, o) => new HttpClientTransport(CreateHandler(k, o.TrustedCertificate)), options);
     }
 
+    /// <summary>A handler configured as the shared transport's would be for <paramref name="options"/> (for tests and benchmarks).</summary>
+    internal static SocketsHttpHandler CreateHandler(BlobStoreOptions options) =>
+        CreateHandler(new Key(options.MaxConnectionsPerServer, options.PooledConnectionLifetime, ConnectTimeout(options),
+            options.TrustedCertificate?.Thumbprint), options.TrustedCertificate);
+
     /// <summary>A connect that does not complete in this time fails the try (the try itself may be longer).</summary>
     private static TimeSpan ConnectTimeout(BlobStoreOptions options) =>
         options.TryTimeout < TimeSpan.FromSeconds(10) ? options.TryTimeout : TimeSpan.FromSeconds(10);
