@@ -54,8 +54,9 @@ public sealed class BlobStore : IBlobStore, IDisposable
         {
             _service = new BlobServiceClient(connectionString, ClientOptions(_options));
         }
-        catch (Exception e) when (e is FormatException or ArgumentException or InvalidOperationException or UriFormatException)
+        catch (Exception e) when (e is not OutOfMemoryException)
         {
+            // Only parsing happens here (no I/O): whatever the SDK's parser throws means the string is unusable.
             // The SDK's messages do not repeat values.
             throw new ArgumentException($"The storage connection string is not usable: {FirstLine(e.Message).Split(" (Parameter", 2)[0]}",
                 nameof(connectionString), e);
