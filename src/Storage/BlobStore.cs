@@ -32,6 +32,15 @@ public sealed class BlobStore : IBlobStore, IDisposable
     private readonly string _endpointText;
     private readonly ConcurrentDictionary<string, BlobContainerClient> _containers = new(StringComparer.Ordinal);
 
+    /// <summary>
+    /// Blob clients of recently used blobs: making one builds and parses its URI (about 2 KB per call), which a
+    /// HEAD of the same hot blob would otherwise pay on every request. Bounded: emptied when it reaches
+    /// <see cref="MaxCachedBlobClients"/> entries (the next requests refill it with what is hot).
+    /// </summary>
+    private readonly ConcurrentDictionary<(string Container, string Blob), BlockBlobClient> _blobs = new();
+    private int _cachedBlobClients;
+    private const int MaxCachedBlobClients = 4096;
+
     /// <summary>Creates a store from a storage connection string (account key, SAS, or UseDevelopmentStorage=true).</summary>
     /// <exception cref="ArgumentException">The connection string is not usable (the message says why, never a secret).</exception>
     public BlobStore(string connectionString, BlobStoreOptions? options = null)
@@ -561,9 +570,22 @@ public sealed class BlobStore : IBlobStore, IDisposable
 
     private BlockBlobClient Blob(string container, string blob)
     {
+        if (_blobs.TryGetValue((container, blob), out var cached))
+        {
+            return cached; // validated when it was added
+        }
+
         BlobNames.ValidateContainer(container);
         BlobNames.ValidateBlob(blob);
-        return Container(container).GetBlockBlobClient(blob);
+        var client = Container(container).GetBlockBlobClient(blob);
+        if (Interlocked.Increment(ref _cachedBlobClients) > MaxCachedBlobClients)
+        {
+            Interlocked.Exchange(ref _cachedBlobClients, 0);
+            _blobs.Clear();
+        }
+
+        _blobs.TryAdd((container, blob), client);
+        return client;
     }
 
     /// <summary>
