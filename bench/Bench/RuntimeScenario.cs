@@ -6,7 +6,8 @@ namespace FaaST.Bench;
 /// <summary>
 /// ./faast bench runtime: the vanilla platform (--no-cache). No-op HTTP functions in Python and Node, and a
 /// Python function that reads a 1 MB input blob, each beside its floor (the host's own HTTP
-/// endpoint; a direct storage GET of the same blob) in the same run.
+/// endpoint; a direct storage GET of the same blob) in the same run; and a HEAD through the SDK-based store beside
+/// a raw HEAD on a SAS URL.
 /// </summary>
 public static class RuntimeScenario
 {
@@ -33,6 +34,12 @@ public static class RuntimeScenario
         await store.UploadAsync("bench", "1mb.bin", payload);
         var env = new Dictionary<string, string> { ["AzureWebJobsStorage"] = azurite.ConnectionString };
         using var load = new LoadGenerator();
+
+        Console.WriteLine("storage HEAD: SDK-based store vs raw request, taking turns");
+        var (sdkHead, rawHead) = await HeadPairAsync(store, azurite.ConnectionString, warmup, window);
+        report.Add("storage_head_p50_ms", sdkHead, "HEAD of the 1 MB blob through BlobStore (Azure.Storage.Blobs, SharedKey), 1 client");
+        report.Add("storage_raw_head_p50_ms", rawHead, "the same HEAD as a plain HttpClient request on a SAS URL, no SDK pipeline (baseline)");
+        report.Add("storage_head_sdk_overhead_ms", sdkHead - rawHead, "goal: <= 0.1 ms");
 
         Console.WriteLine("python host: 2 workers");
         await using (var python = await HostProcess.StartAsync(home, Path.Combine(home, "bench", "apps", "python-bench"), workers, env, "--no-cache"))
@@ -91,6 +98,45 @@ public static class RuntimeScenario
         report.Add("noop_python_traced_rps", noopLoad.Rps, $"{clients} clients, every request traced and exported");
         if (sink.Requests == 0)
             throw new InvalidOperationException("the traced host exported nothing to the OTLP sink; the traced rows would measure an untraced host");
+    }
+
+    /// <summary>
+    /// p50 of a HEAD through the store and of a raw HEAD on a SAS URL, one after the other request by request,
+    /// so both see the same moments of a shared machine.
+    /// </summary>
+    private static async Task<(double Sdk, double Raw)> HeadPairAsync(BlobStore store, string connectionString, TimeSpan warmup, TimeSpan window)
+    {
+        var sas = new Azure.Storage.Blobs.BlobClient(connectionString, "bench", "1mb.bin")
+            .GenerateSasUri(Azure.Storage.Sas.BlobSasPermissions.Read, DateTimeOffset.UtcNow.AddHours(1));
+        using var raw = new HttpClient(new SocketsHttpHandler { UseProxy = false, UseCookies = false, AllowAutoRedirect = false });
+        var sdk = new List<double>();
+        var plain = new List<double>();
+        foreach (var (span, record) in new[] { (warmup, false), (window, true) })
+        {
+            var end = DateTime.UtcNow + span;
+            while (DateTime.UtcNow < end)
+            {
+                var start = System.Diagnostics.Stopwatch.GetTimestamp();
+                var props = await store.GetPropertiesAsync("bench", "1mb.bin") ?? throw new InvalidOperationException("bench/1mb.bin is missing");
+                var sdkMs = System.Diagnostics.Stopwatch.GetElapsedTime(start).TotalMilliseconds;
+                start = System.Diagnostics.Stopwatch.GetTimestamp();
+                using (var request = new HttpRequestMessage(HttpMethod.Head, sas))
+                using (var response = await raw.SendAsync(request, HttpCompletionOption.ResponseHeadersRead))
+                {
+                    if (!response.IsSuccessStatusCode || response.Content.Headers.ContentLength != props.Length)
+                        throw new InvalidOperationException($"raw HEAD: {(int)response.StatusCode}");
+                }
+                var rawMs = System.Diagnostics.Stopwatch.GetElapsedTime(start).TotalMilliseconds;
+                if (record)
+                {
+                    sdk.Add(sdkMs);
+                    plain.Add(rawMs);
+                }
+            }
+        }
+        sdk.Sort();
+        plain.Sort();
+        return (sdk[sdk.Count / 2], plain[plain.Count / 2]);
     }
 
     private static async Task<double> StorageGetAsync(BlobStore store, TimeSpan warmup, TimeSpan window)

@@ -22,17 +22,25 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     private bool _persistent;
     private int _disposed;
 
-    private AzuriteProcess(Process process, int port, string workspace, ConcurrentQueue<string> output, AzuriteAccount? account)
+    private AzuriteProcess(Process process, int port, string workspace, ConcurrentQueue<string> output, AzuriteAccount? account,
+        AzuriteHttps? https)
     {
         _process = process;
         _workspace = workspace;
         _output = output;
         Port = port;
         Account = account;
-        ConnectionString = account?.ConnectionString(port) ?? StorageConnectionString.ForAzurite(port);
-        BlobEndpoint = new Uri(string.Create(CultureInfo.InvariantCulture,
-            $"http://127.0.0.1:{port}/{account?.Name ?? StorageConnectionString.DevelopmentAccountName}"));
+        Https = https;
+        var scheme = https is null ? "http" : "https";
+        var name = account?.Name ?? StorageConnectionString.DevelopmentAccountName;
+        var key = account?.Key ?? StorageConnectionString.DevelopmentAccountKey;
+        BlobEndpoint = new Uri(string.Create(CultureInfo.InvariantCulture, $"{scheme}://127.0.0.1:{port}/{name}"));
+        ConnectionString = string.Create(CultureInfo.InvariantCulture,
+            $"DefaultEndpointsProtocol={scheme};AccountName={name};AccountKey={key};BlobEndpoint={BlobEndpoint};");
     }
+
+    /// <summary>The HTTPS (and OAuth) settings this Azurite was started with; null: plain HTTP, SharedKey/SAS only.</summary>
+    public AzuriteHttps? Https { get; }
 
     /// <summary>The account this Azurite serves instead of devstoreaccount1, if it was given one.</summary>
     public AzuriteAccount? Account { get; }
@@ -43,7 +51,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     /// <summary>A SharedKey connection string for the account of this instance (its own, or devstoreaccount1).</summary>
     public string ConnectionString { get; }
 
-    /// <summary>http://127.0.0.1:{Port}/{account name}.</summary>
+    /// <summary>http(s)://127.0.0.1:{Port}/{account name}.</summary>
     public Uri BlobEndpoint { get; }
 
     /// <summary>The id of the node process.</summary>
@@ -98,8 +106,9 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     /// <exception cref="InvalidOperationException">Azurite exited or did not come up in time.</exception>
     /// <param name="dataDirectory">Where Azurite keeps blobs across runs (made 0700, its files 0600); null keeps them in memory.</param>
     /// <param name="account">The only account Azurite serves; null: the emulator's public devstoreaccount1.</param>
+    /// <param name="https">Serve HTTPS with this certificate (and, if it says so, accept OAuth bearer tokens); null: HTTP.</param>
     public static async Task<AzuriteProcess> StartAsync(string repoRoot, int? port = null, TimeSpan? startupTimeout = null,
-        CancellationToken ct = default, string? dataDirectory = null, AzuriteAccount? account = null)
+        CancellationToken ct = default, string? dataDirectory = null, AzuriteAccount? account = null, AzuriteHttps? https = null)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(repoRoot);
         var launcher = LauncherPath(repoRoot);
@@ -114,7 +123,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         for (var tryNo = 1; ; tryNo++)
         {
             var chosen = port ?? FreeLoopbackPort();
-            var (instance, _) = await TryStartAsync(launcher, chosen, timeout, dataDirectory, account, ct).ConfigureAwait(false);
+            var (instance, _) = await TryStartAsync(launcher, chosen, timeout, dataDirectory, account, https, ct).ConfigureAwait(false);
             if (instance is not null)
             {
                 return instance;
@@ -157,7 +166,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     public void Kill() => Kill(_process);
 
     private static async Task<(AzuriteProcess? Instance, bool PortInUse)> TryStartAsync(string launcher, int port,
-        TimeSpan timeout, string? dataDirectory, AzuriteAccount? account, CancellationToken ct)
+        TimeSpan timeout, string? dataDirectory, AzuriteAccount? account, AzuriteHttps? https, CancellationToken ct)
     {
         // In-memory persistence keeps data out of it, but Azurite may still write small files to its working directory.
         var workspace = PrivateFiles.CreateDirectory(Path.Combine(Path.GetTempPath(), "faast-azurite-" + Guid.NewGuid().ToString("N")));
@@ -178,6 +187,20 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
                      "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"])
         {
             psi.ArgumentList.Add(arg);
+        }
+
+        if (https is not null)
+        {
+            psi.ArgumentList.Add("--cert");
+            psi.ArgumentList.Add(Path.GetFullPath(https.CertificatePemPath));
+            psi.ArgumentList.Add("--key");
+            psi.ArgumentList.Add(Path.GetFullPath(https.KeyPemPath));
+            if (https.OAuth)
+            {
+                // Bearer tokens are decoded and their issuer, audience and lifetime checked (no signature check).
+                psi.ArgumentList.Add("--oauth");
+                psi.ArgumentList.Add("basic");
+            }
         }
 
         if (dataDirectory is null)
@@ -221,7 +244,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
 
         process.BeginOutputReadLine();
         process.BeginErrorReadLine();
-        var instance = new AzuriteProcess(process, port, workspace, output, account) { _persistent = dataDirectory is not null };
+        var instance = new AzuriteProcess(process, port, workspace, output, account, https) { _persistent = dataDirectory is not null };
         Live[instance] = true;
         InstallExitHook();
 
@@ -265,12 +288,19 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
             CancelQuietly(exited);
         }
 
-        using var http = new HttpClient(new SocketsHttpHandler { UseProxy = false, ConnectTimeout = TimeSpan.FromSeconds(1) })
+        var handler = new SocketsHttpHandler { UseProxy = false, ConnectTimeout = TimeSpan.FromSeconds(1) };
+        if (instance.Https is { } https)
         {
-            Timeout = TimeSpan.FromSeconds(2),
-        };
+            // The probe talks to the child this process just started, which shows exactly this certificate.
+            using var served = System.Security.Cryptography.X509Certificates.X509Certificate2.CreateFromPem(File.ReadAllText(https.CertificatePemPath));
+            var expected = served.RawData;
+            handler.SslOptions.RemoteCertificateValidationCallback = (_, certificate, _, _) =>
+                certificate is not null && certificate.GetRawCertData().AsSpan().SequenceEqual(expected);
+        }
+
+        using var http = new HttpClient(handler) { Timeout = TimeSpan.FromSeconds(2) };
         var deadline = Stopwatch.StartNew();
-        var probe = new Uri(string.Create(CultureInfo.InvariantCulture, $"http://127.0.0.1:{instance.Port}/"));
+        var probe = new Uri(string.Create(CultureInfo.InvariantCulture, $"{instance.BlobEndpoint.Scheme}://127.0.0.1:{instance.Port}/"));
         while (deadline.Elapsed < timeout)
         {
             ct.ThrowIfCancellationRequested();
@@ -426,3 +456,10 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         }
     }
 }
+
+/// <summary>
+/// HTTPS for an <see cref="AzuriteProcess"/>: a PEM certificate and its private key, and whether Azurite also
+/// accepts OAuth bearer tokens (<c>--oauth basic</c>: it decodes the token and checks its issuer, audience and
+/// lifetime, not its signature), as a managed identity sends them.
+/// </summary>
+public sealed record AzuriteHttps(string CertificatePemPath, string KeyPemPath, bool OAuth = false);

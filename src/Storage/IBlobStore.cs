@@ -69,15 +69,15 @@ public sealed record BlobContent(byte[] Data, BlobProperties Properties);
 public readonly record struct BlobRange(long Offset, long Length);
 
 /// <summary>The service answered with an error that retrying will not fix.</summary>
-public class BlobStorageException(int status, string? errorCode, string message) : Exception(message)
+public class BlobStorageException(int status, string? errorCode, string message, Exception? inner = null) : Exception(message, inner)
 {
     public int Status { get; } = status;
     public string? ErrorCode { get; } = errorCode;
 }
 
 /// <summary>An If-Match / If-None-Match condition failed (412, or 409 BlobAlreadyExists).</summary>
-public sealed class BlobConditionFailedException(int status, string? errorCode, string message)
-    : BlobStorageException(status, errorCode, message);
+public sealed class BlobConditionFailedException(int status, string? errorCode, string message, Exception? inner = null)
+    : BlobStorageException(status, errorCode, message, inner);
 
 /// <summary>Storage could not be reached (or kept failing) after all retries.</summary>
 public sealed class StorageUnavailableException(string message, Exception? inner) : Exception(message, inner);

@@ -111,8 +111,4 @@ public sealed record AzuriteAccount(string Name, string Key)
 
     /// <summary>The name only: the key never goes into a log.</summary>
     public override string ToString() => Name;
-
-    /// <summary>A SharedKey connection string for this account on an Azurite at 127.0.0.1:<paramref name="port"/>.</summary>
-    public string ConnectionString(int port) => string.Create(System.Globalization.CultureInfo.InvariantCulture,
-        $"DefaultEndpointsProtocol=http;AccountName={Name};AccountKey={Key};BlobEndpoint=http://127.0.0.1:{port}/{Name};");
 }

@@ -1,14 +1,13 @@
 using System.Globalization;
+using System.Security.Cryptography;
+using System.Text;
 
 namespace FaaST.Storage;
 
 /// <summary>
-/// A parsed Azure Storage connection string, reduced to what the blob client needs.
-/// Supported keys (case-insensitive): <c>UseDevelopmentStorage</c>, <c>DevelopmentStorageProxyUri</c>,
-/// <c>DefaultEndpointsProtocol</c>, <c>AccountName</c>, <c>AccountKey</c>, <c>BlobEndpoint</c>,
-/// <c>EndpointSuffix</c> and <c>SharedAccessSignature</c>; the endpoints of the other services
-/// (<c>QueueEndpoint</c>, <c>TableEndpoint</c>, <c>FileEndpoint</c>, secondary endpoints) are accepted and ignored.
-/// Error messages name the offending key but never repeat a value, since values may be secrets.
+/// The credential part of a storage connection string, for what the SDK does not answer: the peer secret derived
+/// from the account key or SAS, and whether the key is the emulator's public one. Endpoints and the full
+/// validation of a connection string are the Azure SDK's (<see cref="BlobStore"/>). Errors never repeat a value.
 /// </summary>
 public sealed class StorageConnectionString
 {
@@ -19,31 +18,24 @@ public sealed class StorageConnectionString
     public const string DevelopmentAccountKey =
         "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
-    private const string DefaultEndpointSuffix = "core.windows.net";
-
-    private StorageConnectionString(Uri blobEndpoint, string? accountName, byte[]? accountKey,
-        string? sharedAccessSignature, bool isDevelopmentStorage)
+    private StorageConnectionString(string? accountName, byte[]? accountKey, string? sharedAccessSignature, bool isDevelopmentStorage)
     {
-        BlobEndpoint = blobEndpoint;
         AccountName = accountName;
         AccountKey = accountKey;
         SharedAccessSignature = sharedAccessSignature;
         IsDevelopmentStorage = isDevelopmentStorage;
     }
 
-    /// <summary>The account's blob endpoint without a trailing slash, e.g. http://127.0.0.1:10000/devstoreaccount1.</summary>
-    public Uri BlobEndpoint { get; }
-
-    /// <summary>The account name (always set when an account key is).</summary>
+    /// <summary>The account name, when the string has one (always for development storage).</summary>
     public string? AccountName { get; }
 
-    /// <summary>The SAS token (without a leading '?') appended to every request, when the string has one.</summary>
+    /// <summary>The SAS token (without a leading '?'), when the string has one.</summary>
     public string? SharedAccessSignature { get; }
 
     /// <summary>True for <c>UseDevelopmentStorage=true</c>.</summary>
     public bool IsDevelopmentStorage { get; }
 
-    /// <summary>True when requests are signed with the account key (SharedKey).</summary>
+    /// <summary>True when the string carries an account key.</summary>
     public bool HasAccountKey => AccountKey is not null;
 
     /// <summary>True when the account key is the emulator's well-known one (anyone can sign with it).</summary>
@@ -56,12 +48,12 @@ public sealed class StorageConnectionString
     /// <summary>
     /// A key for <paramref name="purpose"/> derived from this account's credential (HMAC-SHA256 of the purpose
     /// under the account key or SAS), so that processes sharing the account share a secret without the
-    /// credential itself going anywhere. Null for an anonymous connection.
+    /// credential itself going anywhere. Null for a connection without either.
     /// </summary>
     public byte[]? DeriveKey(string purpose)
     {
-        var credential = AccountKey ?? (SharedAccessSignature is { } sas ? System.Text.Encoding.UTF8.GetBytes(sas) : null);
-        return credential is null ? null : System.Security.Cryptography.HMACSHA256.HashData(credential, System.Text.Encoding.UTF8.GetBytes(purpose));
+        var credential = AccountKey ?? (SharedAccessSignature is { } sas ? Encoding.UTF8.GetBytes(sas) : null);
+        return credential is null ? null : HMACSHA256.HashData(credential, Encoding.UTF8.GetBytes(purpose));
     }
 
     /// <summary>
@@ -77,18 +69,15 @@ public sealed class StorageConnectionString
             $"DefaultEndpointsProtocol=http;AccountName={DevelopmentAccountName};AccountKey={DevelopmentAccountKey};BlobEndpoint=http://{host}:{port}/{DevelopmentAccountName};");
     }
 
-    /// <summary>Parses a connection string; throws <see cref="ArgumentException"/> naming the key that is wrong or missing.</summary>
+    /// <summary>
+    /// Reads AccountName, AccountKey, SharedAccessSignature and UseDevelopmentStorage out of a connection string;
+    /// every other key is left to the SDK. Throws <see cref="ArgumentException"/> naming what is malformed.
+    /// </summary>
     public static StorageConnectionString Parse(string connectionString)
     {
         ArgumentNullException.ThrowIfNull(connectionString);
-        if (string.IsNullOrWhiteSpace(connectionString))
-        {
-            throw Bad("The storage connection string is empty.");
-        }
-
-        string? useDev = null, proxyUri = null, protocol = null, accountName = null, accountKey = null;
-        string? blobEndpoint = null, endpointSuffix = null, sas = null;
-
+        string? accountName = null, accountKey = null, sas = null;
+        var development = false;
         var segmentIndex = 0;
         foreach (var rawSegment in connectionString.Split(';'))
         {
@@ -99,234 +88,175 @@ public sealed class StorageConnectionString
                 continue;
             }
 
-            var eq = segment.IndexOf('=');
+            var eq = segment.IndexOf('=', StringComparison.Ordinal);
             if (eq <= 0)
             {
                 // Do not echo the segment: it may be a secret pasted without its key.
-                throw Bad(string.Create(CultureInfo.InvariantCulture,
-                    $"Segment {segmentIndex} of the storage connection string is not of the form Key=Value."));
+                throw new ArgumentException(string.Create(CultureInfo.InvariantCulture,
+                    $"Segment {segmentIndex} of the storage connection string is not of the form Key=Value."), nameof(connectionString));
+            }
+
+            var value = segment[(eq + 1)..].Trim();
+            switch (segment[..eq].Trim().ToUpperInvariant())
+            {
+                case "ACCOUNTNAME": accountName = value; break;
+                case "ACCOUNTKEY": accountKey = value; break;
+                case "SHAREDACCESSSIGNATURE": sas = value.TrimStart('?'); break;
+                case "USEDEVELOPMENTSTORAGE": development = string.Equals(value, "true", StringComparison.OrdinalIgnoreCase); break;
+            }
+        }
+
+        if (development)
+        {
+            return new StorageConnectionString(DevelopmentAccountName, Convert.FromBase64String(DevelopmentAccountKey), null, true);
+        }
+
+        byte[]? key = null;
+        if (!string.IsNullOrEmpty(accountKey))
+        {
+            key = new byte[(accountKey.Length * 3 / 4) + 3];
+            if (!Convert.TryFromBase64String(accountKey, key, out var written) || written == 0)
+            {
+                throw new ArgumentException("AccountKey in the storage connection string is not valid base64.", nameof(connectionString));
+            }
+
+            key = key.AsSpan(0, written).ToArray();
+        }
+
+        return new StorageConnectionString(string.IsNullOrEmpty(accountName) ? null : accountName, key,
+            string.IsNullOrEmpty(sas) ? null : sas, false);
+    }
+
+    /// <summary>
+    /// True when <paramref name="connectionString"/> signs with the emulator's public key (or is
+    /// UseDevelopmentStorage=true); false for anything else, a malformed string included (that is reported
+    /// where the storage is opened).
+    /// </summary>
+    public static bool IsPublicDevelopmentKey(string? connectionString)
+    {
+        if (string.IsNullOrWhiteSpace(connectionString))
+        {
+            return false;
+        }
+
+        try
+        {
+            return Parse(connectionString).UsesPublicDevelopmentKey;
+        }
+        catch (ArgumentException)
+        {
+            return false;
+        }
+    }
+
+    /// <summary>
+    /// Why the SDK refuses (or would fail on) <paramref name="connectionString"/>, in words that name the key: the
+    /// SDK's own message ("No valid combination of account information found") does not say what is missing.
+    /// Null when nothing here is wrong. Values are never repeated.
+    /// </summary>
+    internal static string? Explain(string connectionString)
+    {
+        var keys = new Dictionary<string, string>(StringComparer.OrdinalIgnoreCase);
+        var index = 0;
+        foreach (var rawSegment in connectionString.Split(';'))
+        {
+            index++;
+            var segment = rawSegment.Trim();
+            var eq = segment.IndexOf('=', StringComparison.Ordinal);
+            if (eq <= 0)
+            {
+                continue; // Parse reports it
             }
 
             var key = segment[..eq].Trim();
-            var value = segment[(eq + 1)..].Trim();
-            switch (key.ToUpperInvariant())
+            if (KnownKeys.TryGetValue(key, out var canonical) && !string.Equals(segment[..eq], canonical, StringComparison.Ordinal))
             {
-                case "USEDEVELOPMENTSTORAGE": Set(ref useDev, "UseDevelopmentStorage", value); break;
-                case "DEVELOPMENTSTORAGEPROXYURI": Set(ref proxyUri, "DevelopmentStorageProxyUri", value); break;
-                case "DEFAULTENDPOINTSPROTOCOL": Set(ref protocol, "DefaultEndpointsProtocol", value); break;
-                case "ACCOUNTNAME": Set(ref accountName, "AccountName", value); break;
-                case "ACCOUNTKEY": Set(ref accountKey, "AccountKey", value); break;
-                case "BLOBENDPOINT": Set(ref blobEndpoint, "BlobEndpoint", value); break;
-                case "ENDPOINTSUFFIX": Set(ref endpointSuffix, "EndpointSuffix", value); break;
-                case "SHAREDACCESSSIGNATURE": Set(ref sas, "SharedAccessSignature", value); break;
-                case "QUEUEENDPOINT" or "TABLEENDPOINT" or "FILEENDPOINT" or "DFSENDPOINT"
-                    or "BLOBSECONDARYENDPOINT" or "QUEUESECONDARYENDPOINT" or "TABLESECONDARYENDPOINT"
-                    or "FILESECONDARYENDPOINT" or "DFSSECONDARYENDPOINT" or "ACCOUNTKEYNAME":
-                    break; // other services: not ours
-                default:
-                    // A value pasted without its key may contain '=' (base64 padding): only echo names that look like keys.
-                    throw Bad(IsPlainName(key)
-                        ? $"The storage connection string has an unknown key '{key}'."
-                        : string.Create(CultureInfo.InvariantCulture,
-                            $"Segment {segmentIndex} of the storage connection string has an unknown key (not shown: it may be a secret)."));
+                return $"the key '{key}' must be written '{canonical}' (exactly, without spaces around it)";
+            }
+
+            if (!KnownKeys.Contains(key))
+            {
+                // A value pasted without its key may contain '=' (base64 padding): only echo names that look like keys.
+                return key.Length <= 40 && key.All(char.IsAsciiLetter)
+                    ? $"it has an unknown key '{key}'"
+                    : string.Create(CultureInfo.InvariantCulture, $"segment {index} has an unknown key (not shown: it may be a secret)");
+            }
+
+            if (!keys.TryAdd(key, segment[(eq + 1)..].Trim()))
+            {
+                return $"{key} appears more than once";
             }
         }
 
-        if (useDev is not null)
+        string? Get(string key) => keys.TryGetValue(key, out var v) && v.Length > 0 ? v : null;
+        if (keys.TryGetValue("UseDevelopmentStorage", out var dev))
         {
-            return ParseDevelopment(useDev, proxyUri, protocol, accountName, accountKey, blobEndpoint, endpointSuffix, sas);
-        }
-
-        if (proxyUri is not null)
-        {
-            throw Bad("DevelopmentStorageProxyUri is only valid together with UseDevelopmentStorage=true.");
-        }
-
-        if (accountKey is not null && sas is not null)
-        {
-            throw Bad("The storage connection string has both AccountKey and SharedAccessSignature; give only one of them.");
-        }
-
-        byte[]? keyBytes = null;
-        if (accountKey is not null)
-        {
-            if (accountName is null)
+            if (!dev.Equals("true", StringComparison.OrdinalIgnoreCase))
             {
-                throw Bad("The storage connection string has an AccountKey but no AccountName.");
+                return "UseDevelopmentStorage must be true when present";
             }
 
-            keyBytes = DecodeKey(accountKey);
+            var other = keys.Keys.FirstOrDefault(k => !k.Equals("UseDevelopmentStorage", StringComparison.OrdinalIgnoreCase)
+                && !k.Equals("DevelopmentStorageProxyUri", StringComparison.OrdinalIgnoreCase));
+            return other is null ? null : $"{other} cannot be combined with UseDevelopmentStorage=true";
         }
 
-        if (accountName is not null && accountName.Length == 0)
+        if (keys.ContainsKey("DevelopmentStorageProxyUri"))
         {
-            throw Bad("AccountName in the storage connection string is empty.");
+            return "DevelopmentStorageProxyUri is only valid together with UseDevelopmentStorage=true";
         }
 
-        if (sas is not null)
+        if (Get("EndpointSuffix") is { } suffix && (suffix.Contains('/', StringComparison.Ordinal) || Uri.CheckHostName("x." + suffix) != UriHostNameType.Dns))
         {
-            sas = sas.TrimStart('?');
-            if (sas.Length == 0)
+            return "EndpointSuffix is not a DNS suffix such as core.windows.net";
+        }
+
+        foreach (var endpoint in (string[])["BlobEndpoint", "DevelopmentStorageProxyUri"])
+        {
+            if (Get(endpoint) is { } text && (!Uri.TryCreate(text, UriKind.Absolute, out var uri) || (uri.Scheme != Uri.UriSchemeHttp && uri.Scheme != Uri.UriSchemeHttps)))
             {
-                throw Bad("SharedAccessSignature in the storage connection string is empty.");
+                return $"{endpoint} is not an absolute http(s) URI";
             }
         }
 
-        Uri endpoint;
-        if (blobEndpoint is not null)
+        if (Get("DefaultEndpointsProtocol") is { } protocol && !protocol.Equals("http", StringComparison.OrdinalIgnoreCase)
+            && !protocol.Equals("https", StringComparison.OrdinalIgnoreCase))
         {
-            endpoint = ParseEndpoint(blobEndpoint, "BlobEndpoint");
-        }
-        else
-        {
-            if (accountName is null)
-            {
-                throw Bad("The storage connection string has neither AccountName nor BlobEndpoint.");
-            }
-
-            var scheme = protocol is null ? "https" : ParseProtocol(protocol);
-            var suffix = endpointSuffix ?? DefaultEndpointSuffix;
-            if (suffix.Length == 0 || suffix.Contains('/', StringComparison.Ordinal)
-                || Uri.CheckHostName("x." + suffix) != UriHostNameType.Dns)
-            {
-                throw Bad("EndpointSuffix in the storage connection string is not a DNS suffix such as core.windows.net.");
-            }
-
-            if (Uri.CheckHostName(accountName) != UriHostNameType.Dns || accountName.Contains('.', StringComparison.Ordinal))
-            {
-                throw Bad("AccountName in the storage connection string cannot form a host name (use lowercase letters and digits).");
-            }
-
-            endpoint = new Uri($"{scheme}://{accountName}.blob.{suffix}", UriKind.Absolute);
+            return "DefaultEndpointsProtocol must be http or https";
         }
 
-        if (protocol is not null)
+        var (name, accountKey, sas) = (Get("AccountName"), Get("AccountKey"), Get("SharedAccessSignature"));
+        if (keys.ContainsKey("AccountName") && name is null)
         {
-            _ = ParseProtocol(protocol); // validate even when BlobEndpoint makes it unused
+            return "AccountName is empty";
         }
 
-        if (keyBytes is null && sas is null && accountName is not null)
+        return (name, accountKey, sas) switch
         {
-            throw Bad("The storage connection string has an AccountName but no AccountKey (nor a SharedAccessSignature).");
-        }
-
-        return new StorageConnectionString(endpoint, accountName, keyBytes, sas, isDevelopmentStorage: false);
+            (_, not null, not null) => "it has both AccountKey and SharedAccessSignature; give only one of them",
+            (null, not null, _) => "it has an AccountKey but no AccountName",
+            (not null, null, null) => "it has an AccountName but no AccountKey (nor a SharedAccessSignature)",
+            (null, null, null) => "it has no account: give AccountName and AccountKey (with DefaultEndpointsProtocol), " +
+                "BlobEndpoint with SharedAccessSignature, or UseDevelopmentStorage=true",
+            (not null, not null, null) when Get("BlobEndpoint") is null && Get("DefaultEndpointsProtocol") is null =>
+                "it has neither DefaultEndpointsProtocol (http or https) nor BlobEndpoint",
+            (null, null, not null) when Get("BlobEndpoint") is null => "it has a SharedAccessSignature but neither AccountName nor BlobEndpoint",
+            _ => null,
+        };
     }
+
+    /// <summary>The keys the SDK reads (the endpoints of other services are accepted and not used here).</summary>
+    private static readonly HashSet<string> KnownKeys = new(StringComparer.OrdinalIgnoreCase)
+    {
+        "UseDevelopmentStorage", "DevelopmentStorageProxyUri", "DefaultEndpointsProtocol", "AccountName", "AccountKey",
+        "BlobEndpoint", "QueueEndpoint", "TableEndpoint", "FileEndpoint", "EndpointSuffix", "SharedAccessSignature",
+        "BlobSecondaryEndpoint", "QueueSecondaryEndpoint", "TableSecondaryEndpoint", "FileSecondaryEndpoint",
+    };
 
     /// <summary>Describes the connection without any secret (for logs).</summary>
     public override string ToString()
     {
         var auth = HasAccountKey ? "SharedKey" : SharedAccessSignature is not null ? "SAS" : "anonymous";
-        return $"BlobEndpoint={BlobEndpoint}; AccountName={AccountName}; Auth={auth}";
+        return $"AccountName={AccountName}; Auth={auth}";
     }
-
-    private static StorageConnectionString ParseDevelopment(string useDev, string? proxyUri, string? protocol,
-        string? accountName, string? accountKey, string? blobEndpoint, string? endpointSuffix, string? sas)
-    {
-        if (!string.Equals(useDev, "true", StringComparison.OrdinalIgnoreCase))
-        {
-            throw Bad("UseDevelopmentStorage must be 'true' when present.");
-        }
-
-        var conflicting = accountName is not null ? "AccountName"
-            : accountKey is not null ? "AccountKey"
-            : blobEndpoint is not null ? "BlobEndpoint"
-            : endpointSuffix is not null ? "EndpointSuffix"
-            : sas is not null ? "SharedAccessSignature"
-            : protocol is not null ? "DefaultEndpointsProtocol"
-            : null;
-        if (conflicting is not null)
-        {
-            throw Bad($"{conflicting} cannot be combined with UseDevelopmentStorage=true; give the full connection string instead.");
-        }
-
-        Uri endpoint;
-        if (proxyUri is null)
-        {
-            endpoint = new Uri("http://127.0.0.1:10000/" + DevelopmentAccountName, UriKind.Absolute);
-        }
-        else
-        {
-            var proxy = ParseEndpoint(proxyUri, "DevelopmentStorageProxyUri");
-            endpoint = new UriBuilder(proxy) { Port = 10000, Path = DevelopmentAccountName, Query = string.Empty }.Uri;
-        }
-
-        return new StorageConnectionString(endpoint, DevelopmentAccountName,
-            Convert.FromBase64String(DevelopmentAccountKey), null, isDevelopmentStorage: true);
-    }
-
-    private static void Set(ref string? slot, string key, string value)
-    {
-        if (slot is not null)
-        {
-            throw Bad($"{key} appears more than once in the storage connection string.");
-        }
-
-        if (value.Length == 0)
-        {
-            throw Bad($"{key} in the storage connection string is empty.");
-        }
-
-        slot = value;
-    }
-
-    private static byte[] DecodeKey(string accountKey)
-    {
-        var buffer = new byte[(accountKey.Length * 3 / 4) + 3];
-        if (!Convert.TryFromBase64String(accountKey, buffer, out var written) || written == 0)
-        {
-            throw Bad("AccountKey in the storage connection string is not valid base64.");
-        }
-
-        return buffer.AsSpan(0, written).ToArray();
-    }
-
-    private static string ParseProtocol(string protocol) => protocol.ToUpperInvariant() switch
-    {
-        "HTTP" => "http",
-        "HTTPS" => "https",
-        _ => throw Bad("DefaultEndpointsProtocol in the storage connection string must be http or https."),
-    };
-
-    private static Uri ParseEndpoint(string value, string key)
-    {
-        if (!Uri.TryCreate(value, UriKind.Absolute, out var uri)
-            || (uri.Scheme != Uri.UriSchemeHttp && uri.Scheme != Uri.UriSchemeHttps))
-        {
-            throw Bad($"{key} in the storage connection string is not an absolute http(s) URI.");
-        }
-
-        if (uri.Query.Length > 0 || uri.Fragment.Length > 0)
-        {
-            throw Bad($"{key} in the storage connection string must not have a query or fragment (put a SAS in SharedAccessSignature).");
-        }
-
-        if (uri.UserInfo.Length > 0)
-        {
-            throw Bad($"{key} in the storage connection string must not contain user information.");
-        }
-
-        var text = uri.GetLeftPart(UriPartial.Path).TrimEnd('/');
-        return new Uri(text, UriKind.Absolute);
-    }
-
-    private static bool IsPlainName(string key)
-    {
-        if (key.Length > 40)
-        {
-            return false;
-        }
-
-        foreach (var c in key)
-        {
-            if (!char.IsAsciiLetter(c))
-            {
-                return false;
-            }
-        }
-
-        return true;
-    }
-
-    private static ArgumentException Bad(string message) => new(message, "connectionString");
 }

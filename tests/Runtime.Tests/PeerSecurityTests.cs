@@ -153,7 +153,7 @@ public sealed partial class PeerSecurityTests(AzuriteFixture azurite)
         Assert.Equal("only for A"u8.ToArray(), (await a.Blobs.DownloadAsync("secrets", "a.txt"))!.Data);
 
         // B's workers get B's connection string; pointed at A's Azurite (A's account or B's) it opens nothing.
-        var portA = csA.BlobEndpoint.Port;
+        var portA = a.Blobs.Endpoint.Port;
         var keyB = Regex.Match(b.Host.StorageConnectionString!, "AccountKey=([^;]+)").Groups[1].Value;
         foreach (var account in new[] { csA.AccountName!, csB.AccountName! })
         {

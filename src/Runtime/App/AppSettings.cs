@@ -97,6 +97,13 @@ public sealed class AppSettings
                 values[name] = s;
                 fromEnvironment.Add(name);
             }
+        // So do identity-based connections (CONN__serviceUri, ...), whatever the connection is called.
+        foreach (DictionaryEntry e in environment)
+            if (e.Key is string name && e.Value is string s && !values.ContainsKey(name) && IsIdentityConnectionSetting(name))
+            {
+                values[name] = s;
+                fromEnvironment.Add(name);
+            }
         var settings = new AppSettings(values) { LocalHttpPort = port, FilePath = file, _fromEnvironment = fromEnvironment };
         // Checked now, not where they are used: junk here used to fall back to the default silently.
         return new AppSettings(values)
@@ -119,6 +126,15 @@ public sealed class AppSettings
                 $"{SourceOf(name)} is \"{FaaST.Runtime.Http.LogText.Escape(text)}\"; it must be a whole number of {unit} from {min} to {max}");
         return n;
     }
+
+    private static bool IsIdentityConnectionSetting(string name)
+    {
+        var separator = name.LastIndexOf("__", StringComparison.Ordinal);
+        return separator > 0 && IdentityConnectionSuffixes.Contains(name[(separator + 2)..], StringComparer.OrdinalIgnoreCase);
+    }
+
+    private static readonly string[] IdentityConnectionSuffixes =
+        ["serviceUri", "blobServiceUri", "queueServiceUri", "tableServiceUri", "accountName", "credential", "clientId", "tenantId", "clientSecret", "certificate"];
 
     private static readonly string[] EnvironmentOnlySettings =
     [

@@ -5,44 +5,62 @@ using FaaST.Storage;
 namespace FaaST.Runtime.Bindings;
 
 /// <summary>
-/// One <see cref="IBlobStore"/> per connection setting a binding names. AzureWebJobsStorage that is
-/// absent or "UseDevelopmentStorage=true" means the Azurite this runtime started.
+/// One <see cref="IBlobStore"/> per connection a binding names. A connection CONN is either a connection string
+/// in setting CONN, or an identity-based connection as Azure Functions defines it: CONN__blobServiceUri or
+/// CONN__serviceUri (an https blob endpoint), or CONN__accountName (https://NAME.blob.core.windows.net), with
+/// CONN__credential = managedidentity (the default) and CONN__clientId for a user-assigned identity
+/// (CONN__queueServiceUri and CONN__tableServiceUri are accepted and unused; "CONN:name" works as "CONN__name").
+/// AzureWebJobsStorage that is absent or "UseDevelopmentStorage=true" means the Azurite this runtime started.
 /// </summary>
-public sealed class StorageAccounts(AppSettings settings, string? developmentConnectionString, BlobStoreOptions? options = null) : IDisposable
+public sealed class StorageAccounts(AppSettings settings, string? developmentConnectionString, BlobStoreOptions? options = null,
+    Func<string, string?>? environment = null) : IDisposable
 {
+    /// <summary>The settings of an identity-based connection, after CONN__ (or CONN:).</summary>
+    private static readonly string[] IdentityKeys =
+        ["blobServiceUri", "serviceUri", "accountName", "credential", "clientId", "queueServiceUri", "tableServiceUri", "tenantId", "clientSecret", "certificate"];
+
     private readonly ConcurrentDictionary<string, IBlobStore> _stores = new(StringComparer.OrdinalIgnoreCase);
 
     /// <summary>True when the app's default storage is the local emulator (the runtime must start Azurite).</summary>
     public static bool NeedsDevelopmentStorage(AppSettings settings)
     {
         var cs = settings["AzureWebJobsStorage"];
-        return string.IsNullOrWhiteSpace(cs) || cs.Replace(" ", "", StringComparison.Ordinal)
-            .Contains("UseDevelopmentStorage=true", StringComparison.OrdinalIgnoreCase);
+        if (string.IsNullOrWhiteSpace(cs))
+            return !IsIdentityBased(settings, "AzureWebJobsStorage");
+        return IsDevelopmentStorage(cs);
     }
+
+    /// <summary>True when connection <paramref name="connection"/> has no connection string but identity-based settings.</summary>
+    public static bool IsIdentityBased(AppSettings settings, string connection) =>
+        string.IsNullOrWhiteSpace(settings[connection]) && IdentityKeys.Any(k => Identity(settings, connection, k) is not null);
 
     /// <summary>
-    /// What is wrong with the connection string in setting <paramref name="connection"/> (naming the
-    /// setting, never its value, which holds the account key); null when it is fine, unset, or the
-    /// development storage.
+    /// What is wrong with connection <paramref name="connection"/>: its connection string, or its identity-based
+    /// settings (naming the setting and what is missing, never a value, which may hold a key); null when it is
+    /// fine, or is AzureWebJobsStorage left to the development storage. <paramref name="environment"/> reads the
+    /// process environment the managed identity's token endpoint comes from (default: the real one).
     /// </summary>
-    public static string? ConnectionProblem(AppSettings settings, string connection)
+    public static string? ConnectionProblem(AppSettings settings, string connection, Func<string, string?>? environment = null)
     {
         var cs = settings[connection];
-        if (string.IsNullOrWhiteSpace(cs) || cs.Replace(" ", "", StringComparison.Ordinal)
-                .Contains("UseDevelopmentStorage=true", StringComparison.OrdinalIgnoreCase))
-            return null;
-        try
+        if (!string.IsNullOrWhiteSpace(cs))
         {
-            _ = StorageConnectionString.Parse(cs);
+            if (IsDevelopmentStorage(cs))
+                return null;
+            return BlobStore.ConnectionStringProblem(cs) is { } problem
+                ? $"{settings.SourceOf(connection)} is not a usable storage connection string: {problem}"
+                : null;
+        }
+        if (IsIdentityBased(settings, connection))
+            return ReadIdentity(settings, connection, out _, out _) ?? ManagedIdentityProblem(settings, connection, environment);
+        if (connection.Equals("AzureWebJobsStorage", StringComparison.OrdinalIgnoreCase))
             return null;
-        }
-        catch (Exception e) when (e is ArgumentException or FormatException)
-        {
-            return $"{settings.SourceOf(connection)} is not a usable storage connection string: {e.Message.Split(" (Parameter", 2)[0]}";
-        }
+        return $"app setting \"{connection}\" (a binding's connection) is not set: add it to {settings.FilePath} Values (or the environment) as a " +
+            $"storage connection string, or set {connection}__serviceUri (or {connection}__blobServiceUri, or {connection}__accountName) " +
+            "for an identity-based connection";
     }
 
-    /// <summary>The store for a connection setting; throws naming the setting when it is not set.</summary>
+    /// <summary>The store for a connection setting; throws naming the setting when it is not set or not usable.</summary>
     public IBlobStore Get(string connection) => _stores.GetOrAdd(connection, Create);
 
     /// <summary>The store (among those the app's bindings opened, plus the default account) at a blob endpoint; null if none.</summary>
@@ -55,30 +73,105 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
         return string.Equals(main.Endpoint.AbsoluteUri, endpoint, StringComparison.Ordinal) ? main : null;
     }
 
-    /// <summary>The connection string a setting resolves to (for workers' environment and errors).</summary>
+    /// <summary>The connection string a setting resolves to (for workers' environment and errors); null for an identity-based connection.</summary>
     public string? ConnectionString(string connection)
     {
         var cs = settings[connection];
         if (string.IsNullOrWhiteSpace(cs) && connection.Equals("AzureWebJobsStorage", StringComparison.OrdinalIgnoreCase))
             return developmentConnectionString;
-        if (cs is not null && cs.Replace(" ", "", StringComparison.Ordinal).Contains("UseDevelopmentStorage=true", StringComparison.OrdinalIgnoreCase))
+        if (cs is not null && IsDevelopmentStorage(cs))
             return developmentConnectionString ?? cs;
         return string.IsNullOrWhiteSpace(cs) ? null : cs;
     }
 
+    /// <summary>
+    /// Which account (and credential) a connection reaches, as text two connections can be compared by: the
+    /// connection string, or the identity-based blob endpoint and client id.
+    /// </summary>
+    public string? AccountOf(string connection)
+    {
+        if (ConnectionString(connection) is { } cs)
+            return cs;
+        return ReadIdentity(settings, connection, out var uri, out var clientId) is null && uri is not null
+            ? "identity:" + uri.AbsoluteUri + "|" + clientId
+            : null;
+    }
+
     private IBlobStore Create(string connection)
     {
-        var cs = ConnectionString(connection)
-            ?? throw new AppConfigException($"app setting \"{connection}\" (a binding's connection) is not set; add it to local.settings.json Values");
-        try
+        if (ConnectionString(connection) is { } cs)
         {
-            return new BlobStore(cs, options);
+            try
+            {
+                return new BlobStore(cs, options);
+            }
+            catch (ArgumentException e)
+            {
+                throw new AppConfigException($"app setting \"{connection}\": {e.Message.Split(" (Parameter", 2)[0]}");
+            }
         }
-        catch (ArgumentException e)
-        {
-            throw new AppConfigException($"app setting \"{connection}\": {e.Message}");
-        }
+        if (!IsIdentityBased(settings, connection))
+            throw new AppConfigException($"app setting \"{connection}\" (a binding's connection) is not set; add it to local.settings.json Values");
+        if ((ReadIdentity(settings, connection, out var serviceUri, out var clientId) ?? ManagedIdentityProblem(settings, connection, environment)) is { } problem)
+            throw new AppConfigException(problem);
+        return new BlobStore(serviceUri!, ManagedIdentity.Create(clientId, options, environment), options);
     }
+
+    private static bool IsDevelopmentStorage(string cs) =>
+        cs.Replace(" ", "", StringComparison.Ordinal).Contains("UseDevelopmentStorage=true", StringComparison.OrdinalIgnoreCase);
+
+    /// <summary>CONN__key, else CONN:key (the JSON configuration spelling); null when unset or blank.</summary>
+    private static string? Identity(AppSettings settings, string connection, string key)
+    {
+        var value = settings[connection + "__" + key] ?? settings[connection + ":" + key];
+        return string.IsNullOrWhiteSpace(value) ? null : value.Trim();
+    }
+
+    private static string NameOf(AppSettings settings, string connection, string key) =>
+        settings[connection + "__" + key] is not null || settings[connection + ":" + key] is null
+            ? settings.SourceOf(connection + "__" + key)
+            : settings.SourceOf(connection + ":" + key);
+
+    /// <summary>The blob endpoint and client id of an identity-based connection, or what is wrong with its settings.</summary>
+    private static string? ReadIdentity(AppSettings settings, string connection, out Uri? serviceUri, out string? clientId)
+    {
+        serviceUri = null;
+        clientId = Identity(settings, connection, "clientId");
+        var what = $"the identity-based connection {connection}";
+        foreach (var unsupported in (string[])["clientSecret", "certificate"])
+            if (Identity(settings, connection, unsupported) is not null)
+                return $"{NameOf(settings, connection, unsupported)} is set, but {what} supports only a managed identity " +
+                    $"(remove it, and set {connection}__credential to managedidentity)";
+        var credential = Identity(settings, connection, "credential");
+        if (credential is not null && !credential.Equals("managedidentity", StringComparison.OrdinalIgnoreCase))
+            return $"{NameOf(settings, connection, "credential")} is \"{Http.LogText.Escape(credential)}\"; {what} supports only \"managedidentity\"";
+        foreach (var key in (string[])["blobServiceUri", "serviceUri"])
+        {
+            if (Identity(settings, connection, key) is not { } text)
+                continue;
+            if (!Uri.TryCreate(text, UriKind.Absolute, out var uri) || uri.Scheme != Uri.UriSchemeHttps || uri.Query.Length > 0 ||
+                uri.Fragment.Length > 0 || uri.UserInfo.Length > 0)
+                return $"{NameOf(settings, connection, key)} is not an https URI of a blob service without query, such as " +
+                    "https://ACCOUNT.blob.core.windows.net (a token is only ever sent over TLS)";
+            serviceUri = uri;
+            return null;
+        }
+        if (Identity(settings, connection, "accountName") is { } account)
+        {
+            if (account.Length is < 3 or > 24 || !account.All(c => char.IsAsciiLetterLower(c) || char.IsAsciiDigit(c)))
+                return $"{NameOf(settings, connection, "accountName")} is not a storage account name (3 to 24 lowercase letters and digits)";
+            serviceUri = new Uri($"https://{account}.blob.core.windows.net", UriKind.Absolute);
+            return null;
+        }
+        return $"{what} has no blob endpoint: {settings.SourceOf(connection + "__serviceUri")} (or {connection}__blobServiceUri, " +
+            $"or {connection}__accountName) is missing" +
+            (Identity(settings, connection, "queueServiceUri") is not null ? $" ({connection}__queueServiceUri alone does not name the blob service)" : "");
+    }
+
+    private static string? ManagedIdentityProblem(AppSettings settings, string connection, Func<string, string?>? environment) =>
+        ManagedIdentity.Problem(environment) is { } missing
+            ? $"the identity-based connection {connection} ({settings.SourceOf(connection + "__credential")}: managedidentity) cannot get a token: {missing}"
+            : null;
 
     public void Dispose()
     {

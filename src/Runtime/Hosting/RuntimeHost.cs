@@ -176,7 +176,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         string? devStorage = null;
         var startsAzurite = StorageAccounts.NeedsDevelopmentStorage(App.Settings);
         if (peers)
-            PeerSecret.CheckExposure(App, startsAzurite || UsesPublicKey(App.Settings["AzureWebJobsStorage"]), options.ListenAddress, peerAddress);
+            PeerSecret.CheckExposure(App, startsAzurite || FaaST.Storage.StorageConnectionString.IsPublicDevelopmentKey(App.Settings["AzureWebJobsStorage"]), options.ListenAddress, peerAddress);
         if (startsAzurite)
         {
             _logger.LogInformation("No storage connection configured: starting Azurite (blob service, loopback)");
@@ -346,18 +346,6 @@ public sealed class RuntimeHost : IAsyncDisposable
         _membership = membership;
         cache.ConnectPeers(new RingOwnerDirectory(membership), _peerClient!);
         _logger.LogInformation("Instance {Id} serves peers at {Address}; {Count} instance(s) in view", id, peerAddress, membership.Members.Count);
-    }
-
-    private static bool UsesPublicKey(string? connectionString)
-    {
-        try
-        {
-            return connectionString is { Length: > 0 } && FaaST.Storage.StorageConnectionString.Parse(connectionString).UsesPublicDevelopmentKey;
-        }
-        catch (ArgumentException)
-        {
-            return false; // a malformed string is reported where the storage is first used
-        }
     }
 
     /// <summary>Picks the user the workers run as; it must be able to read the app and the worker's code.</summary>

@@ -34,7 +34,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
     private readonly CancellationTokenSource _stopping = new();
     private readonly List<Task> _loops = [];
 
-    private sealed record Watch(FunctionDefinition Function, BindingMetadata Trigger, string Container, string Prefix, string? ConnectionString);
+    private sealed record Watch(FunctionDefinition Function, BindingMetadata Trigger, string Container, string Prefix, string? Account);
 
     private sealed record Work(Watch Watch, string BlobName, string ETag, long Length, ReadOnlyMemory<byte>? Content, int Attempt);
 
@@ -54,7 +54,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
                 var t = f.Trigger!;
                 var literal = t.Path!.LiteralPrefix;
                 var slash = literal.IndexOf('/');
-                return new Watch(f, t, literal[..slash], literal[(slash + 1)..], accounts.ConnectionString(t.Connection));
+                return new Watch(f, t, literal[..slash], literal[(slash + 1)..], accounts.AccountOf(t.Connection));
             })
             .ToArray();
     }
@@ -75,7 +75,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         var receipts = Task.WhenAll(_watches.Select(w => LoadReceiptsAsync(w, stop)));
         for (var i = 0; i < _app.Host.BlobMaxDegreeOfParallelism; i++)
             _loops.Add(Task.Run(() => ConsumeAsync(stop), CancellationToken.None));
-        foreach (var group in _watches.GroupBy(w => (w.ConnectionString, w.Container)))
+        foreach (var group in _watches.GroupBy(w => (w.Account, w.Container)))
         {
             var watches = group.ToArray();
             _loops.Add(Task.Run(async () =>
@@ -91,10 +91,10 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         // Inline bytes travel with the trigger; an adopted shared-memory value is read back through the cache.
         // (Cast: a bare null would convert to an empty array, i.e. empty content.)
         var content = output.IsSharedMemory ? (ReadOnlyMemory<byte>?)null : output.Bytes;
-        var connection = _accounts.ConnectionString(blob.Connection);
+        var connection = _accounts.AccountOf(blob.Connection);
         foreach (var watch in _watches)
         {
-            if (watch.Container == blob.Container && watch.ConnectionString == connection && blob.Name.StartsWith(watch.Prefix, StringComparison.Ordinal))
+            if (watch.Container == blob.Container && watch.Account == connection && blob.Name.StartsWith(watch.Prefix, StringComparison.Ordinal))
                 Offer(watch, blob.Name, properties.ETag, properties.Length, content);
         }
     }
