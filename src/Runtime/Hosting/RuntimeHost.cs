@@ -28,6 +28,7 @@ public sealed class RuntimeHost : IAsyncDisposable
     private readonly WorkersComponent _workers;
     private readonly PeersComponent? _peers;
     private readonly TriggersComponent _triggers;
+    private int _disposed;
 
     private RuntimeHost(FunctionApp app, HostOptions options, ILoggerFactory loggers, IEnumerable<ILifecycleParticipant> extra)
     {
@@ -191,10 +192,13 @@ public sealed class RuntimeHost : IAsyncDisposable
 
     /// <summary>
     /// Stops the lifecycle in reverse stage order (drain: HTTP functions, triggers, membership; then
-    /// workers, Kestrel, cache, peer transport, storage, telemetry), then releases the web host and the loggers.
+    /// workers, Kestrel, cache, peer transport, storage, telemetry), then releases the web host and the
+    /// loggers. A second call returns at once.
     /// </summary>
     public async ValueTask DisposeAsync()
     {
+        if (Interlocked.Exchange(ref _disposed, 1) == 1)
+            return;
         await _lifecycle.StopAsync();
         await _serving.DisposeAsync();
         _loggers.Dispose();
