@@ -32,12 +32,13 @@ public static class ServiceLifecycleStage
     public const int Workers = 6000;
 
     /// <summary>
-    /// The first stage that takes work from outside: membership (other instances send this one reads).
-    /// Stopping the stages from here up is draining; see <see cref="HostLifecycle"/>.
+    /// Membership: this instance registers and other instances send it reads. Before any invocation
+    /// runs, so nothing is cached by an instance that is not yet in the others' view. The first stage
+    /// that takes work from outside: stopping the stages from here up is draining (see <see cref="HostLifecycle"/>).
     /// </summary>
     public const int Peers = 7000;
 
-    /// <summary>Blob triggers scan and fire.</summary>
+    /// <summary>Blob triggers scan and fire; stopping it waits for the triggered invocations in flight.</summary>
     public const int Triggers = 8000;
 
     /// <summary>HTTP functions are admitted; stopping it refuses new requests and waits for those in flight.</summary>

@@ -32,7 +32,6 @@ internal sealed class PeersComponent : ILifecycleParticipant
     private readonly Lock _lock = new();
     private readonly CancellationTokenSource _stopping = new();
     private ListenOptions? _listen;
-    private int _port;
     private PeerClient? _client;
     private PeerAuth? _credentials;
     private MembershipService? _membership;
@@ -89,15 +88,15 @@ internal sealed class PeersComponent : ILifecycleParticipant
         {
             Credentials = _credentials!,
             StoreFor = account => accounts.ForEndpoint(account),
-            Accepts = context => context.Connection.LocalPort == _port,
+            // The port is bound once Kestrel started (a free one for --peer-port 0); read per call.
+            Accepts = context => context.Connection.LocalPort == _listen!.IPEndPoint!.Port,
         }, _loggers.CreateLogger("FaaST.Peers"), _bulk);
     }
 
     private async Task JoinAsync(CancellationToken ct)
     {
-        _port = _listen!.IPEndPoint!.Port;
         // Never 0.0.0.0: other instances must be able to dial what this one advertises.
-        var address = PeerSecret.PeerUri(PeerSecret.Advertised(_options.ListenAddress), _port);
+        var address = PeerSecret.PeerUri(PeerSecret.Advertised(_options.ListenAddress), _listen!.IPEndPoint!.Port);
         var id = _options.InstanceId ?? $"{Environment.MachineName}-{Environment.ProcessId}-{Guid.NewGuid().ToString("N")[..6]}".ToLowerInvariant();
         var self = new Member(id, address, DateTimeOffset.UtcNow);
         try
