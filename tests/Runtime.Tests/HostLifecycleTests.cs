@@ -159,6 +159,51 @@ public sealed class HostLifecycleTests(AzuriteFixture azurite)
         Assert.Contains("local_hit", cache.Reads.Keys);
     }
 
+    [Fact]
+    public async Task A_host_whose_http_port_is_taken_fails_with_the_address_in_use_error_and_stops_what_it_had_started()
+    {
+        using var taken = new System.Net.Sockets.TcpListener(IPAddress.Loopback, 0);
+        taken.Start();
+        var port = ((IPEndPoint)taken.LocalEndpoint).Port;
+        var name = "portclash-" + Guid.NewGuid().ToString("N")[..8];
+        using var app = new TestApp("python", name: name).Function("Hello", TestApp.HttpFunctionJson, ("__init__.py", "def main(req):\n    return 'hello'\n"));
+        // The Azurite the host starts (no storage configured) is told apart from others by its data folder.
+        var data = Directory.CreateTempSubdirectory("faast-clash-azurite-");
+        try
+        {
+            var e = await Assert.ThrowsAnyAsync<IOException>(() => HostUnderTest.StartAsync(app.Directory, storage: null,
+                configure: o => o with { HttpPort = port, AzuriteDataDirectory = data.FullName }));
+            // What ./faast start tells apart to print "pass --port".
+            Assert.True(e.InnerException is Microsoft.AspNetCore.Connections.AddressInUseException
+                || e.Message.Contains("address already in use", StringComparison.OrdinalIgnoreCase), e.ToString());
+            // Storage and cache had started: the failed start stopped them.
+            Assert.DoesNotContain(CommandLines(), line => line.Contains(data.FullName, StringComparison.Ordinal));
+            Assert.Empty(Directory.GetDirectories("/dev/shm", $"*{name}*"));
+        }
+        finally
+        {
+            data.Delete(recursive: true);
+        }
+    }
+
+    private static List<string> CommandLines()
+    {
+        var lines = new List<string>();
+        foreach (var dir in Directory.GetDirectories("/proc"))
+        {
+            try
+            {
+                if (int.TryParse(Path.GetFileName(dir), out _))
+                    lines.Add(File.ReadAllText(Path.Combine(dir, "cmdline")).Replace('\0', ' '));
+            }
+            catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+            {
+                // the process ended meanwhile
+            }
+        }
+        return lines;
+    }
+
     /// <summary>
     /// Lets every line through but holds the first line of <paramref name="category"/> that contains
     /// <paramref name="text"/> until <see cref="Release"/> (at most a minute): a place where a task of
