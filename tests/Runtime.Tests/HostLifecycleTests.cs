@@ -2,6 +2,7 @@ using System.Net;
 using System.Text.Json;
 using FaaST.Hosting;
 using FaaST.Hosting.Status;
+using FaaST.Runtime.Hosting;
 using FaaST.Storage;
 
 namespace FaaST.Runtime.Tests;
@@ -184,6 +185,32 @@ public sealed class HostLifecycleTests(AzuriteFixture azurite)
         {
             data.Delete(recursive: true);
         }
+    }
+
+    // The host makes its loggers before its web host; they still take their levels from the web
+    // host's configuration, as the benchmarks' Logging__LogLevel__Default=Warning expects.
+    [Theory]
+    [InlineData("Information", true)]
+    [InlineData("Warning", false)]
+    public async Task The_host_process_takes_its_log_levels_from_the_logging_configuration_in_its_environment(string level, bool infoLogged)
+    {
+        using var app = HelloApp();
+        var logs = Path.Combine(Path.GetDirectoryName(app.Directory)!, "logs-" + level);
+        await using (var group = await InstanceGroup.StartAsync(new InstanceGroupOptions
+        {
+            AppDirectory = app.Directory,
+            Count = 1,
+            StorageConnectionString = azurite.ConnectionString,
+            Arguments = ["--workers", "1"],
+            Environment = new Dictionary<string, string> { ["Logging__LogLevel__Default"] = level },
+            LogDirectory = logs,
+        }))
+        {
+            using var http = new HttpClient();
+            Assert.Equal("hello", await http.GetStringAsync(new Uri(group[0].BaseAddress, "api/Hello")));
+        }
+        // "Cachelet on: ..." is an information line of the cache stage, written before the instance answered.
+        Assert.Equal(infoLogged, File.ReadAllText(Path.Combine(logs, "instance-0.log")).Contains("Cachelet on:", StringComparison.Ordinal));
     }
 
     private static List<string> CommandLines()

@@ -30,7 +30,7 @@ public sealed class RuntimeHost : IAsyncDisposable
     private readonly TriggersComponent _triggers;
     private int _disposed;
 
-    private RuntimeHost(FunctionApp app, HostOptions options, ILoggerFactory loggers, IEnumerable<ILifecycleParticipant> extra)
+    private RuntimeHost(FunctionApp app, HostOptions options, WebApplicationBuilder web, ILoggerFactory loggers, IEnumerable<ILifecycleParticipant> extra)
     {
         App = app;
         _options = options;
@@ -38,7 +38,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         _logger = loggers.CreateLogger("FaaST.Host");
         _lifecycle = new HostLifecycle(loggers.CreateLogger("FaaST.Lifecycle"));
 
-        _serving = new ServingComponent(options.Serving);
+        _serving = new ServingComponent(options.Serving, web);
         var telemetry = new TelemetryComponent(options.Telemetry, _logger);
         _storage = new StorageComponent(app, options.Storage, options.Home, _logger);
         _cache = new CacheComponent(app, options.Cache, _storage, options.Workers.Identity, loggers);
@@ -48,7 +48,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         _triggers = new TriggersComponent(app, _storage, _cache, _workers, loggers);
         var functions = new HttpFunctionsComponent(app, options.Serving, _serving, _workers, loggers);
         _serving.MapEndpoints(web => AdminEndpoints.Map(web, this));
-        _serving.Build(app.Directory, loggers);
+        _serving.Build(loggers);
 
         ILifecycleParticipant?[] components = [telemetry, _storage, _cache, _workers, _serving, _peers, _triggers, functions];
         foreach (var component in components.OfType<ILifecycleParticipant>().Concat(extra))
@@ -105,7 +105,8 @@ public sealed class RuntimeHost : IAsyncDisposable
     public static async Task<RuntimeHost> StartAsync(RuntimeHostOptions options, CancellationToken ct = default)
     {
         var app = FunctionApp.Load(options.AppDirectory, options.Environment);
-        var loggers = CreateLoggers(options);
+        var web = ServingComponent.CreateBuilder(app.Directory);
+        var loggers = CreateLoggers(options, web.Configuration);
         RuntimeHost host;
         try
         {
@@ -114,7 +115,7 @@ public sealed class RuntimeHost : IAsyncDisposable
                 logger.LogError("Function {Function} is disabled: {Error}", f.Name, f.Error);
             foreach (var warning in app.Warnings)
                 logger.LogWarning("{Warning}", warning);
-            host = new RuntimeHost(app, HostOptions.Resolve(options, app, logger), loggers, options.Participants);
+            host = new RuntimeHost(app, HostOptions.Resolve(options, app, logger), web, loggers, options.Participants);
         }
         catch
         {
@@ -133,9 +134,14 @@ public sealed class RuntimeHost : IAsyncDisposable
         }
     }
 
-    /// <summary>The host's loggers: one line per message on the console, plus the options' extra sink.</summary>
-    private static ILoggerFactory CreateLoggers(RuntimeHostOptions options) => LoggerFactory.Create(builder =>
+    /// <summary>
+    /// The host's loggers, made before the web host so that every component logs from its start and
+    /// until its stop: one line per message on the console, plus the options' extra sink; levels as
+    /// the web host's configuration says (e.g. Logging__LogLevel__Default in the environment).
+    /// </summary>
+    private static ILoggerFactory CreateLoggers(RuntimeHostOptions options, IConfiguration configuration) => LoggerFactory.Create(builder =>
     {
+        builder.AddConfiguration(configuration.GetSection("Logging"));
         builder.SetMinimumLevel(options.MinimumLogLevel);
         builder.AddFilter("Microsoft", LogLevel.Warning);
         builder.AddSimpleConsole(c =>

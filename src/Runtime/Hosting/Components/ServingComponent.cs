@@ -17,7 +17,18 @@ internal sealed class ServingComponent : ILifecycleParticipant, IAsyncDisposable
     private ListenOptions? _http, _workerChannel;
     private WebApplication? _web;
 
-    public ServingComponent(ServingOptions options) => _options = options;
+    private readonly WebApplicationBuilder _builder;
+
+    /// <param name="builder">From <see cref="CreateBuilder"/>; the host read its configuration for the loggers.</param>
+    public ServingComponent(ServingOptions options, WebApplicationBuilder builder)
+    {
+        _options = options;
+        _builder = builder;
+    }
+
+    /// <summary>The web host's builder: its configuration (appsettings.json, environment) also configures the host's loggers.</summary>
+    public static WebApplicationBuilder CreateBuilder(string contentRoot) =>
+        WebApplication.CreateSlimBuilder(new WebApplicationOptions { ContentRootPath = contentRoot });
 
     /// <summary>Where the app's HTTP functions are served, once started.</summary>
     public Uri? BaseAddress { get; private set; }
@@ -37,9 +48,9 @@ internal sealed class ServingComponent : ILifecycleParticipant, IAsyncDisposable
     public void MapEndpoints(Action<WebApplication> map) => _endpoints.Add(map);
 
     /// <summary>Builds the web host on <paramref name="loggers"/> (the host's, shared by every component).</summary>
-    public WebApplication Build(string contentRoot, ILoggerFactory loggers)
+    public WebApplication Build(ILoggerFactory loggers)
     {
-        var builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions { ContentRootPath = contentRoot });
+        var builder = _builder;
         builder.Logging.ClearProviders();
         // The host owns the logger factory, so components that stop after Kestrel still log.
         builder.Services.AddSingleton(loggers);
