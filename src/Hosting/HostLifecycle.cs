@@ -44,16 +44,6 @@ public sealed class HostLifecycle : IHostLifecycle
         }
     }
 
-    /// <summary>The subscriptions so far, in start order: (stage, name). For diagnostics and tests.</summary>
-    public IReadOnlyList<(int Stage, string Name)> Subscriptions
-    {
-        get
-        {
-            lock (_lock)
-                return Ordered().Select(s => (s.Stage, s.Name)).ToArray();
-        }
-    }
-
     public void Subscribe(string name, int stage, ILifecycleObserver observer)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(name);

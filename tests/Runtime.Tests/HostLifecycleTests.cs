@@ -195,22 +195,30 @@ public sealed class HostLifecycleTests(AzuriteFixture azurite)
     public async Task The_host_process_takes_its_log_levels_from_the_logging_configuration_in_its_environment(string level, bool infoLogged)
     {
         using var app = HelloApp();
-        var logs = Path.Combine(Path.GetDirectoryName(app.Directory)!, "logs-" + level);
-        await using (var group = await InstanceGroup.StartAsync(new InstanceGroupOptions
+        // A folder of this run's own: the group appends to the log files it finds.
+        var logs = Directory.CreateTempSubdirectory("faast-loglevel-");
+        try
         {
-            AppDirectory = app.Directory,
-            Count = 1,
-            StorageConnectionString = azurite.ConnectionString,
-            Arguments = ["--workers", "1"],
-            Environment = new Dictionary<string, string> { ["Logging__LogLevel__Default"] = level },
-            LogDirectory = logs,
-        }))
-        {
-            using var http = new HttpClient();
-            Assert.Equal("hello", await http.GetStringAsync(new Uri(group[0].BaseAddress, "api/Hello")));
+            await using (var group = await InstanceGroup.StartAsync(new InstanceGroupOptions
+            {
+                AppDirectory = app.Directory,
+                Count = 1,
+                StorageConnectionString = azurite.ConnectionString,
+                Arguments = ["--workers", "1"],
+                Environment = new Dictionary<string, string> { ["Logging__LogLevel__Default"] = level },
+                LogDirectory = logs.FullName,
+            }))
+            {
+                using var http = new HttpClient();
+                Assert.Equal("hello", await http.GetStringAsync(new Uri(group[0].BaseAddress, "api/Hello")));
+            }
+            // "Cachelet on: ..." is an information line of the cache stage, written before the instance answered.
+            Assert.Equal(infoLogged, File.ReadAllText(Path.Combine(logs.FullName, "instance-0.log")).Contains("Cachelet on:", StringComparison.Ordinal));
         }
-        // "Cachelet on: ..." is an information line of the cache stage, written before the instance answered.
-        Assert.Equal(infoLogged, File.ReadAllText(Path.Combine(logs, "instance-0.log")).Contains("Cachelet on:", StringComparison.Ordinal));
+        finally
+        {
+            logs.Delete(recursive: true);
+        }
     }
 
     private static List<string> CommandLines()

@@ -26,11 +26,6 @@ internal sealed class CacheComponent(FunctionApp app, CacheHostOptions options, 
     /// <summary>The cachelet, once started, when the policy enables it.</summary>
     public BlobCache? Cache { get; private set; }
 
-    public CachePolicy Policy => options.Policy;
-
-    /// <summary>The memory cgroup the policy was fitted to, if any.</summary>
-    public CgroupMemoryLimit? Cgroup => options.Cgroup;
-
     /// <summary>The blob bindings of invocations and triggers, once started.</summary>
     public IBlobBindingProvider Bindings => _bindings ?? throw new InvalidOperationException("the cache stage has not started");
 

@@ -34,7 +34,7 @@ internal sealed class HttpFunctionsComponent : ILifecycleParticipant
     }
 
     /// <summary>HTTP invocations admitted (or waiting for the gate) and not yet answered.</summary>
-    public long InFlight => Interlocked.Read(ref _inFlight);
+    private long InFlight => Interlocked.Read(ref _inFlight);
 
     public void Participate(IHostLifecycle lifecycle)
     {
