@@ -1,8 +1,8 @@
 using System.Diagnostics;
 using System.Globalization;
 using System.Net.Http.Json;
-using System.Text.Json;
 using FaaST.Storage;
+using FaaST.Hosting.Status;
 
 namespace FaaST.Bench;
 
@@ -126,9 +126,9 @@ public static class CacheletScenario
     private static async Task<double> TwoWorkersExtraAsync(HostProcess host)
     {
         using var client = new HttpClient { Timeout = TimeSpan.FromMinutes(5) };
-        var status = await client.GetFromJsonAsync<JsonElement>(Url(host, "/admin/host/status"));
-        var pids = status.GetProperty("workerProcessIds").EnumerateArray().Select(p => p.GetInt32())
-            .Append(status.GetProperty("hostProcessId").GetInt32()).ToArray();
+        var status = await client.GetFromJsonAsync(Url(host, "/admin/host/status"), StatusJsonContext.Default.HostStatus)
+            ?? throw new InvalidOperationException("/admin/host/status answered null");
+        var pids = status.WorkerProcessIds.Append(status.HostProcessId).ToArray();
         if (pids.Length < 3)
             throw new InvalidOperationException("expected two workers");
         var before = await SettledPssAsync(pids);

@@ -4,7 +4,6 @@ using System.Net;
 using System.Net.Http.Json;
 using System.Net.Sockets;
 using System.Text;
-using System.Text.Json;
 using BenchmarkDotNet.Configs;
 using BenchmarkDotNet.Jobs;
 using BenchmarkDotNet.Running;
@@ -13,6 +12,7 @@ using FaaST.Cachelet.Peers;
 using FaaST.Protos.Peer;
 using FaaST.Runtime.Hosting;
 using FaaST.Storage;
+using FaaST.Hosting.Status;
 
 namespace FaaST.Bench;
 
@@ -528,7 +528,7 @@ public static class DistributedScenario
         var deadline = DateTime.UtcNow.AddSeconds(60);
         foreach (var instance in group.Instances)
         {
-            while ((await http.GetFromJsonAsync<JsonElement>(new Uri(instance.BaseAddress, "admin/host/status"))).GetProperty("readyWorkers").GetInt32() < 1)
+            while ((await http.GetFromJsonAsync(new Uri(instance.BaseAddress, "admin/host/status"), StatusJsonContext.Default.HostStatus))!.ReadyWorkers < 1)
             {
                 if (DateTime.UtcNow > deadline)
                 {

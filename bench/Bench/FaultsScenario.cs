@@ -11,6 +11,7 @@ using FaaST.Cachelet.Index;
 using FaaST.Membership;
 using FaaST.Runtime.Hosting;
 using FaaST.Storage;
+using FaaST.Hosting.Status;
 
 namespace FaaST.Bench;
 
@@ -321,7 +322,7 @@ public static class FaultsScenario
             {
                 await Task.Delay(plan.WorkerKillBefore);
                 var status = await StatusAsync(http, address);
-                var pid = status.GetProperty("workerProcessIds").EnumerateArray().First().GetInt32();
+                var pid = status.WorkerProcessIds[0];
                 kill = Stopwatch.GetTimestamp();
                 Signal(pid, "KILL");
                 // Until the host has all its workers again (the dead one's id is gone from the list).
@@ -329,8 +330,7 @@ public static class FaultsScenario
                 while (Stopwatch.GetTimestamp() < deadline)
                 {
                     var s = await StatusAsync(http, address);
-                    var pids = s.GetProperty("workerProcessIds").EnumerateArray().Select(p => p.GetInt32()).ToArray();
-                    if (s.GetProperty("readyWorkers").GetInt32() >= workers && !pids.Contains(pid))
+                    if (s.ReadyWorkers >= workers && !s.WorkerProcessIds.Contains(pid))
                     {
                         restarted = Stopwatch.GetTimestamp();
                         return;
@@ -536,7 +536,7 @@ public static class FaultsScenario
                 {
                     try
                     {
-                        var counts = await Task.WhenAll(others.Select(i => addresses[i]).Select(async a => (await StatusAsync(http, a)).GetProperty("members").GetArrayLength()));
+                        var counts = await Task.WhenAll(others.Select(i => addresses[i]).Select(async a => (await StatusAsync(http, a)).Members.Count));
                         if (counts.All(c => c == 2))
                         {
                             viewBack = Stopwatch.GetTimestamp();
@@ -756,7 +756,7 @@ public static class FaultsScenario
                         if (start == 0)
                             start = Stopwatch.GetTimestamp();
                         var status = await StatusAsync(http, address);
-                        var workers = status.GetProperty("workerProcessIds").EnumerateArray().Select(p => p.GetInt32()).ToArray();
+                        var workers = status.WorkerProcessIds;
                         var (shmBytes, shmFiles) = ShmUsage(appName);
                         var (fds, sockets) = FdCount(host);
                         lock (samples)
@@ -1007,10 +1007,11 @@ public static class FaultsScenario
             throw new InvalidOperationException($"kill -{signal} {pid} failed");
     }
 
-    private static async Task<JsonElement> StatusAsync(HttpClient http, Uri address)
+    private static async Task<HostStatus> StatusAsync(HttpClient http, Uri address)
     {
         using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(5));
-        return await http.GetFromJsonAsync<JsonElement>(new Uri(address, "admin/host/status"), cts.Token);
+        return await http.GetFromJsonAsync(new Uri(address, "admin/host/status"), StatusJsonContext.Default.HostStatus, cts.Token)
+            ?? throw new InvalidOperationException($"{address}admin/host/status answered null");
     }
 
     /// <summary>Starts the instances with the peer secret and waits until each has its workers ready.</summary>
@@ -1035,7 +1036,7 @@ public static class FaultsScenario
         var deadline = DateTime.UtcNow.AddSeconds(60);
         foreach (var instance in group.Instances)
         {
-            while ((await http.GetFromJsonAsync<JsonElement>(new Uri(instance.BaseAddress, "admin/host/status"))).GetProperty("readyWorkers").GetInt32() < workers)
+            while ((await http.GetFromJsonAsync(new Uri(instance.BaseAddress, "admin/host/status"), StatusJsonContext.Default.HostStatus))!.ReadyWorkers < workers)
             {
                 if (DateTime.UtcNow > deadline)
                 {

@@ -1,6 +1,6 @@
 using System.Diagnostics;
 using System.Net.Http.Json;
-using System.Text.Json;
+using FaaST.Hosting.Status;
 
 namespace FaaST.Bench;
 
@@ -78,8 +78,8 @@ public sealed class HostProcess : IAsyncDisposable
                 throw new InvalidOperationException($"the host exited with {process.ExitCode}:\n{string.Join("\n", output)}");
             try
             {
-                var status = await client.GetFromJsonAsync<JsonElement>(new Uri(host.BaseAddress, "/admin/host/status"));
-                if (status.GetProperty("readyWorkers").GetInt32() >= workers)
+                var status = await client.GetFromJsonAsync(new Uri(host.BaseAddress, "/admin/host/status"), StatusJsonContext.Default.HostStatus);
+                if (status?.ReadyWorkers >= workers)
                     return host;
             }
             catch (HttpRequestException)

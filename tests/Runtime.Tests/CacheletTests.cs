@@ -1,8 +1,7 @@
 using System.Globalization;
 using System.Net;
-using System.Net.Http.Json;
 using System.Text;
-using System.Text.Json;
+using FaaST.Hosting.Status;
 using FaaST.Runtime.App;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Hosting;
@@ -68,9 +67,9 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         return b;
     }
 
-    private static async Task<JsonElement> CacheStatus(HostUnderTest host) => await host.Http.GetFromJsonAsync<JsonElement>("/admin/cache");
+    private static Task<CacheStatus> CacheStatus(HostUnderTest host) => host.Http.GetCacheStatusAsync();
 
-    private static long Reads(JsonElement status, string path) => status.GetProperty("reads").GetProperty(path).GetInt64();
+    private static long Reads(CacheStatus status, string path) => status.Reads[path];
 
     private static async Task<string> Put(HostUnderTest host, string name, byte[] data)
     {
@@ -93,7 +92,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         var status = await CacheStatus(host);
         Assert.Equal(1, Reads(status, "local_miss"));
         Assert.Equal(1, Reads(status, "local_hit"));
-        Assert.Equal("storage/sync/storage", status.GetProperty("consistency").GetString());
+        Assert.Equal("storage/sync/storage", status.Consistency);
     }
 
     [Fact]
@@ -161,7 +160,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         await Put(host, name, data);
         Assert.Equal(Expected(data), await host.Http.GetStringAsync($"/api/read/{name}"));
         Assert.Equal(Expected(data), await host.Http.GetStringAsync($"/api/read/{name}"));
-        Assert.False((await CacheStatus(host)).GetProperty("enabled").GetBoolean());
+        Assert.False((await CacheStatus(host)).Enabled);
     }
 
     [Theory]
@@ -180,7 +179,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         Assert.Equal(data, stored!.Data);
         Assert.Equal(Expected(data), await host.Http.GetStringAsync($"/api/read/{name}"));
         var status = await CacheStatus(host);
-        Assert.Equal(1, status.GetProperty("writes").GetInt64());
+        Assert.Equal(1, status.Writes);
         Assert.Equal(1, Reads(status, "local_hit"));
     }
 
@@ -204,7 +203,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         }, "pipeline-clean/" + name);
         Assert.Equal(string.Join(" ", Enumerable.Range(0, 40_000).Select(i => $"word{i % 7}")), clean);
         var status = await CacheStatus(host);
-        Assert.True(status.GetProperty("writes").GetInt64() >= 2);
+        Assert.True(status.Writes >= 2);
         Assert.True(Reads(status, "local_hit") >= 1, "stage 2 read the raw blob from the cache");
     }
 
@@ -232,9 +231,9 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         Assert.Equal(Expected(data), await host.Http.GetStringAsync($"/api/read/{name}"));
         var status = await CacheStatus(host);
         Assert.Equal(1, Reads(status, "passthrough"));
-        Assert.Equal(0, status.GetProperty("objects").GetInt64());
+        Assert.Equal(0, status.Objects);
         // It was streamed through a file of its own, gone once the invocation ended.
-        Assert.Empty(Directory.GetFiles(status.GetProperty("directory").GetString()!, "t*"));
+        Assert.Empty(Directory.GetFiles(status.Directory!, "t*"));
     }
 
     [Fact]
@@ -261,7 +260,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         await host.Http.GetStringAsync($"/api/read/{name}");
         var status = await CacheStatus(host);
         Assert.Equal(2, Reads(status, "passthrough"));
-        Assert.Equal(0, status.GetProperty("objects").GetInt64());
+        Assert.Equal(0, status.Objects);
     }
 
     [Fact]
@@ -306,8 +305,8 @@ public sealed class CacheletTests(AzuriteFixture azurite)
             await Put(host, name, Random(1 << 20));
             Assert.Equal(HttpStatusCode.ServiceUnavailable, (await host.Http.GetAsync($"/api/die/{name}")).StatusCode);
             var status = await CacheStatus(host);
-            Assert.Equal(0, status.GetProperty("pinnedBytes").GetInt64());
-            directory = status.GetProperty("directory").GetString()!;
+            Assert.Equal(0, status.PinnedBytes);
+            directory = status.Directory!;
             Assert.True(Directory.Exists(directory));
         }
         Assert.False(Directory.Exists(directory));
@@ -323,7 +322,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
               { "type": "http", "direction": "out", "name": "$return" } ] }
             """, ("__init__.py", "import os\ndef main(req):\n    os._exit(3)\n"));
         await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
-        var directory = (await CacheStatus(host)).GetProperty("directory").GetString()!;
+        var directory = (await CacheStatus(host)).Directory!;
         var pid = host.Host.WorkerProcessIds.Single();
         var orphan = Path.Combine(directory, $"w{pid}-77");
         await File.WriteAllBytesAsync(orphan, new byte[4096]);
@@ -372,7 +371,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         Assert.Equal(Expected(data), await read.Content.ReadAsStringAsync());
         var status = await CacheStatus(host);
         Assert.Equal(1, Reads(status, "local_hit"));
-        Assert.Empty(Directory.GetFiles(status.GetProperty("directory").GetString()!, $"w{writer}-*"));
+        Assert.Empty(Directory.GetFiles(status.Directory!, $"w{writer}-*"));
     }
 
     [Fact]
@@ -380,7 +379,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
     {
         using var app = PythonApp().Function("Die", TestApp.HttpFunctionJson, ("__init__.py", "import os\ndef main(req):\n    os._exit(3)\n"));
         await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
-        var directory = (await CacheStatus(host)).GetProperty("directory").GetString()!;
+        var directory = (await CacheStatus(host)).Directory!;
         var pid = host.Host.WorkerProcessIds.Single();
         // Root's directory elsewhere, holding a file named like the worker's output.
         var elsewhere = Path.Combine("/dev/shm", "faast-test-" + Guid.NewGuid().ToString("N"));
@@ -414,7 +413,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         var name = $"mode-{Guid.NewGuid():N}";
         await Put(host, name, Random(100_000));
         await host.Http.GetStringAsync($"/api/read/{name}");
-        var directory = (await CacheStatus(host)).GetProperty("directory").GetString()!;
+        var directory = (await CacheStatus(host)).Directory!;
         Assert.Equal(UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute, File.GetUnixFileMode(directory));
         foreach (var file in Directory.GetFiles(directory))
             Assert.Equal(UnixFileMode.UserRead | UnixFileMode.UserWrite, File.GetUnixFileMode(file));
@@ -438,7 +437,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
             await host.Http.GetStringAsync($"/api/read/{name}");
         }
         Assert.Equal("1", await host.Http.GetStringAsync("/api/Grow"));
-        await HostUnderTest.EventuallyAsync(async () => (await CacheStatus(host)).GetProperty("evictions").GetInt64() > 0, "the memory daemon to evict");
+        await HostUnderTest.EventuallyAsync(async () => (await CacheStatus(host)).Evictions > 0, "the memory daemon to evict");
     }
 
     [Fact]

@@ -56,8 +56,8 @@ public sealed class DistributedTests(AzuriteFixture azurite)
     private static async Task<Dictionary<string, long>> ReadsAsync(GroupInstance instance)
     {
         using var http = new HttpClient();
-        var cache = await http.GetFromJsonAsync<JsonElement>(new Uri(instance.BaseAddress, "admin/cache"));
-        return cache.GetProperty("reads").EnumerateObject().ToDictionary(p => p.Name, p => p.Value.GetInt64());
+        var cache = await http.GetCacheStatusAsync(instance.BaseAddress);
+        return cache.Reads.ToDictionary();
     }
 
     private static async Task<string> GetAsync(GroupInstance instance, string path)

@@ -67,9 +67,8 @@ public sealed class FaultTests(AzuriteFixture azurite)
 
         Assert.Equal("ok", await host.Http.GetStringAsync("/api/Good"));
 
-        var status = await host.Http.GetFromJsonAsync<JsonElement>("/admin/host/status");
-        var errors = status.GetProperty("functions").EnumerateArray()
-            .ToDictionary(f => f.GetProperty("name").GetString()!, f => f.GetProperty("error").GetString());
+        var status = await host.Http.GetHostStatusAsync();
+        var errors = status.Functions.ToDictionary(f => f.Name, f => f.Error);
         Assert.Null(errors["Good"]);
         Assert.Contains("not valid JSON", errors["BadJson"]);
         Assert.Contains("queueTrigger", errors["Queue"]);

@@ -1,6 +1,5 @@
 using System.Diagnostics;
-using System.Net.Http.Json;
-using System.Text.Json;
+using FaaST.Hosting.Status;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Workers;
 
@@ -55,10 +54,9 @@ public sealed class IsolationTests(AzuriteFixture azurite)
     private Task<HostUnderTest> StartAsync(TestApp app, IsolationMode mode = IsolationMode.Auto) =>
         HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString, configure: o => o with { WorkerUser = null, Isolation = mode });
 
-    private static async Task<JsonElement> Status(HostUnderTest host) => await host.Http.GetFromJsonAsync<JsonElement>("/admin/host/status");
+    private static Task<HostStatus> Status(HostUnderTest host) => host.Http.GetHostStatusAsync();
 
-    private static int[] WorkerPids(JsonElement status) =>
-        status.GetProperty("workerProcessIds").EnumerateArray().Select(p => p.GetInt32()).ToArray();
+    private static int[] WorkerPids(HostStatus status) => [.. status.WorkerProcessIds];
 
     /// <summary>The real, effective, saved and file-system ids of a process ("Uid:" or "Gid:" of /proc/PID/status).</summary>
     private static string[] Ids(int pid, string line) =>
@@ -89,10 +87,10 @@ public sealed class IsolationTests(AzuriteFixture azurite)
         using var app = App("isoa");
         await using var host = await StartAsync(app);
         var status = await Status(host);
-        var isolation = status.GetProperty("isolation");
-        Assert.Equal("faast-isoa", isolation.GetProperty("user").GetString());
-        var uid = isolation.GetProperty("uid").GetInt32();
-        var gid = isolation.GetProperty("gid").GetInt32();
+        var isolation = status.Isolation;
+        Assert.Equal("faast-isoa", isolation.User);
+        var uid = isolation.Uid!.Value;
+        var gid = isolation.Gid!.Value;
         Assert.NotEqual(0, uid);
         Assert.All(WorkerPids(status), pid =>
         {
@@ -123,10 +121,11 @@ public sealed class IsolationTests(AzuriteFixture azurite)
         using var appB = App("isob");
         await using var hostA = await StartAsync(appA);
         await using var hostB = await StartAsync(appB);
-        var userA = (await Status(hostA)).GetProperty("isolation");
-        var userB = (await Status(hostB)).GetProperty("isolation");
-        Assert.Equal("faast-isob", userB.GetProperty("user").GetString());
-        Assert.NotEqual(userA.GetProperty("uid").GetInt32(), userB.GetProperty("uid").GetInt32());
+        var userA = (await Status(hostA)).Isolation;
+        var userB = (await Status(hostB)).Isolation;
+        Assert.Equal("faast-isob", userB.User);
+        Assert.NotNull(userA.Uid);
+        Assert.NotEqual(userA.Uid, userB.Uid);
 
         await Put(hostA, "secret", 100_000);
         Assert.Equal("100000", await hostA.Http.GetStringAsync("/api/read/secret"));
@@ -142,9 +141,9 @@ public sealed class IsolationTests(AzuriteFixture azurite)
         using var app = App();
         await using var host = await StartAsync(app, IsolationMode.Off);
         var status = await Status(host);
-        var isolation = status.GetProperty("isolation");
-        Assert.Equal("none", isolation.GetProperty("user").GetString());
-        Assert.Contains("off", isolation.GetProperty("reason").GetString(), StringComparison.Ordinal);
+        var isolation = status.Isolation;
+        Assert.Equal(IsolationStatus.None, isolation.User);
+        Assert.Contains("off", isolation.Reason, StringComparison.Ordinal);
         Assert.All(WorkerPids(status), pid => Assert.All(Ids(pid, "Uid:"), id => Assert.Equal("0", id)));
         Assert.Equal("0:0 700", Stat(host.Host.Cache!.Directory));
     }
@@ -168,9 +167,9 @@ public sealed class IsolationTests(AzuriteFixture azurite)
         await using (var host = await StartAsync(app))
         {
             var status = await Status(host);
-            var isolation = status.GetProperty("isolation");
-            Assert.Equal("none", isolation.GetProperty("user").GetString());
-            Assert.Contains(app.Directory, isolation.GetProperty("reason").GetString(), StringComparison.Ordinal);
+            var isolation = status.Isolation;
+            Assert.Equal(IsolationStatus.None, isolation.User);
+            Assert.Contains(app.Directory, isolation.Reason, StringComparison.Ordinal);
             Assert.Single(host.Logs.Lines, l => l.StartsWith("Warning", StringComparison.Ordinal)
                 && l.Contains($"faast-isolocked cannot read {app.Directory}", StringComparison.Ordinal)
                 && l.Contains("without isolation", StringComparison.Ordinal));

@@ -1,5 +1,4 @@
 using System.Globalization;
-using System.Text.Json;
 
 namespace FaaST.Runtime.Tests;
 
@@ -14,12 +13,11 @@ public sealed class ProcessTests(AzuriteFixture azurite)
         using var app = TestApp.CopySample("python-app", keepName: true);
         await using var host = await HostProcess.StartAsync(app.Directory, azurite.ConnectionString, ["--azurite-in-memory"]);
         Assert.Equal("Hello, Process!", await host.Http.GetStringAsync("api/Hello?name=Process"));
-        using var status = JsonDocument.Parse(await host.Http.GetStringAsync("admin/host/status"));
-        var workers = status.RootElement.GetProperty("workerProcessIds").EnumerateArray().Select(p => p.GetInt32()).ToArray();
+        var status = await host.Http.GetHostStatusAsync();
+        var workers = status.WorkerProcessIds;
         Assert.NotEmpty(workers);
-        var isolation = status.RootElement.GetProperty("isolation");
         if (Environment.IsPrivilegedProcess)
-            Assert.Equal("faast-python-app", isolation.GetProperty("user").GetString());
+            Assert.Equal("faast-python-app", status.Isolation.User);
 
         await host.StopAsync();
         foreach (var pid in workers)
@@ -36,13 +34,13 @@ public sealed class ProcessTests(AzuriteFixture azurite)
         File.WriteAllText(Path.Combine(app.Directory, "faast.json"), """{ "cache": { "memoryLimit": "4GiB" } }""");
         await using var host = await HostProcess.StartAsync(app.Directory, azurite.ConnectionString, ["--azurite-in-memory"], cgroup.ProcsFile);
 
-        using var cache = JsonDocument.Parse(await host.Http.GetStringAsync("admin/cache"));
-        Assert.Equal(768L << 20, cache.RootElement.GetProperty("memoryLimit").GetInt64());
-        Assert.Equal("cgroup " + cgroup.LimitFile, cache.RootElement.GetProperty("memoryLimitSource").GetString());
+        var cache = await host.Http.GetCacheStatusAsync();
+        Assert.Equal(768L << 20, cache.MemoryLimit);
+        Assert.Equal("cgroup " + cgroup.LimitFile, cache.MemoryLimitSource);
         Assert.Contains(host.Output, line => line.Contains("cache.memoryLimit (4GiB) is more than the memory cgroup allows (768MiB", StringComparison.Ordinal));
         // The workers run in the same group, so its limit covers them and the cache together.
-        using var status = JsonDocument.Parse(await host.Http.GetStringAsync("admin/host/status"));
-        foreach (var pid in status.RootElement.GetProperty("workerProcessIds").EnumerateArray().Select(p => p.GetInt32()))
+        var status = await host.Http.GetHostStatusAsync();
+        foreach (var pid in status.WorkerProcessIds)
             Assert.Contains(pid.ToString(CultureInfo.InvariantCulture), File.ReadAllLines(cgroup.ProcsFile));
         Assert.Equal("Hello, Cgroup!", await host.Http.GetStringAsync("api/Hello?name=Cgroup"));
         await host.StopAsync();

@@ -1,6 +1,7 @@
 using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Globalization;
+using System.Net.Http.Json;
 using System.Net.Sockets;
 
 namespace FaaST.Bench.Fuzz;
@@ -83,8 +84,8 @@ public sealed class FuzzHost : IAsyncDisposable
                 using var response = await client.GetAsync(new Uri(BaseAddress, "/admin/host/status"));
                 if (response.IsSuccessStatusCode)
                 {
-                    using var doc = System.Text.Json.JsonDocument.Parse(await response.Content.ReadAsStringAsync());
-                    if (doc.RootElement.TryGetProperty("readyWorkers", out var r) && r.GetInt32() >= workers)
+                    var status = await response.Content.ReadFromJsonAsync(FaaST.Hosting.Status.StatusJsonContext.Default.HostStatus);
+                    if (status?.ReadyWorkers >= workers)
                         return true;
                 }
             }

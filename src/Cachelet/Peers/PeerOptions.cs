@@ -33,16 +33,17 @@ public sealed record PeerOptions
 
     /// <summary>Longest wait for any one message of a peer call (the header, each chunk, the reply);
     /// a peer that dies or hangs mid-transfer is given up after this, and the read goes to storage.
-    /// Default 5 s.</summary>
-    public TimeSpan Timeout { get; init; } = TimeSpan.FromSeconds(5);
+    /// Default faast.json's (<see cref="Policy.CachePolicy.DefaultPeerTimeout"/>).</summary>
+    public TimeSpan Timeout { get; init; } = Policy.CachePolicy.DefaultPeerTimeout;
 
     /// <summary>Bytes per data message of a transfer, default 1 MiB: large enough for throughput,
     /// small enough that other calls on the connection interleave with a big transfer.</summary>
     public int ChunkSize { get; init; } = 1 << 20;
 
     /// <summary>Longest a bulk Get waits for an owner that says it is still fetching the object from
-    /// storage (a remote miss of a large object at storage speed). Default 5 minutes.</summary>
-    public TimeSpan FetchTimeout { get; init; } = TimeSpan.FromMinutes(5);
+    /// storage (a remote miss of a large object at storage speed). Default faast.json's
+    /// (<see cref="Policy.CachePolicy.DefaultPeerFetchTimeout"/>).</summary>
+    public TimeSpan FetchTimeout { get; init; } = Policy.CachePolicy.DefaultPeerFetchTimeout;
 
     /// <summary>Gets that do not fit the Lookup stream go over the peer port's bulk framing (default),
     /// or, if false, over the gRPC Get method.</summary>

@@ -101,11 +101,18 @@ public sealed record CachePolicy
 
     /// <summary><c>cache.peerTimeout</c>, default 5 s: the longest wait for any one message from
     /// another instance; a peer silent that long is given up and the read goes to storage. 0.1 s to 5 minutes.</summary>
-    public TimeSpan PeerTimeout { get; init; } = TimeSpan.FromSeconds(5);
+    public TimeSpan PeerTimeout { get; init; } = DefaultPeerTimeout;
+
+    /// <summary>The default of <see cref="PeerTimeout"/>, also the peer transport's own.</summary>
+    // Properties, not static fields: those initialise in text order, after Default above was built with zeros.
+    public static TimeSpan DefaultPeerTimeout => TimeSpan.FromSeconds(5);
 
     /// <summary><c>cache.peerFetchTimeout</c>, default 5 minutes: how long a read waits for an owner
     /// that says it is still fetching the object from storage. 1 s to 1 day.</summary>
-    public TimeSpan PeerFetchTimeout { get; init; } = TimeSpan.FromMinutes(5);
+    public TimeSpan PeerFetchTimeout { get; init; } = DefaultPeerFetchTimeout;
+
+    /// <summary>The default of <see cref="PeerFetchTimeout"/>, also the peer transport's own.</summary>
+    public static TimeSpan DefaultPeerFetchTimeout => TimeSpan.FromMinutes(5);
 
     /// <summary>Whether <c>container/blob</c> matches a <c>cache.doNotCache</c> glob, so it is read and
     /// written straight through. Independent of <see cref="Enabled"/>.</summary>

@@ -1,53 +1,44 @@
 using FaaST.Cachelet.Policy;
 using FaaST.Cachelet.Telemetry;
+using FaaST.Hosting.Status;
 
 namespace FaaST.Runtime.Hosting;
 
-/// <summary>/admin/host/status: what the instance runs and which functions have problems.</summary>
+/// <summary>The admin API: the HTTP floor, and the host's and the cache's status (the records of <see cref="StatusJsonContext"/>).</summary>
 internal static class AdminEndpoints
 {
     public static void Map(IEndpointRouteBuilder routes, RuntimeHost host)
     {
         // The HTTP floor: no worker, no storage (benchmarks compare functions against it).
         routes.MapGet("/admin/host/ping", () => Results.Ok());
-        routes.MapGet("/admin/cache", () =>
-        {
-            if (host.Cache is not { } cache)
-                return Results.Json(new { enabled = false });
-            var m = cache.Metrics;
-            return Results.Json(new
+        routes.MapGet("/admin/cache", () => Results.Json(CacheStatus(host), StatusJsonContext.Default.CacheStatus));
+        routes.MapGet("/admin/host/status", () => Results.Json(host.Status(), StatusJsonContext.Default.HostStatus));
+    }
+
+    private static CacheStatus CacheStatus(RuntimeHost host)
+    {
+        if (host.Cache is not { } cache)
+            return FaaST.Hosting.Status.CacheStatus.Disabled;
+        var m = cache.Metrics;
+        var reads = new Dictionary<string, long>();
+        foreach (var path in Enum.GetValues<ReadPath>())
+            reads[CacheletMetrics.PathName(path)] = m.Reads(path);
+        return new CacheStatus(
+            Enabled: true,
+            Consistency: cache.Policy.Consistency.Name,
+            MemoryLimit: cache.Policy.MemoryLimit,
+            MemoryLimitSource: cache.Policy.MemoryLimitSource switch
             {
-                enabled = true,
-                consistency = cache.Policy.Consistency.Name,
-                memoryLimit = cache.Policy.MemoryLimit,
-                memoryLimitSource = cache.Policy.MemoryLimitSource switch
-                {
-                    MemoryLimitSource.PolicyFile => "faast.json",
-                    MemoryLimitSource.Cgroup => "cgroup " + host.MemoryCgroup?.File,
-                    _ => "default",
-                },
-                directory = cache.Directory,
-                objects = cache.ObjectCount,
-                bytes = cache.CachedBytes,
-                pinnedBytes = cache.PinnedBytes,
-                reads = Enum.GetValues<ReadPath>().ToDictionary(CacheletMetrics.PathName, m.Reads),
-                writes = m.Writes,
-                evictions = m.Evictions,
-            });
-        });
-        routes.MapGet("/admin/host/status", () => Results.Json(new
-        {
-            state = host.ReadyWorkers > 0 ? "Running" : "Initializing",
-            workerRuntime = host.App.WorkerRuntime,
-            readyWorkers = host.ReadyWorkers,
-            hostProcessId = Environment.ProcessId,
-            workerProcessIds = host.WorkerProcessIds,
-            isolation = host.WorkerIdentity is { } user
-                ? new { user = user.UserName, uid = (int?)user.UserId, gid = (int?)user.GroupId, reason = (string?)null }
-                : new { user = "none", uid = (int?)null, gid = (int?)null, reason = host.IsolationReason },
-            instance = host.Self is { } self ? new { id = self.Id, peerAddress = self.PeerAddress.ToString() } : null,
-            members = host.Members.Select(m => new { id = m.Id, peerAddress = m.PeerAddress.ToString() }),
-            functions = host.FunctionStatus(),
-        }));
+                MemoryLimitSource.PolicyFile => "faast.json",
+                MemoryLimitSource.Cgroup => "cgroup " + host.MemoryCgroup?.File,
+                _ => "default",
+            },
+            Directory: cache.Directory,
+            Objects: cache.ObjectCount,
+            Bytes: cache.CachedBytes,
+            PinnedBytes: cache.PinnedBytes,
+            Reads: reads,
+            Writes: m.Writes,
+            Evictions: m.Evictions);
     }
 }

@@ -2,7 +2,7 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
-using System.Text.Json;
+using FaaST.Hosting.Status;
 using FaaST.Cachelet;
 using FaaST.Runtime.App;
 
@@ -132,8 +132,7 @@ public sealed class InstanceGroup : IAsyncDisposable
             {
                 if (instance.Process.HasExited)
                     throw new InvalidOperationException($"instance {instance.Index} exited with code {instance.Process.ExitCode}");
-                var status = await TryStatusAsync(instance.BaseAddress, ct);
-                if (status is { } s && s.GetProperty("members").GetArrayLength() == members)
+                if (await TryStatusAsync(instance.BaseAddress, ct) is { } status && status.Members.Count == members)
                     break;
                 if (DateTime.UtcNow > deadline)
                     throw new TimeoutException($"instance {instance.Index} does not see {members} members after {_options.StartupTimeout.TotalSeconds:0} s");
@@ -186,9 +185,9 @@ public sealed class InstanceGroup : IAsyncDisposable
         {
             if (process.HasExited)
                 throw new InvalidOperationException($"instance {index} exited with code {process.ExitCode} while starting (see its output)");
-            if (await TryStatusAsync(address, ct) is { } status && status.GetProperty("instance") is { ValueKind: JsonValueKind.Object } self)
+            if (await TryStatusAsync(address, ct) is { Instance: { } self })
             {
-                var instance = new GroupInstance(index, process, address, self.GetProperty("id").GetString()!, new Uri(self.GetProperty("peerAddress").GetString()!));
+                var instance = new GroupInstance(index, process, address, self.Id, self.PeerAddress);
                 _instances[index] = instance;
                 return instance;
             }
@@ -201,15 +200,14 @@ public sealed class InstanceGroup : IAsyncDisposable
         }
     }
 
-    private async Task<JsonElement?> TryStatusAsync(Uri address, CancellationToken ct)
+    private async Task<HostStatus?> TryStatusAsync(Uri address, CancellationToken ct)
     {
         try
         {
             using var response = await _http.GetAsync(new Uri(address, "admin/host/status"), ct);
             if (!response.IsSuccessStatusCode)
                 return null;
-            using var doc = JsonDocument.Parse(await response.Content.ReadAsStringAsync(ct));
-            return doc.RootElement.Clone();
+            return await response.Content.ReadFromJsonAsync(StatusJsonContext.Default.HostStatus, ct);
         }
         catch (Exception e) when (e is HttpRequestException or TaskCanceledException && !ct.IsCancellationRequested)
         {

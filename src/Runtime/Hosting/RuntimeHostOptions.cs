@@ -1,6 +1,10 @@
 namespace FaaST.Runtime.Hosting;
 
-/// <summary>What to run and where; the defaults are what `./faast start` uses.</summary>
+/// <summary>
+/// What to run and where, as the command line says it; the defaults are what `./faast start` uses.
+/// <see cref="HostOptions.Resolve"/> turns it, the app's settings and faast.json into one checked
+/// record per concern.
+/// </summary>
 public sealed record RuntimeHostOptions
 {
     public required string AppDirectory { get; init; }
@@ -56,8 +60,11 @@ public sealed record RuntimeHostOptions
     /// <summary>Membership heartbeats (default 1 s, an instance is gone after 3 missed ones).</summary>
     public FaaST.Membership.MembershipOptions? Membership { get; init; }
 
-    /// <summary>Overrides faast.json's <c>cache.peerTimeout</c> (tests).</summary>
-    public TimeSpan? PeerTimeout { get; init; }
+    /// <summary>How long a stopping host waits for HTTP invocations in flight; null: 5 s (see <see cref="ServingOptions"/>).</summary>
+    public TimeSpan? DrainTimeout { get; init; }
+
+    /// <summary>Components that join the host's lifecycle (stages and states; see <see cref="FaaST.Hosting.IHostLifecycle"/>).</summary>
+    public IReadOnlyList<FaaST.Hosting.ILifecycleParticipant> Participants { get; init; } = [];
 
     /// <summary>More tracing set-up, e.g. an in-memory exporter (tests); tracing runs when this is set or OTLP exports traces.</summary>
     public Action<OpenTelemetry.Trace.TracerProviderBuilder>? Tracing { get; init; }

@@ -1,0 +1,86 @@
+using System.Globalization;
+using FaaST.Cachelet;
+using FaaST.Cachelet.Daemon;
+using FaaST.Cachelet.Policy;
+using FaaST.Hosting;
+using FaaST.Runtime.App;
+using FaaST.Runtime.Bindings;
+using FaaST.Runtime.Workers;
+
+namespace FaaST.Runtime.Hosting.Components;
+
+/// <summary>
+/// The cachelet and its memory daemon (stage <see cref="ServiceLifecycleStage.Cache"/>), and the blob
+/// bindings the invocations use: through the cache when the policy enables it, else straight to
+/// storage. Stopped after everything that reads through it and before storage, so write-behind
+/// uploads are flushed while storage is still up.
+/// </summary>
+internal sealed class CacheComponent(FunctionApp app, CacheHostOptions options, StorageComponent storage,
+    WorkerIdentity? owner, ILoggerFactory loggers) : ILifecycleParticipant
+{
+    private readonly ILogger _logger = loggers.CreateLogger("FaaST.Host");
+    private MemoryDaemon? _memoryDaemon;
+    private IBlobBindingProvider? _bindings;
+    private Func<IEnumerable<int>> _workerProcessIds = () => [];
+
+    /// <summary>The cachelet, once started, when the policy enables it.</summary>
+    public BlobCache? Cache { get; private set; }
+
+    /// <summary>The blob bindings of invocations and triggers, once started.</summary>
+    public IBlobBindingProvider Bindings => _bindings ?? throw new InvalidOperationException("the cache stage has not started");
+
+    /// <summary>What the workers are offered at init: the shared-memory capabilities when the cache is on.</summary>
+    public IReadOnlyDictionary<string, string> WorkerCapabilities { get; private set; } = new Dictionary<string, string>();
+
+    /// <summary>
+    /// Tells the cache about the workers: the memory daemon adds up their memory, and a segment the
+    /// cache deletes is released from their mappings.
+    /// </summary>
+    public void AttachWorkers(Func<IEnumerable<int>> processIds, Action<string> releaseSegment)
+    {
+        _workerProcessIds = processIds;
+        if (Cache is { } cache)
+            cache.SegmentDeleted += releaseSegment;
+    }
+
+    public void Participate(IHostLifecycle lifecycle) =>
+        lifecycle.Subscribe(nameof(CacheComponent), ServiceLifecycleStage.Cache, new LifecycleObserver(Start, StopAsync));
+
+    private Task Start(CancellationToken ct)
+    {
+        var policy = options.Policy;
+        if (!policy.Enabled)
+        {
+            _bindings = new StorageBlobBindingProvider(storage.Accounts);
+            return Task.CompletedTask;
+        }
+        var cache = Cache = new BlobCache(app.Name, policy, loggers.CreateLogger("FaaST.Cachelet"), owner: owner?.Owner);
+        _bindings = new CachingBlobBindingProvider(storage.Accounts, cache);
+        WorkerCapabilities = new Dictionary<string, string>
+        {
+            [Workers.WorkerCapabilities.SharedMemory] = "1",
+            [Workers.WorkerCapabilities.SharedMemoryDirectory] = cache.Directory,
+            [Workers.WorkerCapabilities.SharedMemoryMinBytes] = policy.InlineThreshold.ToString(CultureInfo.InvariantCulture),
+            [Workers.WorkerCapabilities.SharedMemoryRelease] = "1",
+        };
+        if (options.Warning is not null)
+            _logger.LogWarning("{File}: {Warning}", Path.Combine(app.Directory, CachePolicyFile.FileName), options.Warning);
+        _logger.LogInformation("Cachelet on: {Consistency}, up to {Bytes} bytes in {Directory}; memory limit {Limit} bytes ({Source})",
+            policy.Consistency, policy.MaxCachedBytes, cache.Directory, policy.MemoryLimit,
+            policy.MemoryLimitSource == MemoryLimitSource.Cgroup ? options.Cgroup!.File : policy.MemoryLimitSource.ToString());
+        // The workers' processes are read through the delegate, so the daemon counts them once they exist.
+        _memoryDaemon = new MemoryDaemon(() => _workerProcessIds().Append(Environment.ProcessId),
+            policy.MemoryLimit, policy.Headroom, () => cache.ReservedBytes, cache.Evict);
+        _memoryDaemon.Start(policy.MemoryDaemonInterval);
+        return Task.CompletedTask;
+    }
+
+    private async Task StopAsync(CancellationToken ct)
+    {
+        if (_memoryDaemon is not null)
+            await _memoryDaemon.DisposeAsync();
+        // Flushes write-behind uploads (storage is still up), then drops the segments.
+        if (Cache is not null)
+            await Cache.DisposeAsync();
+    }
+}

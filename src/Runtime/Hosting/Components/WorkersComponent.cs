@@ -1,0 +1,115 @@
+using FaaST.Hosting;
+using FaaST.Runtime.App;
+using FaaST.Runtime.Bindings;
+using FaaST.Runtime.Invocation;
+using FaaST.Runtime.Telemetry;
+using FaaST.Runtime.Workers;
+
+namespace FaaST.Runtime.Hosting.Components;
+
+/// <summary>
+/// The language workers, in two stages: at <see cref="ServiceLifecycleStage.Invocation"/> the worker pool
+/// and the function invoker are built (the endpoints need them; no process yet), at
+/// <see cref="ServiceLifecycleStage.Workers"/> the processes start, once Kestrel listens on the port they
+/// dial. Workers stop after the host stopped taking work (draining) and before Kestrel, so their
+/// streams end and Kestrel has nothing long-lived left.
+/// </summary>
+internal sealed class WorkersComponent : ILifecycleParticipant
+{
+    private readonly FunctionApp _app;
+    private readonly WorkerHostOptions _options;
+    private readonly StorageComponent _storage;
+    private readonly CacheComponent _cache;
+    private readonly ServingComponent _serving;
+    private readonly ILoggerFactory _loggers;
+    private readonly ILogger _logger;
+    private WorkerPool? _pool;
+    private WorkerSpecialization? _specialization;
+    private WorkerChannelService? _channel;
+    private int _stopped;
+
+    public WorkersComponent(FunctionApp app, WorkerHostOptions options, StorageComponent storage, CacheComponent cache,
+        ServingComponent serving, ILoggerFactory loggers)
+    {
+        _app = app;
+        _options = options;
+        _storage = storage;
+        _cache = cache;
+        _serving = serving;
+        _loggers = loggers;
+        _logger = loggers.CreateLogger("FaaST.Host");
+        // The channel's gRPC service is registered before the web host is built; the pool attaches later.
+        serving.ConfigureServices(builder => _channel = builder.Services.AddWorkerChannel(WorkerOptions.DefaultMaxMessageSize));
+        serving.MapEndpoints(web => web.MapWorkerChannel());
+    }
+
+    /// <summary>The pool, once the invocation stage started.</summary>
+    public WorkerPool? Pool => _pool;
+
+    /// <summary>Runs functions on the workers, once the invocation stage started.</summary>
+    public FunctionInvoker Invoker { get; private set; } = null!;
+
+    public IReadOnlyList<int> WorkerProcessIds => _pool?.WorkerProcessIds ?? [];
+
+    public int ReadyWorkers => _pool?.ReadyWorkers ?? 0;
+
+    public void Participate(IHostLifecycle lifecycle)
+    {
+        lifecycle.Subscribe("WorkerPool", ServiceLifecycleStage.Invocation, new LifecycleObserver(Build, _ => StopPoolAsync()));
+        lifecycle.Subscribe("WorkerProcesses", ServiceLifecycleStage.Workers, new LifecycleObserver(StartProcessesAsync, _ => StopPoolAsync()));
+    }
+
+    /// <summary>
+    /// The pool's processes are the runtime's (they could start before the app is known, on standby);
+    /// the app reaches them as a specialisation: its environment, directory, capabilities and functions.
+    /// </summary>
+    private Task Build(CancellationToken ct)
+    {
+        var dev = _storage.DevelopmentConnectionString;
+        var workerOptions = new WorkerOptions
+        {
+            Runtime = _app.WorkerRuntime,
+            ProcessCount = _options.ProcessCount,
+            WorkersDirectory = _options.WorkersDirectory,
+            Identity = _options.Identity,
+        };
+        if (_options.RestartDelay is { } restart)
+            workerOptions = workerOptions with { RestartDelay = restart };
+        var bindings = _cache.Bindings;
+        _specialization = new WorkerSpecialization
+        {
+            App = _app,
+            Capabilities = _cache.WorkerCapabilities,
+            ExtraEnvironment = dev is null ? new Dictionary<string, string>() : new Dictionary<string, string> { ["AzureWebJobsStorage"] = dev },
+            Identity = _options.Identity,
+            SharedMemoryReader = bindings as ISharedMemoryReader,
+        };
+        var metrics = _serving.Services.GetRequiredService<HostMetrics>();
+        var pool = _pool = new WorkerPool(workerOptions, _loggers) { Metrics = metrics };
+        _channel!.Attach(pool, WorkerOptions.DefaultMaxMessageSize);
+        _cache.AttachWorkers(() => pool.WorkerProcessIds, pool.ReleaseSegment);
+        Invoker = new FunctionInvoker(_app, pool, bindings, metrics, _loggers.CreateLogger("FaaST.Invoker"));
+        return Task.CompletedTask;
+    }
+
+    private async Task StartProcessesAsync(CancellationToken ct)
+    {
+        var pool = _pool!;
+        pool.GrpcPort = _serving.WorkerChannelPort;
+        // The app is known: specialised before they start, the workers start with the app's environment.
+        var specialised = pool.SpecializeAsync(_specialization!, ct);
+        await pool.StartAsync(ct);
+        if (!await specialised)
+            _logger.LogWarning("Not every {Runtime} worker is up yet; invocations wait for one", _app.WorkerRuntime);
+    }
+
+    /// <summary>
+    /// Each worker gets WorkerTerminate and a grace period; at the workers stage, or at the invocation
+    /// stage if the processes never started (a later stage failed to start).
+    /// </summary>
+    private async Task StopPoolAsync()
+    {
+        if (_pool is not null && Interlocked.Exchange(ref _stopped, 1) == 0)
+            await _pool.DisposeAsync();
+    }
+}

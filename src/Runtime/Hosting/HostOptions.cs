@@ -1,0 +1,229 @@
+using System.Net;
+using FaaST.Cachelet.Daemon;
+using FaaST.Cachelet.Policy;
+using FaaST.Membership;
+using FaaST.Runtime.App;
+using FaaST.Runtime.Bindings;
+using FaaST.Runtime.Workers;
+using FaaST.Storage;
+
+namespace FaaST.Runtime.Hosting;
+
+/// <summary>
+/// The host's options, one immutable record per concern, each read by its own component. This is the
+/// one place where the command line (<see cref="RuntimeHostOptions"/>), the app's settings and
+/// faast.json meet, where the defaults not owned by a file format are written down, and where the
+/// combination is checked before anything starts.
+/// </summary>
+internal sealed record HostOptions(
+    string Home,
+    ServingOptions Serving,
+    StorageHostOptions Storage,
+    CacheHostOptions Cache,
+    WorkerHostOptions Workers,
+    PeerHostOptions Peers,
+    TelemetryHostOptions Telemetry)
+{
+    /// <summary>
+    /// Resolves and checks every concern's options for <paramref name="app"/>; a bad faast.json or an
+    /// exposure the app's settings do not allow is an <see cref="AppConfigException"/> naming the file
+    /// or setting, a bad <paramref name="options"/> value an <see cref="ArgumentException"/> naming it.
+    /// Chooses the workers' user (which checks what that user can read) and logs why it fell back.
+    /// </summary>
+    public static HostOptions Resolve(RuntimeHostOptions options, FunctionApp app, ILogger logger)
+    {
+        var home = RuntimeHostOptions.FindHome(options.HomeDirectory);
+        var listen = Address(options.ListenAddress, nameof(RuntimeHostOptions.ListenAddress));
+        var serving = new ServingOptions
+        {
+            ListenAddress = listen,
+            HttpPort = Port(options.HttpPort ?? app.Settings.LocalHttpPort ?? ServingOptions.DefaultHttpPort, nameof(RuntimeHostOptions.HttpPort)),
+            DrainTimeout = Positive(options.DrainTimeout ?? ServingOptions.DefaultDrainTimeout, nameof(RuntimeHostOptions.DrainTimeout)),
+        };
+
+        var cache = CacheHostOptions.Load(app, options.CacheEnabled);
+        var startsAzurite = StorageAccounts.NeedsDevelopmentStorage(app.Settings);
+        var storage = new StorageHostOptions
+        {
+            StartsAzurite = startsAzurite,
+            AzuriteDataDirectory = options.AzuriteDataDirectory,
+            Blob = options.StorageOptions,
+        };
+
+        var peerListen = options.PeerListenAddress is null ? listen : Address(options.PeerListenAddress, nameof(RuntimeHostOptions.PeerListenAddress));
+        var peers = new PeerHostOptions
+        {
+            Enabled = cache.Policy.Enabled && options.Peers,
+            ListenAddress = peerListen,
+            Port = Port(options.PeerPort, nameof(RuntimeHostOptions.PeerPort)),
+            InstanceId = options.InstanceId,
+            // faast.json's cache section is where an app sets these (with its documented defaults).
+            Timeout = cache.Policy.PeerTimeout,
+            FetchTimeout = cache.Policy.PeerFetchTimeout,
+            Membership = options.Membership,
+        };
+        if (peers.Enabled)
+            PeerSecret.CheckExposure(app, startsAzurite || StorageConnectionString.IsPublicDevelopmentKey(app.Settings["AzureWebJobsStorage"]),
+                options.ListenAddress, options.PeerListenAddress ?? options.ListenAddress);
+
+        var workers = WorkerHostOptions.Choose(options, app, home, logger);
+        var telemetry = new TelemetryHostOptions
+        {
+            Tracing = options.Tracing,
+        };
+        return new HostOptions(home, serving, storage, cache, workers, peers, telemetry);
+    }
+
+    private static IPAddress Address(string text, string name) =>
+        IPAddress.TryParse(text, out var address) ? address
+            : throw new ArgumentException($"{nameof(RuntimeHostOptions)}.{name} must be an IP address, not \"{text}\"", name);
+
+    private static int Port(int port, string name) =>
+        port is >= 0 and <= 65535 ? port
+            : throw new ArgumentException($"{nameof(RuntimeHostOptions)}.{name} must be a port from 0 to 65535, not {port}", name);
+
+    private static TimeSpan Positive(TimeSpan value, string name) =>
+        value > TimeSpan.Zero ? value
+            : throw new ArgumentException($"{nameof(RuntimeHostOptions)}.{name} must be positive, not {value}", name);
+}
+
+/// <summary>Kestrel: where the app's HTTP functions are served, and how the host stops serving them.</summary>
+internal sealed record ServingOptions
+{
+    /// <summary>Local.settings.json's <c>Host.LocalHttpPort</c> when neither it nor --port says otherwise.</summary>
+    public const int DefaultHttpPort = 7071;
+
+    /// <summary>How long a stopping host waits for HTTP invocations in flight (default 5 s, as long as workers get to exit).</summary>
+    public static readonly TimeSpan DefaultDrainTimeout = TimeSpan.FromSeconds(5);
+
+    /// <summary>The address of the HTTP port (--listen; default loopback).</summary>
+    public required IPAddress ListenAddress { get; init; }
+
+    /// <summary>The HTTP port; 0 picks a free one.</summary>
+    public required int HttpPort { get; init; }
+
+    /// <summary>See <see cref="DefaultDrainTimeout"/>.</summary>
+    public required TimeSpan DrainTimeout { get; init; }
+
+    /// <summary>How long Kestrel waits for connections still open when it stops (the workers' streams have ended by then).</summary>
+    public TimeSpan ShutdownTimeout { get; init; } = TimeSpan.FromSeconds(5);
+}
+
+/// <summary>Storage: the Azurite the host starts when the app has no storage, and how blob requests retry.</summary>
+internal sealed record StorageHostOptions
+{
+    /// <summary>The app sets no AzureWebJobsStorage (or UseDevelopmentStorage=true): the host starts Azurite.</summary>
+    public required bool StartsAzurite { get; init; }
+
+    /// <summary>Where that Azurite keeps its data (--azurite-data); null: in memory.</summary>
+    public string? AzuriteDataDirectory { get; init; }
+
+    /// <summary>Retries and timeouts of blob requests; null: <see cref="BlobStoreOptions"/>' defaults (the README's retry promise).</summary>
+    public BlobStoreOptions? Blob { get; init; }
+}
+
+/// <summary>The cachelet: faast.json's policy (with its documented defaults), fitted to the memory cgroup.</summary>
+internal sealed record CacheHostOptions
+{
+    public required CachePolicy Policy { get; init; }
+
+    /// <summary>The memory cgroup the policy's limit was fitted to, if the host runs under one.</summary>
+    public CgroupMemoryLimit? Cgroup { get; init; }
+
+    /// <summary>A warning about the fit (faast.json asks for more than the cgroup allows), logged at start.</summary>
+    public string? Warning { get; init; }
+
+    /// <summary>Loads APP/faast.json; <paramref name="enabled"/> (--no-cache) overrides its cache.enabled.</summary>
+    public static CacheHostOptions Load(FunctionApp app, bool? enabled)
+    {
+        var cgroup = CgroupMemoryLimit.Find();
+        try
+        {
+            var policy = CachePolicyFile.Load(app.Directory);
+            if (enabled is { } on)
+                policy = policy with { Enabled = on };
+            policy = policy.WithCgroupLimit(cgroup, Path.Combine(app.Directory, CachePolicyFile.FileName), out var warning);
+            return new CacheHostOptions { Policy = policy, Cgroup = cgroup, Warning = warning };
+        }
+        catch (PolicyFileException e)
+        {
+            throw new AppConfigException(e.Message);
+        }
+    }
+}
+
+/// <summary>The language workers: how many, who they run as, how they restart.</summary>
+internal sealed record WorkerHostOptions
+{
+    /// <summary>Where workers/python and workers/node are.</summary>
+    public required string WorkersDirectory { get; init; }
+
+    /// <summary>--workers, else FUNCTIONS_WORKER_PROCESS_COUNT, else 1.</summary>
+    public required int ProcessCount { get; init; }
+
+    /// <summary>First restart delay of a crashed worker; null: <see cref="WorkerOptions"/>' default (200 ms).</summary>
+    public TimeSpan? RestartDelay { get; init; }
+
+    /// <summary>The app's user, which the workers run as and which owns the segments; null: the host's user.</summary>
+    public WorkerIdentity? Identity { get; init; }
+
+    /// <summary>Why the workers run as the host's user (when <see cref="Identity"/> is null).</summary>
+    public string? IsolationReason { get; init; }
+
+    /// <summary>Picks the workers' user (--isolation): it must be able to read the app and the worker's code.</summary>
+    public static WorkerHostOptions Choose(RuntimeHostOptions options, FunctionApp app, string home, ILogger logger)
+    {
+        var mustRead = new List<string> { app.Directory, Path.Combine(home, "workers", app.WorkerRuntime) };
+        if (app.WorkerRuntime == "node" && Directory.Exists(Path.Combine(home, "node_modules")))
+            mustRead.Add(Path.Combine(home, "node_modules"));
+        mustRead.AddRange(app.Runnable.Select(f => f.ScriptFile).Where(File.Exists));
+        var user = options.WorkerUser ?? WorkerIdentity.UserNameFor(app.Name);
+        var identity = WorkerIdentity.Choose(options.Isolation, user, mustRead, logger, out var reason);
+        var count = options.WorkerProcessCount ?? app.Settings.WorkerProcessCount ?? 1;
+        if (count is < 1 or > 64)
+            throw new ArgumentException($"{nameof(RuntimeHostOptions)}.{nameof(RuntimeHostOptions.WorkerProcessCount)} must be from 1 to 64, not {count}");
+        return new WorkerHostOptions
+        {
+            WorkersDirectory = Path.Combine(home, "workers"),
+            ProcessCount = count,
+            RestartDelay = options.WorkerRestartDelay,
+            Identity = identity,
+            IsolationReason = identity is null ? reason : null,
+        };
+    }
+}
+
+/// <summary>The cooperative cache: the peer endpoint, membership, and how long a peer may take.</summary>
+internal sealed record PeerHostOptions
+{
+    /// <summary>The cache is on and --no-peers was not given.</summary>
+    public required bool Enabled { get; init; }
+
+    /// <summary>--peer-listen, default --listen; a wildcard is never advertised (see <see cref="PeerSecret.Advertised"/>).</summary>
+    public required IPAddress ListenAddress { get; init; }
+
+    /// <summary>--peer-port; 0 picks a free one.</summary>
+    public required int Port { get; init; }
+
+    /// <summary>--instance-id; null: host name, process id and a random suffix.</summary>
+    public string? InstanceId { get; init; }
+
+    /// <summary>faast.json's <c>cache.peerTimeout</c>: the longest wait for any one message of a peer call.</summary>
+    public required TimeSpan Timeout { get; init; }
+
+    /// <summary>faast.json's <c>cache.peerFetchTimeout</c>: how long a read waits for an owner still fetching from storage.</summary>
+    public required TimeSpan FetchTimeout { get; init; }
+
+    /// <summary>Heartbeats and expiry; null: <see cref="MembershipOptions"/>' defaults (1 s, gone after 3 missed).</summary>
+    public MembershipOptions? Membership { get; init; }
+}
+
+/// <summary>
+/// Telemetry. What goes out over OTLP is the OTEL_* settings' (app settings, then the environment),
+/// read and checked by <see cref="Telemetry.TelemetrySetup"/>; /metrics is always served.
+/// </summary>
+internal sealed record TelemetryHostOptions
+{
+    /// <summary>Extra trace configuration (tests add an exporter); tracing runs only when something exports.</summary>
+    public Action<OpenTelemetry.Trace.TracerProviderBuilder>? Tracing { get; init; }
+}
