@@ -10,6 +10,7 @@ using BenchmarkDotNet.Jobs;
 using BenchmarkDotNet.Running;
 using BenchmarkDotNet.Toolchains.InProcess.Emit;
 using FaaST.Cachelet.Peers;
+using FaaST.Peers;
 using FaaST.Protos.Peer;
 using FaaST.Runtime.Hosting;
 using FaaST.Storage;

@@ -2,6 +2,7 @@ using System.Net;
 using System.Security.Cryptography;
 using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Peers;
+using FaaST.Peers;
 using FaaST.Cachelet.Policy;
 using FaaST.Cachelet.Telemetry;
 using FaaST.Protos.Peer;

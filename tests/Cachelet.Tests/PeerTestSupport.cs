@@ -5,6 +5,7 @@ using System.Net.Http.Headers;
 using System.Net.Sockets;
 using System.Security.Cryptography;
 using FaaST.Cachelet.Peers;
+using FaaST.Peers;
 using FaaST.Cachelet.Policy;
 using FaaST.Protos.Peer;
 using FaaST.Rpc;

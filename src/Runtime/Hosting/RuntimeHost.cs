@@ -4,6 +4,7 @@ using FaaST.Protos.Worker;
 using FaaST.Cachelet;
 using FaaST.Cachelet.Daemon;
 using FaaST.Cachelet.Peers;
+using FaaST.Peers;
 using FaaST.Membership;
 using FaaST.Cachelet.Policy;
 using FaaST.Rpc;

@@ -2,6 +2,8 @@ using System.Buffers;
 using System.Buffers.Binary;
 using System.IO.Pipelines;
 using System.Net.Sockets;
+using FaaST.Cachelet;
+using FaaST.Cachelet.Peers;
 using FaaST.Protos.Peer;
 using FaaST.Rpc;
 using FaaST.Storage;
@@ -10,7 +12,7 @@ using Microsoft.AspNetCore.Connections.Features;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
 using Microsoft.Extensions.Logging;
 
-namespace FaaST.Cachelet.Peers;
+namespace FaaST.Peers;
 
 /// <summary>
 /// Serves bulk Gets (framing in protos/peer.proto) on the peer listener, ahead of HTTP/2: a connection

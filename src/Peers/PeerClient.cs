@@ -1,19 +1,22 @@
 using System.Buffers;
 using System.Collections.Concurrent;
+using FaaST.Cachelet.Index;
+using FaaST.Cachelet.Peers;
 using FaaST.Protos.Peer;
 using FaaST.Rpc;
 using Google.Protobuf;
 
-namespace FaaST.Cachelet.Peers;
+namespace FaaST.Peers;
 
 /// <summary>
 /// The requesting side of the peer protocol. Small whole objects come inline on one long-lived
 /// Lookup stream per peer (HTTP/2); larger ones and ranges come over the peer port's bulk framing,
 /// on pooled connections of their own, received from the socket straight into the destination (a
 /// shared-memory extent), so a small request is never queued behind a large one. A peer that does
-/// not speak the bulk framing is asked with the gRPC Get method instead.
+/// not speak the bulk framing is asked with the gRPC Get method instead. The cache core uses it as
+/// its <see cref="IOwnerClient"/>.
 /// </summary>
-public sealed class PeerClient(PeerOptions options) : IDisposable
+public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
 {
     public const string GetPath = "/faast.peer.v1.CacheletPeer/Get";
     public const string PutPath = "/faast.peer.v1.CacheletPeer/Put";
@@ -242,7 +245,51 @@ public sealed class PeerClient(PeerOptions options) : IDisposable
         }
     }
 
-    internal static string Describe(BlobRef? blob) => blob is null ? "(no blob)" : $"{blob.Container}/{blob.Blob}";
+    internal static string Describe(BlobRef? blob) => PeerWire.Describe(blob);
+
+    // ---- the cache core's view (domain types) ---------------------------------------------------
+
+    async Task<PeerAnswer> IOwnerClient.GetAsync(Peer owner, PeerGet request, Func<PeerAnswer, Stream?> destination, CancellationToken ct)
+    {
+        var get = new GetRequest { Blob = PeerWire.ToRef(request.Key), IfVersion = request.IfVersion ?? "", Fetch = request.Fetch, Validate = request.Validate };
+        var header = await GetAsync(owner.Address, get, h => destination(PeerWire.ToAnswer(h, owner.Address)), ct);
+        return PeerWire.ToAnswer(header, owner.Address);
+    }
+
+    async Task<string> IOwnerClient.PutAsync(Peer owner, BlobKey key, long length, bool uploadSync, Func<long, int, ReadOnlyMemory<byte>> source, CancellationToken ct) =>
+        (await PutAsync(owner.Address, new PutHeader { Blob = PeerWire.ToRef(key), Length = length, UploadSync = uploadSync }, source, ct)).Version;
+
+    async Task<bool> IOwnerClient.InvalidateAsync(Peer peer, BlobKey key, string keepVersion, CancellationToken ct) =>
+        (await InvalidateAsync(peer.Address, new InvalidateRequest { Blob = PeerWire.ToRef(key), KeepVersion = keepVersion }, ct)).Dropped;
+
+    async Task<CacheStats> IOwnerClient.StatsAsync(Peer peer, CancellationToken ct) => PeerWire.ToStats(await StatsAsync(peer.Address, ct));
+
+    /// <summary>The peers this client holds connections (or connection state) for.</summary>
+    public IReadOnlyCollection<Uri> ConnectedPeers =>
+        _clients.Keys.Union(_lookups.Keys).Union(_bulk.Keys).Union(_bulkRefused.Keys).ToArray();
+
+    /// <summary>
+    /// Closes and forgets the channel, Lookup stream and pooled bulk connections of every peer not in
+    /// <paramref name="current"/> (instances that left the view): without this they would stay open,
+    /// and the tables grow, for as long as the host runs. A call still running to a dropped peer fails
+    /// (the cache then reads storage); a later call to it connects anew.
+    /// </summary>
+    public void RetainOnly(IReadOnlyCollection<Peer> current)
+    {
+        var keep = current.Select(p => p.Address).ToHashSet();
+        foreach (var peer in ConnectedPeers)
+        {
+            if (keep.Contains(peer))
+                continue;
+            if (_lookups.TryRemove(peer, out var lookup))
+                lookup.Dispose();
+            if (_bulk.TryRemove(peer, out var bulk))
+                bulk.Dispose();
+            if (_clients.TryRemove(peer, out var client))
+                client.Dispose();
+            _bulkRefused.TryRemove(peer, out _);
+        }
+    }
 
     public void Dispose()
     {

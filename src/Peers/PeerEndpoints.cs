@@ -1,5 +1,6 @@
 using System.Buffers;
-using FaaST.Cachelet.Memory;
+using FaaST.Cachelet;
+using FaaST.Cachelet.Peers;
 using FaaST.Protos.Peer;
 using FaaST.Rpc;
 using FaaST.Storage;
@@ -8,7 +9,7 @@ using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Routing;
 using Microsoft.Extensions.Logging;
 
-namespace FaaST.Cachelet.Peers;
+namespace FaaST.Peers;
 
 /// <summary>How a host serves its cachelet to the app's other instances.</summary>
 public sealed record PeerServerOptions
@@ -44,10 +45,10 @@ public static class PeerEndpoints
         routes.MapGrpcUnary<InvalidateRequest, InvalidateResponse>(PeerClient.InvalidatePath, InvalidateRequest.Parser, (request, _) =>
         {
             var blob = server.Check(request.Blob, "Invalidate");
-            return Task.FromResult(new InvalidateResponse { Dropped = cache.InvalidateFromPeer(blob, request.KeepVersion) });
+            return Task.FromResult(new InvalidateResponse { Dropped = cache.InvalidateFromPeer(PeerWire.ToKey(blob), request.KeepVersion) });
         }, admit: context => server.Admit(context, "Invalidate"));
         routes.MapGrpcUnary<StatsRequest, StatsResponse>(PeerClient.StatsPath, StatsRequest.Parser,
-            (_, _) => Task.FromResult(cache.PeerStats()), admit: context => server.Admit(context, "Stats"));
+            (_, _) => Task.FromResult(PeerWire.ToWire(cache.PeerStats())), admit: context => server.Admit(context, "Stats"));
     }
 
     internal sealed class Server(BlobCache cache, PeerServerOptions options, ILogger logger)
@@ -114,12 +115,12 @@ public static class PeerEndpoints
         public async Task<(ObjectHeader Header, CachedRead Read)> OpenRangeAsync(GetRequest request, string method, CancellationToken ct)
         {
             var blob = Check(request.Blob, method);
-            var found = await cache.OpenForPeerAsync(StoreFor(blob, method), blob, request.IfVersion, request.Fetch, request.Validate, ct);
+            var found = await cache.OpenForPeerAsync(StoreFor(blob, method), PeerWire.ToKey(blob), request.IfVersion, request.Fetch, request.Validate, ct);
             var read = found.Read;
-            if (found.Status != ObjectHeader.Types.Status.Ok)
+            if (found.Status != PeerStatus.Ok)
             {
                 read.Dispose();
-                return (new ObjectHeader { Status = found.Status }, default);
+                return (new ObjectHeader { Status = PeerWire.ToWire(found.Status) }, default);
             }
             var length = read.Length;
             var offset = request.Offset;
@@ -236,17 +237,17 @@ public static class PeerEndpoints
             {
                 var get = request.Get ?? throw new GrpcException(GrpcStatus.InvalidArgument, "Lookup: no request");
                 var blob = Check(get.Blob, "Lookup");
-                if (!get.Validate && cache.PeekForPeer(blob) is { } cached && cached.Length > request.InlineLimit && cached.Version != get.IfVersion)
+                if (!get.Validate && cache.PeekForPeer(PeerWire.ToKey(blob)) is { } cached && cached.Length > request.InlineLimit && cached.Version != get.IfVersion)
                 {
                     // Too large to go inline: say so without counting an access (the Get that follows counts).
                     reply.Header = new ObjectHeader { Status = ObjectHeader.Types.Status.TooLarge, Version = cached.Version, Length = cached.Length, RangeLength = cached.Length };
                     replies.TryWrite(reply);
                     return;
                 }
-                var found = await cache.OpenForPeerAsync(StoreFor(blob, "Lookup"), blob, get.IfVersion, get.Fetch, get.Validate, ct);
+                var found = await cache.OpenForPeerAsync(StoreFor(blob, "Lookup"), PeerWire.ToKey(blob), get.IfVersion, get.Fetch, get.Validate, ct);
                 using var read = found.Read;
-                reply.Header = new ObjectHeader { Status = found.Status };
-                if (found.Status == ObjectHeader.Types.Status.Ok)
+                reply.Header = new ObjectHeader { Status = PeerWire.ToWire(found.Status) };
+                if (found.Status == PeerStatus.Ok)
                 {
                     reply.Header.Version = read.ETag;
                     reply.Header.Length = read.Length;
@@ -311,7 +312,7 @@ public static class PeerEndpoints
                     cache.ReleaseForPeer(extent);
                     throw;
                 }
-                version = await cache.AcceptPeerPutAsync(store, blob, extent, header.UploadSync, ct);
+                version = await cache.AcceptPeerPutAsync(store, PeerWire.ToKey(blob), extent, header.UploadSync, ct);
             }
             else
             {
@@ -320,7 +321,7 @@ public static class PeerEndpoints
                 using var spill = cache.CreateSpillFile();
                 await ReceiveAsync(stream, spill.Stream, header, ct);
                 spill.Stream.Position = 0;
-                version = await cache.AcceptPeerFileAsync(store, blob, spill.Stream, header.Length, ct);
+                version = await cache.AcceptPeerFileAsync(store, PeerWire.ToKey(blob), spill.Stream, header.Length, ct);
             }
             await stream.WriteAsync(new PutResponse { Version = version }, ct);
         }

@@ -1,9 +1,10 @@
 using System.Collections.Concurrent;
 using System.Threading.Channels;
+using FaaST.Cachelet.Peers;
 using FaaST.Protos.Peer;
 using FaaST.Rpc;
 
-namespace FaaST.Cachelet.Peers;
+namespace FaaST.Peers;
 
 /// <summary>
 /// The requesting side of Lookup: one long-lived bidirectional stream to a peer that carries many
