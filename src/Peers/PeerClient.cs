@@ -1,10 +1,9 @@
-using System.Buffers;
 using System.Collections.Concurrent;
 using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Peers;
 using FaaST.Protos.Peer;
-using FaaST.Rpc;
 using Google.Protobuf;
+using Grpc.Core;
 
 namespace FaaST.Peers;
 
@@ -18,13 +17,12 @@ namespace FaaST.Peers;
 /// </summary>
 public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
 {
-    public const string GetPath = "/faast.peer.v1.CacheletPeer/Get";
-    public const string PutPath = "/faast.peer.v1.CacheletPeer/Put";
-    public const string InvalidatePath = "/faast.peer.v1.CacheletPeer/Invalidate";
-    public const string StatsPath = "/faast.peer.v1.CacheletPeer/Stats";
-    private const int DataField = 2;
+    public const string GetPath = PeerMethods.GetPath;
+    public const string PutPath = PeerMethods.PutPath;
+    public const string InvalidatePath = PeerMethods.InvalidatePath;
+    public const string StatsPath = PeerMethods.StatsPath;
 
-    private readonly ConcurrentDictionary<Uri, GrpcClient> _clients = new();
+    private readonly ConcurrentDictionary<Uri, PeerChannel> _channels = new();
     private readonly ConcurrentDictionary<Uri, LookupChannel> _lookups = new();
     private readonly ConcurrentDictionary<Uri, PeerBulkChannel> _bulk = new();
     private readonly ConcurrentDictionary<Uri, long> _bulkRefused = new();
@@ -34,17 +32,14 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
 
     public PeerOptions Options => options;
 
+    /// <summary>How long a Put whose writes failed waits for the owner's answer (the reason it ended the call).</summary>
+    private static readonly TimeSpan AnswerGrace = TimeSpan.FromSeconds(1);
+
     /// <summary>Whole objects up to this size are asked for on the peer's Lookup stream (inline, one
     /// message each way); larger ones, and failed lookups, take a Get call of their own.</summary>
     public const int LookupInlineLimit = 64 * 1024;
 
-    private GrpcClient ClientFor(Uri peer) => _clients.GetOrAdd(peer, address =>
-    {
-        var client = new GrpcClient(address);
-        var credentials = options.Credentials;
-        client.PerCallHeader = (PeerAuth.HeaderName, credentials.SignCall);
-        return client;
-    });
+    internal PeerChannel ChannelFor(Uri peer) => _channels.GetOrAdd(peer, static (address, credentials) => new PeerChannel(address, credentials), options.Credentials);
 
     /// <summary>
     /// Gets an object (or range) from <paramref name="peer"/>. For an OK answer, <paramref name="destination"/>
@@ -55,6 +50,7 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
     public async Task<ObjectHeader> GetAsync(Uri peer, GetRequest request, Func<ObjectHeader, Stream?> destination, CancellationToken ct)
     {
         using var timeout = CancellationTokenSource.CreateLinkedTokenSource(ct);
+        PayloadSink? sink = null;
         try
         {
             timeout.CancelAfter(options.Timeout);
@@ -75,8 +71,8 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
                     {
                         if (lookup.Data.Length != answer.Length || answer.RangeLength != answer.Length)
                             throw new PeerException($"{peer} sent {lookup.Data.Length} of {answer.Length} bytes of {Describe(request.Blob)}");
-                        var sink = destination(answer) ?? throw new OperationCanceledException("the destination declined the object");
-                        sink.Write(lookup.Data.Span);
+                        var target = destination(answer) ?? throw new OperationCanceledException("the destination declined the object");
+                        target.Write(lookup.Data.Span);
                     }
                     return answer;
                 }
@@ -86,7 +82,7 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
             {
                 try
                 {
-                    var bulk = _bulk.GetOrAdd(peer, p => new PeerBulkChannel(p, options.Credentials));
+                    var bulk = _bulk.GetOrAdd(peer, static (p, credentials) => new PeerBulkChannel(p, credentials), options.Credentials);
                     var answer = await bulk.GetAsync(request, destination, timeout, options.Timeout, options.FetchTimeout);
                     answer.Fetched |= fetchedByLookup;
                     return answer;
@@ -98,46 +94,31 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
                         _bulkRefused[peer] = Environment.TickCount64 + (long)BulkRetryAfter.TotalMilliseconds;
                 }
             }
-            using var call = await ClientFor(peer).ServerStreamingAsync(GetPath, request, GetChunk.Parser, timeout.Token);
-            var first = await call.ReadAsync(timeout.Token);
-            if (first is null)
-            {
-                await call.CheckStatusAsync();
+            // The data messages are written into the destination by the marshaller as they are parsed.
+            sink = PayloadSink.Begin($"Get {Describe(request.Blob)} from {peer}");
+            var channel = ChannelFor(peer);
+            using var call = channel.Invoker.AsyncServerStreamingCall(PeerMethods.FetchGet, null, channel.Options(GetPath, timeout.Token), request);
+            var responses = call.ResponseStream;
+            if (!await responses.MoveNext(timeout.Token))
                 throw new PeerException($"{peer} ended Get {Describe(request.Blob)} without a header");
-            }
-            if (first.ContentCase != GetChunk.ContentOneofCase.Header)
-                throw new PeerException($"{peer} answered Get {Describe(request.Blob)} with data before the header");
-            var header = first.Header;
+            var header = responses.Current.Header ?? throw new PeerException($"{peer} answered Get {Describe(request.Blob)} with data before the header");
             header.Fetched |= fetchedByLookup;
             if (header.Status != ObjectHeader.Types.Status.Ok)
                 return header;
             if (header.RangeLength < 0 || header.Offset < 0 || header.Offset + header.RangeLength > header.Length)
                 throw new PeerException($"{peer} announced an invalid range {header.Offset}+{header.RangeLength} of {header.Length} bytes for {Describe(request.Blob)}");
-            var target = destination(header) ?? throw new OperationCanceledException("the destination declined the object");
-            long received = 0;
-            var expected = header.RangeLength;
-            void Copy(ReadOnlySequence<byte> payload)
-            {
-                // The message has arrived: the timeout is for waiting on the peer, so the time spent
-                // writing into the destination does not count (the loop re-arms it for the next read).
-                // Otherwise a destination slower than the timeout fails a transfer the peer kept up with.
-                timeout.CancelAfter(Timeout.InfiniteTimeSpan);
-                if (!GrpcFraming.TryReadBytesField(payload, DataField, out var data))
-                    throw new PeerException($"{peer} sent a malformed data message for {Describe(request.Blob)}");
-                if (received + data.Length > expected)
-                    throw new PeerException($"{peer} sent more than the announced {expected} bytes of {Describe(request.Blob)}");
-                foreach (var segment in data)
-                    target.Write(segment.Span);
-                received += data.Length;
-            }
-            while (received < expected)
+            var into = destination(header) ?? throw new OperationCanceledException("the destination declined the object");
+            // The timeout is for waiting on the peer: once a message has arrived, the time spent writing it
+            // into the destination does not count (the loop re-arms it for the next one). Otherwise a
+            // destination slower than the timeout fails a transfer the peer kept up with.
+            sink.Start(into, header.RangeLength, () => timeout.CancelAfter(Timeout.InfiniteTimeSpan));
+            while (sink.Received < header.RangeLength)
             {
                 timeout.CancelAfter(options.Timeout);
-                if (!await call.ReadPayloadAsync(Copy, timeout.Token))
-                {
-                    await call.CheckStatusAsync();
-                    throw new PeerException($"{peer} ended Get {Describe(request.Blob)} after {received} of {expected} bytes");
-                }
+                if (!await responses.MoveNext(timeout.Token))
+                    throw new PeerException($"{peer} ended Get {Describe(request.Blob)} after {sink.Received} of {header.RangeLength} bytes");
+                if (responses.Current.Header is not null)
+                    throw new PeerException($"{peer} sent a malformed data message (a second header) in Get {Describe(request.Blob)}");
             }
             return header;
         }
@@ -149,17 +130,20 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
         {
             throw new PeerException($"Get {Describe(request.Blob)} from {peer} failed: the connection went away ({e.Message})", e);
         }
-        catch (Exception e) when (e is GrpcException or HttpRequestException or IOException or InvalidProtocolBufferException)
+        catch (Exception e) when (e is RpcException or HttpRequestException or IOException or InvalidProtocolBufferException or InvalidDataException)
         {
-            throw new PeerException($"Get {Describe(request.Blob)} from {peer} failed: {e.Message}", e);
+            throw new PeerException($"Get {Describe(request.Blob)} from {peer} failed: {sink?.Failure ?? Reason(e)}", e);
         }
     }
+
+    /// <summary>What went wrong, for a log line: a status and its detail rather than the exception's own dump.</summary>
+    internal static string Reason(Exception e) => e is RpcException rpc ? $"{rpc.StatusCode}: {rpc.Status.Detail}" : e.Message;
 
     private async Task<LookupReply?> TryLookupAsync(Uri peer, GetRequest request, CancellationToken ct)
     {
         try
         {
-            return await _lookups.GetOrAdd(peer, p => new LookupChannel(ClientFor(p), p)).LookupAsync(request, LookupInlineLimit, ct);
+            return await _lookups.GetOrAdd(peer, p => new LookupChannel(ChannelFor(p), p)).LookupAsync(request, LookupInlineLimit, ct);
         }
         catch (PeerException)
         {
@@ -175,28 +159,34 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
     public async Task<PutResponse> PutAsync(Uri peer, PutHeader header, Func<long, int, ReadOnlyMemory<byte>> source, CancellationToken ct)
     {
         using var timeout = CancellationTokenSource.CreateLinkedTokenSource(ct);
-        async Task WriteBodyAsync(Stream body, CancellationToken token)
-        {
-            var first = new ArrayBufferWriter<byte>();
-            GrpcFraming.Write(first, new PutChunk { Header = header });
-            await body.WriteAsync(first.WrittenMemory, token);
-            var prefix = new byte[GrpcFraming.BytesFieldPrefixMax];
-            for (long sent = 0; sent < header.Length;)
-            {
-                var n = (int)Math.Min(options.ChunkSize, header.Length - sent);
-                var size = GrpcFraming.WriteBytesFieldPrefix(prefix, DataField, n);
-                timeout.CancelAfter(options.Timeout);
-                await body.WriteAsync(prefix.AsMemory(0, size), token);
-                await body.WriteAsync(source(sent, n), token);
-                sent += n;
-            }
-            await body.FlushAsync(token);
-            timeout.CancelAfter(options.Timeout);
-        }
         try
         {
             timeout.CancelAfter(options.Timeout);
-            return await ClientFor(peer).ClientStreamingAsync(PutPath, WriteBodyAsync, PutResponse.Parser, timeout.Token);
+            var channel = ChannelFor(peer);
+            using var call = channel.Invoker.AsyncClientStreamingCall(PeerMethods.SendPut, null, channel.Options(PutPath, timeout.Token));
+            try
+            {
+                await call.RequestStream.WriteAsync(new PutChunk { Header = header }, timeout.Token);
+                for (long sent = 0; sent < header.Length;)
+                {
+                    var n = (int)Math.Min(options.ChunkSize, header.Length - sent);
+                    timeout.CancelAfter(options.Timeout);
+                    // The chunk wraps the source's memory (an extent): serialized once, into the request.
+                    await call.RequestStream.WriteAsync(new PutChunk { Data = UnsafeByteOperations.UnsafeWrap(source(sent, n)) }, timeout.Token);
+                    sent += n;
+                }
+                await call.RequestStream.CompleteAsync();
+            }
+            catch (Exception e) when (!ct.IsCancellationRequested &&
+                e is OperationCanceledException or InvalidOperationException or RpcException or IOException or HttpRequestException)
+            {
+                // The owner may have ended the call (refused the credentials, failed) before it took every
+                // byte, which cancels the writes: then its answer, read below, is the reason to report.
+                if (await Task.WhenAny(call.ResponseAsync, Task.Delay(AnswerGrace, CancellationToken.None)) != call.ResponseAsync)
+                    throw;
+            }
+            timeout.CancelAfter(options.Timeout);
+            return await call.ResponseAsync;
         }
         catch (OperationCanceledException) when (timeout.IsCancellationRequested && !ct.IsCancellationRequested)
         {
@@ -204,32 +194,31 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
         }
         catch (OperationCanceledException e) when (!ct.IsCancellationRequested)
         {
-            // Neither the caller's cancellation nor the timeout: HttpClient cancels the writes of a request
-            // body when the peer's stream is aborted (the owner died mid-Put). A 500 before this (found by
-            // ./faast bench faults); the caller now writes to storage instead.
+            // Neither the caller's cancellation nor the timeout: the request's writes are cancelled when the
+            // peer's stream is aborted (the owner died mid-Put). The caller then writes to storage instead.
             throw new PeerException($"Put {Describe(header.Blob)} to {peer} failed: the connection went away ({e.Message})", e);
         }
-        catch (Exception e) when (e is GrpcException or HttpRequestException or IOException or InvalidProtocolBufferException)
+        catch (Exception e) when (e is RpcException or HttpRequestException or IOException or InvalidProtocolBufferException or InvalidOperationException)
         {
-            throw new PeerException($"Put {Describe(header.Blob)} to {peer} failed: {e.Message}", e);
+            throw new PeerException($"Put {Describe(header.Blob)} to {peer} failed: {Reason(e)}", e);
         }
     }
 
     public Task<InvalidateResponse> InvalidateAsync(Uri peer, InvalidateRequest request, CancellationToken ct) =>
-        UnaryAsync(peer, InvalidatePath, request, InvalidateResponse.Parser, ct);
+        UnaryAsync(peer, InvalidatePath, (client, options) => client.InvalidateAsync(request, options), ct);
 
     public Task<StatsResponse> StatsAsync(Uri peer, CancellationToken ct) =>
-        UnaryAsync(peer, StatsPath, new StatsRequest(), StatsResponse.Parser, ct);
+        UnaryAsync(peer, StatsPath, static (client, options) => client.StatsAsync(new StatsRequest(), options), ct);
 
-    private async Task<TResponse> UnaryAsync<TRequest, TResponse>(Uri peer, string path, TRequest request, MessageParser<TResponse> parser, CancellationToken ct)
-        where TRequest : IMessage<TRequest>
-        where TResponse : class, IMessage<TResponse>
+    private async Task<TResponse> UnaryAsync<TResponse>(Uri peer, string path, Func<CacheletPeer.CacheletPeerClient, CallOptions, AsyncUnaryCall<TResponse>> start, CancellationToken ct)
     {
         using var timeout = CancellationTokenSource.CreateLinkedTokenSource(ct);
         timeout.CancelAfter(options.Timeout);
         try
         {
-            return await ClientFor(peer).UnaryAsync(path, request, parser, timeout.Token);
+            var channel = ChannelFor(peer);
+            using var call = start(channel.Client, channel.Options(path, timeout.Token));
+            return await call.ResponseAsync;
         }
         catch (OperationCanceledException) when (timeout.IsCancellationRequested && !ct.IsCancellationRequested)
         {
@@ -239,9 +228,9 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
         {
             throw new PeerException($"{path} to {peer} failed: the connection went away ({e.Message})", e);
         }
-        catch (Exception e) when (e is GrpcException or HttpRequestException or IOException or InvalidProtocolBufferException)
+        catch (Exception e) when (e is RpcException or HttpRequestException or IOException or InvalidProtocolBufferException)
         {
-            throw new PeerException($"{path} to {peer} failed: {e.Message}", e);
+            throw new PeerException($"{path} to {peer} failed: {Reason(e)}", e);
         }
     }
 
@@ -266,7 +255,7 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
 
     /// <summary>The peers this client holds connections (or connection state) for.</summary>
     public IReadOnlyCollection<Uri> ConnectedPeers =>
-        _clients.Keys.Union(_lookups.Keys).Union(_bulk.Keys).Union(_bulkRefused.Keys).ToArray();
+        _channels.Keys.Union(_lookups.Keys).Union(_bulk.Keys).Union(_bulkRefused.Keys).ToArray();
 
     /// <summary>
     /// Closes and forgets the channel, Lookup stream and pooled bulk connections of every peer not in
@@ -285,8 +274,8 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
                 lookup.Dispose();
             if (_bulk.TryRemove(peer, out var bulk))
                 bulk.Dispose();
-            if (_clients.TryRemove(peer, out var client))
-                client.Dispose();
+            if (_channels.TryRemove(peer, out var channel))
+                channel.Dispose();
             _bulkRefused.TryRemove(peer, out _);
         }
     }
@@ -297,8 +286,8 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
             lookup.Dispose();
         foreach (var bulk in _bulk.Values)
             bulk.Dispose();
-        foreach (var client in _clients.Values)
-            client.Dispose();
-        _clients.Clear();
+        foreach (var channel in _channels.Values)
+            channel.Dispose();
+        _channels.Clear();
     }
 }

@@ -167,6 +167,8 @@ public sealed class RuntimeHost : IAsyncDisposable
         });
         // Azure's route constraints include regex, which the slim builder leaves out.
         builder.Services.Configure<RouteOptions>(r => r.SetParameterPolicy<Microsoft.AspNetCore.Routing.Constraints.RegexInlineRouteConstraint>("regex"));
+        if (peers)
+            builder.Services.AddPeerServices();
         var web = builder.Build();
         _web = web;
         var loggers = web.Services.GetRequiredService<ILoggerFactory>();
