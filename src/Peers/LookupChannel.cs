@@ -2,7 +2,6 @@ using System.Collections.Concurrent;
 using System.Threading.Channels;
 using FaaST.Cachelet.Peers;
 using FaaST.Protos.Peer;
-using Grpc.Core;
 
 namespace FaaST.Peers;
 
@@ -12,7 +11,7 @@ namespace FaaST.Peers;
 /// A broken stream fails what was waiting on it (the callers fall back) and the next lookup opens
 /// a new one.
 /// </summary>
-internal sealed class LookupChannel(PeerChannel channel, Uri peer) : IDisposable
+internal sealed class LookupChannel(PeerChannel channel, Uri peer, LookupTransport transport) : IDisposable
 {
     public const string Path = PeerMethods.LookupPath;
 
@@ -55,12 +54,13 @@ internal sealed class LookupChannel(PeerChannel channel, Uri peer) : IDisposable
     {
         try
         {
-            using var call = channel.Client.Lookup(channel.Options(Path, session.Stop.Token));
-            _ = WriteAsync(session, call.RequestStream);
-            var replies = call.ResponseStream;
-            while (await replies.MoveNext(session.Stop.Token))
+            var stop = session.Stop.Token;
+            using ILookupCall call = transport == LookupTransport.RawHttp2
+                ? await RawLookupCall.OpenAsync(channel.RawInvoker, peer, channel.Authorization(Path), stop)
+                : new GrpcLookupCall(channel.Client.Lookup(channel.Options(Path, stop)));
+            _ = WriteAsync(session, call);
+            while (await call.ReadAsync(stop) is { } reply)
             {
-                var reply = replies.Current;
                 if (session.Pending.TryRemove(reply.Id, out var waiter))
                     waiter.TrySetResult(reply);
             }
@@ -72,16 +72,19 @@ internal sealed class LookupChannel(PeerChannel channel, Uri peer) : IDisposable
         }
     }
 
-    /// <summary>One writer: the requests in the order they were queued.</summary>
-    private static async Task WriteAsync(Session session, IClientStreamWriter<LookupRequest> requests)
+    /// <summary>One writer: whatever requests are queued go out together, in order.</summary>
+    private static async Task WriteAsync(Session session, ILookupCall call)
     {
         try
         {
             var reader = session.Outbox.Reader;
+            var batch = new List<LookupRequest>();
             while (await reader.WaitToReadAsync(session.Stop.Token))
             {
                 while (reader.TryRead(out var request))
-                    await requests.WriteAsync(request, session.Stop.Token);
+                    batch.Add(request);
+                await call.WriteAsync(batch, session.Stop.Token);
+                batch.Clear();
             }
         }
         catch (Exception e)

@@ -19,9 +19,12 @@ internal sealed class PeerChannel : IDisposable
     public PeerChannel(Uri address, PeerAuth credentials)
     {
         _credentials = credentials;
+        var handler = NewHandler();
+        // The raw Lookup call shares the handler (and its connections); the channel disposes it.
+        RawInvoker = new HttpMessageInvoker(handler, disposeHandler: false);
         _channel = GrpcChannel.ForAddress(address, new GrpcChannelOptions
         {
-            HttpHandler = NewHandler(),
+            HttpHandler = handler,
             DisposeHttpClient = true,
             MaxReceiveMessageSize = PeerMethods.MaxMessageSize,
             MaxSendMessageSize = PeerMethods.MaxMessageSize,
@@ -44,13 +47,23 @@ internal sealed class PeerChannel : IDisposable
 
     public CallInvoker Invoker { get; }
 
+    /// <summary>The channel's HTTP/2 connections, for the raw Lookup call (<see cref="LookupTransport.RawHttp2"/>).</summary>
+    public HttpMessageInvoker RawInvoker { get; }
+
     /// <summary>The generated client (Stats, Invalidate, Lookup); Get and Put go through <see cref="Invoker"/>
     /// with the hand marshallers of <see cref="PeerMethods"/>.</summary>
     public CacheletPeer.CacheletPeerClient Client { get; }
 
     /// <summary>A call's options: a fresh signed credential for <paramref name="path"/> (see <see cref="PeerAuth"/>) and the token.</summary>
     public CallOptions Options(string path, CancellationToken ct) =>
-        new(headers: new Metadata { { PeerAuth.HeaderName, _credentials.SignCall(path) } }, cancellationToken: ct);
+        new(headers: new Metadata { { PeerAuth.HeaderName, Authorization(path) } }, cancellationToken: ct);
 
-    public void Dispose() => _channel.Dispose();
+    /// <summary>A fresh signed credential for one call of <paramref name="path"/>.</summary>
+    public string Authorization(string path) => _credentials.SignCall(path);
+
+    public void Dispose()
+    {
+        RawInvoker.Dispose();
+        _channel.Dispose();
+    }
 }
