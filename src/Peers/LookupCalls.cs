@@ -52,8 +52,8 @@ internal sealed class GrpcLookupCall(AsyncDuplexStreamingCall<LookupRequest, Loo
 
 /// <summary>
 /// The Lookup call on a raw HTTP/2 stream: the request body stays open and takes each batch of framed
-/// requests with one write and one flush; replies are parsed off a pipe over the response body. It
-/// shares the peer's SocketsHttpHandler (and connections) with its GrpcChannel. The framing is gRPC's
+/// requests with one write and one flush; replies are parsed off a pipe over the response body. The
+/// framing is gRPC's
 /// (a flag byte, a big-endian length, the message) and the status is read from the trailers, so
 /// the server cannot tell this client from any other.
 /// </summary>

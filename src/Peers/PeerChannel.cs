@@ -7,7 +7,7 @@ namespace FaaST.Peers;
 
 /// <summary>
 /// The gRPC channel to one peer (Grpc.Net.Client over a SocketsHttpHandler of its own, so dropping
-/// the peer closes its connections): HTTP/2 cleartext, large stream windows so a transfer is not
+/// the peer closes its connections; the raw Lookup call has one more of the same): HTTP/2 cleartext, large stream windows so a transfer is not
 /// throttled by flow control, more than one connection when one's streams are all taken, the
 /// protocol's message limits set explicitly, and no retries (a failed peer call goes to storage).
 /// </summary>
@@ -19,12 +19,12 @@ internal sealed class PeerChannel : IDisposable
     public PeerChannel(Uri address, PeerAuth credentials)
     {
         _credentials = credentials;
-        var handler = NewHandler();
-        // The raw Lookup call shares the handler (and its connections); the channel disposes it.
-        RawInvoker = new HttpMessageInvoker(handler, disposeHandler: false);
+        // The raw Lookup call has a handler (a connection) of its own: the channel takes over its
+        // handler's connect callback for its subchannels, and that handler then refuses other requests.
+        RawInvoker = new HttpMessageInvoker(NewHandler(), disposeHandler: true);
         _channel = GrpcChannel.ForAddress(address, new GrpcChannelOptions
         {
-            HttpHandler = handler,
+            HttpHandler = NewHandler(),
             DisposeHttpClient = true,
             MaxReceiveMessageSize = PeerMethods.MaxMessageSize,
             MaxSendMessageSize = PeerMethods.MaxMessageSize,
@@ -47,7 +47,7 @@ internal sealed class PeerChannel : IDisposable
 
     public CallInvoker Invoker { get; }
 
-    /// <summary>The channel's HTTP/2 connections, for the raw Lookup call (<see cref="LookupTransport.RawHttp2"/>).</summary>
+    /// <summary>HTTP/2 to the same peer for the raw Lookup call (<see cref="LookupTransport.RawHttp2"/>), with the channel's settings.</summary>
     public HttpMessageInvoker RawInvoker { get; }
 
     /// <summary>The generated client (Stats, Invalidate, Lookup); Get and Put go through <see cref="Invoker"/>

@@ -35,6 +35,11 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
     /// <summary>How long a Put whose writes failed waits for the owner's answer (the reason it ended the call).</summary>
     private static readonly TimeSpan AnswerGrace = TimeSpan.FromSeconds(1);
 
+    private long _lookupFailures;
+
+    /// <summary>Lookups that failed (a broken or refused stream) and left the object to a Get.</summary>
+    public long LookupFailures => Interlocked.Read(ref _lookupFailures);
+
     /// <summary>Whole objects up to this size are asked for on the peer's Lookup stream (inline, one
     /// message each way); larger ones, and failed lookups, take a Get call of their own.</summary>
     public const int LookupInlineLimit = 64 * 1024;
@@ -147,6 +152,7 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
         }
         catch (PeerException)
         {
+            Interlocked.Increment(ref _lookupFailures);
             return null;
         }
     }

@@ -1,10 +1,16 @@
 using System.Collections.Concurrent;
 using System.Diagnostics.Metrics;
+using FaaST.Cachelet.Peers;
 using FaaST.Cachelet.Telemetry;
+using FaaST.Peers;
+using FaaST.Protos.Peer;
 
 namespace FaaST.Cachelet.Tests;
 
-/// <summary>Instances that leave the view: the client's connections to them are closed and forgotten.</summary>
+/// <summary>
+/// The client's transports: the Lookup stream on either carrier, and instances that leave the view
+/// (the client's connections to them are closed and forgotten).
+/// </summary>
 public sealed partial class PeerProtocolTests
 {
     /// <summary>Kestrel's open connections per listening port, from its own meter.</summary>
@@ -70,5 +76,36 @@ public sealed partial class PeerProtocolTests
             await Task.Delay(100);
         Assert.Equal(0, connections.OpenOn(leaves.Address));
         Assert.True(connections.OpenOn(stays.Address) > 0);
+    }
+
+    [Theory]
+    [InlineData(LookupTransport.RawHttp2)]
+    [InlineData(LookupTransport.GrpcNetClient)]
+    public async Task Small_objects_come_inline_on_the_lookup_stream_over_either_transport_and_wrong_credentials_are_refused(LookupTransport transport)
+    {
+        await using var owner = await PeerNode.StartAsync("a", azurite.Store, LocalRead, Generous);
+        var objects = await Task.WhenAll(Enumerable.Range(0, 20).Select(async i =>
+        {
+            var data = Random(100 + i * 1000);
+            var name = await PutAsync(data);
+            (await ReadAsync(owner, name)).Dispose();
+            return (Name: name, Data: data);
+        }));
+        // Bulk and the Get method are off: only the Lookup stream can answer.
+        using var client = new PeerClient(new PeerOptions { Credentials = PeerNode.NewCredentials(), Timeout = Generous, LookupTransport = transport, BulkTransfers = false });
+        var answers = await Task.WhenAll(objects.Select(o => GetAsync(client, owner.Address, new GetRequest { Blob = Ref(o.Name) })));
+        for (var i = 0; i < objects.Length; i++)
+        {
+            Assert.Equal(ObjectHeader.Types.Status.Ok, answers[i].Header.Status);
+            Assert.Equal(objects[i].Data, answers[i].Bytes);
+        }
+        Assert.Equal(objects.Length, owner.Cache.Metrics.Reads(ReadPath.LocalHit)); // each served once, by the owner's index
+        Assert.Equal(0, client.LookupFailures); // every one on the Lookup stream, none left to a Get
+
+        using var stranger = new PeerClient(new PeerOptions { Credentials = new PeerAuth("another-secret"u8, PeerNode.App), Timeout = Generous, LookupTransport = transport, BulkTransfers = false });
+        var refused = await Assert.ThrowsAsync<PeerException>(() => stranger.GetAsync(owner.Address, new GetRequest { Blob = Ref(objects[0].Name) }, _ => new MemoryStream(), default));
+        Assert.Contains("credentials", refused.Message, StringComparison.Ordinal);
+        Assert.Equal(1, stranger.LookupFailures);
+        await Wait.UntilAsync(() => owner.Logs.All.Contains("Refused a peer Lookup call", StringComparison.Ordinal), "the owner logs the refused lookup");
     }
 }
