@@ -46,7 +46,7 @@ public static class DistributedScenario
         var report = new Report("distributed", quick);
         report.Config("storage", "Azurite on loopback (unshaped)");
         report.Config("remote_hit_instances", 2);
-        report.Config("remote_hit_client", "PeerClient in the bench process, straight to the instance holding the objects: small objects on the Lookup stream (raw HTTP/2, and Grpc.Net.Client side by side), 64 MB over the bulk framing");
+        report.Config("remote_hit_client", "PeerClient in the bench process, straight to the instance holding the objects: small objects on the Lookup stream (Grpc.Net.Client), 64 MB over the bulk framing");
         report.Config("concurrency", Concurrency);
         report.Config("small_objects", smallObjects);
         report.Config("window_s", window.TotalSeconds);
@@ -77,7 +77,7 @@ public static class DistributedScenario
             async (i, ct) => await store.UploadAsync("bench", SmallName(i), small[i], ct: ct));
 
         Say("remote hits: 2 instances of python-bench, local/sync/local");
-        double rh1kb, rh1kbGrpcNet;
+        double rh1kb;
         var app = HostProcess.CopyApp(Path.Combine(home, "bench", "apps", "python-bench"), """{ "cache": { "consistency": "local/sync/local", "memoryLimit": "4GiB" } }""");
         await using (var group = await StartGroupAsync(home, app, 2, azurite.ConnectionString, Path.Combine(logs, "remote-hits")))
         {
@@ -125,26 +125,15 @@ public static class DistributedScenario
                 };
             }, group[0].Process, TimeSpan.FromSeconds(2), window); // even --quick: a shorter warm-up measured the JIT, not the path
 
-            Say("  1 KB remote hits (Lookup on the raw HTTP/2 stream)");
+            Say("  1 KB remote hits");
             var hits = await SmallHitsAsync(peers);
             if (hits.Errors > 0 || peers.LookupFailures > 0)
                 Console.WriteLine($"warning: {hits.Errors} of the 1 KB remote hits failed, {peers.LookupFailures} lookups fell back to a Get");
             rh1kb = hits.Ops;
-            report.Add("rh_1kb_ops", hits.Ops, $"{Concurrency} loops, random key of {smallObjects}: each a Get on the peer's Lookup stream (raw HTTP/2 stream, the default), served from shared memory");
+            report.Add("rh_1kb_ops", hits.Ops, $"{Concurrency} loops, random key of {smallObjects}: each a Get on the peer's Lookup stream (Grpc.Net.Client), served from shared memory");
             report.Add("rh_1kb_p50_ms", hits.P50Ms, $"at {Concurrency} concurrent");
             report.Add("rh_1kb_client_cpu_us_per_op", hits.ClientCpuUs, "CPU of the bench process (PeerClient) per remote hit");
             report.Add("rh_1kb_server_cpu_us_per_op", hits.ServerCpuUs, "CPU of the instance serving it per remote hit");
-
-            Say("  1 KB remote hits (Lookup on Grpc.Net.Client)");
-            using var grpcNet = new PeerClient(peers.Options with { LookupTransport = LookupTransport.GrpcNetClient });
-            var viaGrpcNet = await SmallHitsAsync(grpcNet);
-            if (viaGrpcNet.Errors > 0 || grpcNet.LookupFailures > 0)
-                Console.WriteLine($"warning: {viaGrpcNet.Errors} of the 1 KB remote hits on Grpc.Net.Client failed, {grpcNet.LookupFailures} lookups fell back to a Get");
-            rh1kbGrpcNet = viaGrpcNet.Ops;
-            report.Add("rh_1kb_grpcnet_ops", viaGrpcNet.Ops, "the same, with the Lookup stream on Grpc.Net.Client's generated client (LookupTransport.GrpcNetClient)");
-            report.Add("rh_1kb_grpcnet_p50_ms", viaGrpcNet.P50Ms, $"at {Concurrency} concurrent");
-            report.Add("rh_1kb_grpcnet_client_cpu_us_per_op", viaGrpcNet.ClientCpuUs, "CPU of the bench process per remote hit");
-            report.Add("rh_1kb_grpcnet_server_cpu_us_per_op", viaGrpcNet.ServerCpuUs, "CPU of the instance serving it per remote hit");
         }
         DeleteCopy(app);
         warnings["remote-hits"] = ReportLogWarnings(Path.Combine(logs, "remote-hits"));
@@ -167,7 +156,6 @@ public static class DistributedScenario
         report.Add("redis_get_1kb_client_cpu_us_per_op", redis.ClientCpuUs, "CPU of redis-benchmark per GET");
         report.Add("redis_get_1kb_server_cpu_us_per_op", redis.ServerCpuUs, "CPU of redis-server per GET");
         report.Add("rh_1kb_vs_redis", rh1kb / redis.Ops, "remote hits / Redis GETs per second (goal >= 0.5)");
-        report.Add("rh_1kb_grpcnet_vs_redis", rh1kbGrpcNet / redis.Ops, "the same on Grpc.Net.Client (what the raw Lookup stream is kept for)");
 
         foreach (var preset in presets)
         {

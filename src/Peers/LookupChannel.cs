@@ -2,6 +2,7 @@ using System.Collections.Concurrent;
 using System.Threading.Channels;
 using FaaST.Cachelet.Peers;
 using FaaST.Protos.Peer;
+using Grpc.Core;
 
 namespace FaaST.Peers;
 
@@ -11,7 +12,7 @@ namespace FaaST.Peers;
 /// A broken stream fails what was waiting on it (the callers fall back) and the next lookup opens
 /// a new one.
 /// </summary>
-internal sealed class LookupChannel(PeerChannel channel, Uri peer, LookupTransport transport) : IDisposable
+internal sealed class LookupChannel(PeerChannel channel, Uri peer) : IDisposable
 {
     public const string Path = PeerMethods.LookupPath;
 
@@ -55,12 +56,12 @@ internal sealed class LookupChannel(PeerChannel channel, Uri peer, LookupTranspo
         try
         {
             var stop = session.Stop.Token;
-            using ILookupCall call = transport == LookupTransport.RawHttp2
-                ? await RawLookupCall.OpenAsync(channel.RawInvoker, peer, channel.Authorization(Path), stop)
-                : new GrpcLookupCall(channel.Client.Lookup(channel.Options(Path, stop)));
-            _ = WriteAsync(session, call);
-            while (await call.ReadAsync(stop) is { } reply)
+            using var call = channel.Client.Lookup(channel.Options(Path, stop));
+            _ = WriteAsync(session, call.RequestStream);
+            var replies = call.ResponseStream;
+            while (await replies.MoveNext(stop))
             {
+                var reply = replies.Current;
                 if (session.Pending.TryRemove(reply.Id, out var waiter))
                     waiter.TrySetResult(reply);
             }
@@ -72,19 +73,16 @@ internal sealed class LookupChannel(PeerChannel channel, Uri peer, LookupTranspo
         }
     }
 
-    /// <summary>One writer: whatever requests are queued go out together, in order.</summary>
-    private static async Task WriteAsync(Session session, ILookupCall call)
+    /// <summary>One writer (a call takes one write at a time): the requests in the order they were queued.</summary>
+    private static async Task WriteAsync(Session session, IClientStreamWriter<LookupRequest> requests)
     {
         try
         {
             var reader = session.Outbox.Reader;
-            var batch = new List<LookupRequest>();
             while (await reader.WaitToReadAsync(session.Stop.Token))
             {
                 while (reader.TryRead(out var request))
-                    batch.Add(request);
-                await call.WriteAsync(batch, session.Stop.Token);
-                batch.Clear();
+                    await requests.WriteAsync(request, session.Stop.Token);
             }
         }
         catch (Exception e)

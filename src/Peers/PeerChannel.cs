@@ -7,7 +7,7 @@ namespace FaaST.Peers;
 
 /// <summary>
 /// The gRPC channel to one peer (Grpc.Net.Client over a SocketsHttpHandler of its own, so dropping
-/// the peer closes its connections; the raw Lookup call has one more of the same): HTTP/2 cleartext, large stream windows so a transfer is not
+/// the peer closes its connections): HTTP/2 cleartext, large stream windows so a transfer is not
 /// throttled by flow control, more than one connection when one's streams are all taken, the
 /// protocol's message limits set explicitly, and no retries (a failed peer call goes to storage).
 /// </summary>
@@ -19,9 +19,6 @@ internal sealed class PeerChannel : IDisposable
     public PeerChannel(Uri address, PeerAuth credentials)
     {
         _credentials = credentials;
-        // The raw Lookup call has a handler (a connection) of its own: the channel takes over its
-        // handler's connect callback for its subchannels, and that handler then refuses other requests.
-        RawInvoker = new HttpMessageInvoker(NewHandler(), disposeHandler: true);
         _channel = GrpcChannel.ForAddress(address, new GrpcChannelOptions
         {
             HttpHandler = NewHandler(),
@@ -36,7 +33,7 @@ internal sealed class PeerChannel : IDisposable
     }
 
     /// <summary>The settings every peer channel shares.</summary>
-    internal static SocketsHttpHandler NewHandler() => new()
+    private static SocketsHttpHandler NewHandler() => new()
     {
         EnableMultipleHttp2Connections = true,
         UseCookies = false,
@@ -47,23 +44,13 @@ internal sealed class PeerChannel : IDisposable
 
     public CallInvoker Invoker { get; }
 
-    /// <summary>HTTP/2 to the same peer for the raw Lookup call (<see cref="LookupTransport.RawHttp2"/>), with the channel's settings.</summary>
-    public HttpMessageInvoker RawInvoker { get; }
-
     /// <summary>The generated client (Stats, Invalidate, Lookup); Get and Put go through <see cref="Invoker"/>
     /// with the hand marshallers of <see cref="PeerMethods"/>.</summary>
     public CacheletPeer.CacheletPeerClient Client { get; }
 
     /// <summary>A call's options: a fresh signed credential for <paramref name="path"/> (see <see cref="PeerAuth"/>) and the token.</summary>
     public CallOptions Options(string path, CancellationToken ct) =>
-        new(headers: new Metadata { { PeerAuth.HeaderName, Authorization(path) } }, cancellationToken: ct);
+        new(headers: new Metadata { { PeerAuth.HeaderName, _credentials.SignCall(path) } }, cancellationToken: ct);
 
-    /// <summary>A fresh signed credential for one call of <paramref name="path"/>.</summary>
-    public string Authorization(string path) => _credentials.SignCall(path);
-
-    public void Dispose()
-    {
-        RawInvoker.Dispose();
-        _channel.Dispose();
-    }
+    public void Dispose() => _channel.Dispose();
 }

@@ -148,7 +148,7 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
     {
         try
         {
-            return await _lookups.GetOrAdd(peer, p => new LookupChannel(ChannelFor(p), p, options.LookupTransport)).LookupAsync(request, LookupInlineLimit, ct);
+            return await _lookups.GetOrAdd(peer, p => new LookupChannel(ChannelFor(p), p)).LookupAsync(request, LookupInlineLimit, ct);
         }
         catch (PeerException)
         {

@@ -24,8 +24,4 @@ public sealed record PeerOptions
     /// <summary>Gets that do not fit the Lookup stream go over the peer port's bulk framing (default),
     /// or, if false, over the gRPC Get method.</summary>
     public bool BulkTransfers { get; init; } = true;
-
-    /// <summary>How the Lookup stream (small whole objects) is carried; default the raw HTTP/2 stream,
-    /// which holds the 1 KB remote-hit goal where Grpc.Net.Client does not (see <see cref="Peers.LookupTransport"/>).</summary>
-    public LookupTransport LookupTransport { get; init; } = LookupTransport.RawHttp2;
 }

@@ -8,7 +8,7 @@ using FaaST.Protos.Peer;
 namespace FaaST.Cachelet.Tests;
 
 /// <summary>
-/// The client's transports: the Lookup stream on either carrier, and instances that leave the view
+/// The client's transports: the Lookup stream, and instances that leave the view
 /// (the client's connections to them are closed and forgotten).
 /// </summary>
 public sealed partial class PeerProtocolTests
@@ -78,10 +78,8 @@ public sealed partial class PeerProtocolTests
         Assert.True(connections.OpenOn(stays.Address) > 0);
     }
 
-    [Theory]
-    [InlineData(LookupTransport.RawHttp2)]
-    [InlineData(LookupTransport.GrpcNetClient)]
-    public async Task Small_objects_come_inline_on_the_lookup_stream_over_either_transport_and_wrong_credentials_are_refused(LookupTransport transport)
+    [Fact]
+    public async Task Small_objects_come_inline_on_the_lookup_stream_and_a_lookup_with_wrong_credentials_is_refused()
     {
         await using var owner = await PeerNode.StartAsync("a", azurite.Store, LocalRead, Generous);
         var objects = await Task.WhenAll(Enumerable.Range(0, 20).Select(async i =>
@@ -92,7 +90,7 @@ public sealed partial class PeerProtocolTests
             return (Name: name, Data: data);
         }));
         // Bulk and the Get method are off: only the Lookup stream can answer.
-        using var client = new PeerClient(new PeerOptions { Credentials = PeerNode.NewCredentials(), Timeout = Generous, LookupTransport = transport, BulkTransfers = false });
+        using var client = new PeerClient(new PeerOptions { Credentials = PeerNode.NewCredentials(), Timeout = Generous, BulkTransfers = false });
         var answers = await Task.WhenAll(objects.Select(o => GetAsync(client, owner.Address, new GetRequest { Blob = Ref(o.Name) })));
         for (var i = 0; i < objects.Length; i++)
         {
@@ -102,7 +100,7 @@ public sealed partial class PeerProtocolTests
         Assert.Equal(objects.Length, owner.Cache.Metrics.Reads(ReadPath.LocalHit)); // each served once, by the owner's index
         Assert.Equal(0, client.LookupFailures); // every one on the Lookup stream, none left to a Get
 
-        using var stranger = new PeerClient(new PeerOptions { Credentials = new PeerAuth("another-secret"u8, PeerNode.App), Timeout = Generous, LookupTransport = transport, BulkTransfers = false });
+        using var stranger = new PeerClient(new PeerOptions { Credentials = new PeerAuth("another-secret"u8, PeerNode.App), Timeout = Generous, BulkTransfers = false });
         var refused = await Assert.ThrowsAsync<PeerException>(() => stranger.GetAsync(owner.Address, new GetRequest { Blob = Ref(objects[0].Name) }, _ => new MemoryStream(), default));
         Assert.Contains("credentials", refused.Message, StringComparison.Ordinal);
         Assert.Equal(1, stranger.LookupFailures);
