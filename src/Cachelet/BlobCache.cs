@@ -1,4 +1,3 @@
-using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Threading.Channels;
 using FaaST.Cachelet.Index;

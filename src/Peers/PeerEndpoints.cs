@@ -38,7 +38,9 @@ public static class PeerEndpoints
     /// <summary>Registers what the peer service needs (gRPC, with the peer protocol's message limits); call before the app is built.</summary>
     public static IServiceCollection AddPeerServices(this IServiceCollection services)
     {
-        services.AddGrpc().AddServiceOptions<PeerService>(o =>
+        // Unknown services are left to the rest of the app: otherwise gRPC maps a catch-all
+        // "/{service}/{method}" that turns the HTTP triggers' 405 (wrong method) into a 404.
+        services.AddGrpc(o => o.IgnoreUnknownServices = true).AddServiceOptions<PeerService>(o =>
         {
             o.MaxReceiveMessageSize = PeerMethods.MaxMessageSize;
             o.MaxSendMessageSize = PeerMethods.MaxMessageSize;
