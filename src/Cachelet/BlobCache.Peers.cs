@@ -1,8 +1,8 @@
 using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Memory;
 using FaaST.Cachelet.Peers;
+using FaaST.Cachelet.Sources;
 using FaaST.Cachelet.Telemetry;
-using FaaST.Protos.Peer;
 using FaaST.Storage;
 using Microsoft.Extensions.Logging;
 
@@ -11,11 +11,13 @@ namespace FaaST.Cachelet;
 /// <summary>
 /// The cooperative side of the cachelet (Faa$T §3.2): with other instances of the app, each key has an
 /// owner (consistent hashing); a non-owner gets what it misses from the owner and keeps a copy.
+/// The owners are reached through an <see cref="IOwnerClient"/> (src/Peers implements it); the peer
+/// transport serves other instances through the domain methods below ("serving peers").
 /// </summary>
 public sealed partial class BlobCache
 {
     private IOwnerDirectory? _owners;
-    private PeerClient? _peers;
+    private IOwnerClient? _peers;
 
     /// <summary>Peer calls that failed, after which the read or write went to storage instead.</summary>
     public long PeerFallbacks => Interlocked.Read(ref _peerFallbacks);
@@ -23,7 +25,7 @@ public sealed partial class BlobCache
     private long _peerFallbacks;
 
     /// <summary>Joins the app's cooperative cache: owners from <paramref name="owners"/>, reached through <paramref name="peers"/>.</summary>
-    public void ConnectPeers(IOwnerDirectory owners, PeerClient peers)
+    public void ConnectPeers(IOwnerDirectory owners, IOwnerClient peers)
     {
         _owners = owners;
         _peers = peers;
@@ -60,12 +62,15 @@ public sealed partial class BlobCache
     /// After a membership change: distrusts every copy, then moves the owner lookups to the new view
     /// (in that order: a lookup that sees the new view reads the epoch after it, so a key this instance
     /// just took over is never served from a copy validated under the old owner), then re-marks which
-    /// cached objects this instance owns (eviction prefers the others).
+    /// cached objects this instance owns (eviction prefers the others). Connections to instances that
+    /// left the view are closed.
     /// </summary>
     public void OnOwnershipChanged()
     {
         Distrust();
         _owners?.Refresh();
+        if (_owners is { } owners && _peers is { } peers)
+            peers.RetainOnly(owners.Others);
         foreach (var entry in _index.Entries)
         {
             var owned = OwnerOf(entry.Key) is null;
@@ -74,83 +79,49 @@ public sealed partial class BlobCache
         }
     }
 
-    private readonly record struct OwnerAnswer(CachedRead? Read, bool NotModified, bool NotFound);
-
     /// <summary>
-    /// Asks the owner for the object (a remote hit, or a remote miss if it had to fetch it), streamed
-    /// into a new extent of ours. A failed or timed-out call is logged and answered with nothing (the
-    /// caller goes to storage); a partial transfer is never cached.
+    /// The owner link of the read chain: asks the key's owner for the object (a remote hit, or a remote
+    /// miss if it had to fetch it), streamed into the fetch's target. A failed or timed-out call is
+    /// logged and answered Unavailable (the chain goes on to storage); a partial transfer is never cached.
     /// </summary>
-    private async Task<OwnerAnswer> TryFetchFromOwnerAsync(IBlobStore store, BlobKey key, Peer owner, string? ifVersion, bool validate, CancellationToken ct)
+    private sealed class OwnerSource(BlobCache cache) : IBlobSource
     {
-        if (_peers is null)
-            return default;
-        Extent? extent = null;
-        TemporaryFile? temporary = null;
-        MemoryStream? fallback = null;
-        try
+        public string Name => "owner";
+
+        // The owner's word is the current version under the owner presets (and it validates with
+        // storage when asked to).
+        public bool Authoritative => true;
+
+        public async ValueTask<SourceResult> FetchAsync(SourceRequest request, IFetchTarget target, CancellationToken ct)
         {
-            var request = new GetRequest { Blob = ToRef(key), IfVersion = ifVersion ?? "", Fetch = true, Validate = validate };
-            var header = await _peers.GetAsync(owner.Address, request, h =>
+            if (cache._peers is not { } peers || request.Owner is not { } owner)
+                return SourceResult.Unavailable;
+            var key = request.Key;
+            try
             {
-                if (h.RangeLength != h.Length)
-                    throw new PeerException($"{owner.Address} sent {h.RangeLength} of {h.Length} bytes of {key.Container}/{key.Blob} for a whole-object read");
-                if (TryAllocate(h.Length, out var e))
+                var get = new PeerGet(key, request.IfVersion, Fetch: true, request.Validate);
+                var answer = await peers.GetAsync(owner, get, h =>
                 {
-                    extent = e;
-                    return e.OpenWriteStream();
-                }
-                _logger.LogWarning("Blob {Container}/{Blob} ({Length} bytes) is served without caching: no room in the cache", key.Container, key.Blob, h.Length);
-                if (h.Length < _policy.InlineThreshold)
-                    return fallback = new MemoryStream((int)h.Length);
-                temporary = TemporaryFile.Create(_arena, Interlocked.Increment(ref _temporaryFiles));
-                return temporary.Stream;
-            }, ct);
-            switch (header.Status)
-            {
-                case ObjectHeader.Types.Status.NotModified:
-                    return new OwnerAnswer(null, NotModified: true, NotFound: false);
-                case ObjectHeader.Types.Status.NotFound:
-                    return new OwnerAnswer(null, NotModified: false, NotFound: true);
-                case ObjectHeader.Types.Status.Ok:
-                    break;
-                default:
-                    throw new PeerException($"{owner.Address} answered {header.Status} to a fetching Get of {key.Container}/{key.Blob}");
+                    if (h.RangeLength != h.Length)
+                        throw new PeerException($"{owner.Address} sent {h.RangeLength} of {h.Length} bytes of {key.Container}/{key.Blob} for a whole-object read");
+                    return target.Open(h.Length);
+                }, ct);
+                return answer.Status switch
+                {
+                    PeerStatus.NotModified => SourceResult.NotModified,
+                    PeerStatus.NotFound => SourceResult.NotFound,
+                    PeerStatus.Ok => new SourceResult(SourceOutcome.Found, answer.Version, answer.Length,
+                        answer.Fetched ? ReadPath.RemoteMiss : ReadPath.RemoteHit),
+                    _ => throw new PeerException($"{owner.Address} answered {answer.Status} to a fetching Get of {key.Container}/{key.Blob}"),
+                };
             }
-            var path = header.Fetched ? ReadPath.RemoteMiss : ReadPath.RemoteHit;
-            Metrics.Read(path, header.Length);
-            if (extent is { } stored)
+            catch (PeerException e)
             {
-                extent = null;
-                // Added and pinned in one step (a concurrent write of the key may retire it at once;
-                // a separate pin would then fail). Not validated: the owner's word, not storage's.
-                var pin = _index.AddOrReplacePinned(key, header.Version, stored, owned: false);
-                if (path == ReadPath.RemoteHit)
-                    _index.RecordRemoteHit(key);
-                else
-                    _index.RecordRemoteMiss(key);
-                return new OwnerAnswer(CachedRead.FromEntry(pin.Entry, pin, path), false, false);
+                Interlocked.Increment(ref cache._peerFallbacks);
+                cache._logger.LogWarning("Reading {Container}/{Blob} from its owner {Owner} failed, reading storage instead: {Message}",
+                    key.Container, key.Blob, owner.Id, e.Message);
+                return SourceResult.Unavailable;
             }
-            if (temporary is { } file)
-            {
-                temporary = null;
-                file.CloseStream();
-                return new OwnerAnswer(CachedRead.FromFile(header.Version, header.Length, file, path), false, false);
-            }
-            return new OwnerAnswer(CachedRead.FromBytes(header.Version, fallback!.GetBuffer().AsMemory(0, (int)fallback.Length), path), false, false);
-        }
-        catch (PeerException e)
-        {
-            Interlocked.Increment(ref _peerFallbacks);
-            _logger.LogWarning("Reading {Container}/{Blob} from its owner {Owner} failed, reading storage instead: {Message}",
-                key.Container, key.Blob, owner.Id, e.Message);
-            return default;
-        }
-        finally
-        {
-            if (extent is { } partial)
-                _arena.Free(partial);
-            temporary?.Dispose();
         }
     }
 
@@ -164,9 +135,7 @@ public sealed partial class BlobCache
             return null;
         try
         {
-            var header = new PutHeader { Blob = ToRef(key), Length = extent.Length, UploadSync = uploadSync };
-            var reply = await _peers.PutAsync(owner.Address, header, (offset, length) => extent.GetMemory(offset, length), ct);
-            return reply.Version;
+            return await _peers.PutAsync(owner, key, extent.Length, uploadSync, (offset, length) => extent.GetMemory(offset, length), ct);
         }
         catch (PeerException e)
         {
@@ -186,7 +155,7 @@ public sealed partial class BlobCache
         {
             try
             {
-                await peers.InvalidateAsync(owner.Address, new InvalidateRequest { Blob = ToRef(key), KeepVersion = version }, CancellationToken.None);
+                await peers.InvalidateAsync(owner, key, version, CancellationToken.None);
             }
             catch (PeerException e)
             {
@@ -206,24 +175,23 @@ public sealed partial class BlobCache
     {
         if (_peers is not { } peers || _owners is not { } owners)
             return;
-        var request = new InvalidateRequest { Blob = ToRef(key), KeepVersion = version };
         var calls = new List<Task>();
         foreach (var peer in owners.Others)
         {
-            var call = InvalidateAsync(peers, peer, key, request);
+            var call = InvalidateAsync(peers, peer, key, version);
             if (peer.Id != unreachable.Id)
                 calls.Add(call);
         }
         if (!owners.Others.Any(p => p.Id == unreachable.Id))
-            _ = InvalidateAsync(peers, unreachable, key, request);
+            _ = InvalidateAsync(peers, unreachable, key, version);
         await Task.WhenAll(calls);
     }
 
-    private async Task InvalidateAsync(PeerClient peers, Peer peer, BlobKey key, InvalidateRequest request)
+    private async Task InvalidateAsync(IOwnerClient peers, Peer peer, BlobKey key, string version)
     {
         try
         {
-            await peers.InvalidateAsync(peer.Address, request, CancellationToken.None);
+            await peers.InvalidateAsync(peer, key, version, CancellationToken.None);
         }
         catch (PeerException e)
         {
@@ -232,24 +200,15 @@ public sealed partial class BlobCache
         }
     }
 
-    internal static BlobRef ToRef(in BlobKey key) => new() { Account = key.Account, Container = key.Container, Blob = key.Blob };
-
     // ---- serving peers ------------------------------------------------------------------------
 
-    /// <summary>
-    /// An object a peer asked for, pinned while it is sent. <see cref="Status"/> OK means <see cref="Read"/>
-    /// holds it (cached, or in a file or bytes of its own when this cache had no room).
-    /// </summary>
-    public readonly record struct PeerObject(ObjectHeader.Types.Status Status, CachedRead Read, bool Fetched);
-
     /// <summary>The length and version of a cached object, without counting an access (null if not cached).</summary>
-    public (long Length, string Version)? PeekForPeer(BlobRef blob) =>
-        _index.TryPeek(new BlobKey(blob.Account, blob.Container, blob.Blob), out var entry) ? (entry.Length, entry.ETag) : null;
+    public (long Length, string Version)? PeekForPeer(in BlobKey key) =>
+        _index.TryPeek(key, out var entry) ? (entry.Length, entry.ETag) : null;
 
     /// <summary>Looks up (and if asked, validates or fetches) an object for a peer's Get.</summary>
-    public async Task<PeerObject> OpenForPeerAsync(IBlobStore store, BlobRef blob, string ifVersion, bool fetch, bool validate, CancellationToken ct)
+    public async Task<PeerObject> OpenForPeerAsync(IBlobStore store, BlobKey key, string ifVersion, bool fetch, bool validate, CancellationToken ct)
     {
-        var key = new BlobKey(blob.Account, blob.Container, blob.Blob);
         if (_index.TryGet(key, out var entry))
         {
             var current = true;
@@ -260,61 +219,45 @@ public sealed partial class BlobCache
             {
                 var matches = await RevalidateAsync(store, key, entry, ct);
                 if (matches is null)
-                    return new PeerObject(ObjectHeader.Types.Status.NotFound, default, false);
+                    return new PeerObject(PeerStatus.NotFound, default, false);
                 current = matches.Value;
             }
             if (current)
             {
                 if (ifVersion.Length > 0 && ifVersion == entry.ETag)
-                    return new PeerObject(ObjectHeader.Types.Status.NotModified, default, false);
+                    return new PeerObject(PeerStatus.NotModified, default, false);
                 if (_index.TryPin(entry, out var pin))
                 {
                     _index.RecordLocalHit(key);
                     Metrics.Read(ReadPath.LocalHit, entry.Length);
-                    return new PeerObject(ObjectHeader.Types.Status.Ok, CachedRead.FromEntry(entry, pin, ReadPath.LocalHit), false);
+                    return new PeerObject(PeerStatus.Ok, CachedRead.FromEntry(entry, pin, ReadPath.LocalHit), false);
                 }
             }
         }
         if (!fetch)
-            return new PeerObject(ObjectHeader.Types.Status.NotCached, default, false);
-        // Fetched the way a local miss is (one fetch per key at a time), from storage: this instance is the owner.
-        // The fetch is not the requesting peer's to cancel: a peer that gives up (its timeout, e.g. on a
-        // large remote miss) will ask again, as will others, so the owner finishes it and caches the
-        // object; only shutdown stops it. The peer stops waiting, and what it leaves pinned is released.
+            return new PeerObject(PeerStatus.NotCached, default, false);
+        // Fetched the way a local miss is (one fetch per key at a time, through the chain past the
+        // owner: this instance is the owner). The fetch is not the requesting peer's to cancel: a peer
+        // that gives up (its timeout, e.g. on a large remote miss) will ask again, as will others, so
+        // the owner finishes it and caches the object; only shutdown stops it. The peer stops waiting,
+        // and what it leaves pinned is released.
         while (true)
         {
-            var (result, shared, mine) = await JoinFetchAsync(key, () => FetchFromStorageAsync(store, key, _stopping.Token), ct);
+            var (result, shared, mine) = await _fetches.JoinAsync(key, token => FetchAsync(store, key, owner: null, token), ct);
             if (result is not { } read)
-                return new PeerObject(ObjectHeader.Types.Status.NotFound, default, false);
+                return new PeerObject(PeerStatus.NotFound, default, false);
             if (mine || read.Entry is null && read.File is null)
             {
                 if (ifVersion.Length > 0 && ifVersion == read.ETag)
                 {
                     read.Dispose();
-                    return new PeerObject(ObjectHeader.Types.Status.NotModified, default, false);
+                    return new PeerObject(PeerStatus.NotModified, default, false);
                 }
-                return new PeerObject(ObjectHeader.Types.Status.Ok, read, true);
+                return new PeerObject(PeerStatus.Ok, read, true);
             }
             if (read.Entry is { } cached && (!_policy.Consistency.StrongThroughOwner || Trusted(cached)) && _index.TryPin(cached, out var pin))
-                return new PeerObject(ObjectHeader.Types.Status.Ok, CachedRead.FromEntry(cached, pin, ReadPath.LocalMiss), true);
-            _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, shared));
-        }
-    }
-
-    /// <summary>A fetch whose reader (or requesting peer) left: unpins (or deletes the file of) its result once it ends.</summary>
-    private async Task ReleaseAbandonedFetchAsync(BlobKey key, Lazy<Task<CachedRead?>> fetch)
-    {
-        try
-        {
-            (await fetch.Value)?.Dispose();
-        }
-        catch (Exception e)
-        {
-            _logger.LogDebug("Fetching {Container}/{Blob} for a reader that left failed: {Message}", key.Container, key.Blob, e.Message);
-        }
-        finally
-        {
-            _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
+                return new PeerObject(PeerStatus.Ok, CachedRead.FromEntry(cached, pin, ReadPath.LocalMiss), true);
+            _fetches.Forget(key, shared);
         }
     }
 
@@ -331,9 +274,8 @@ public sealed partial class BlobCache
     /// Takes a peer's write as the owner: caches it, uploads it (before answering, or in the background)
     /// and returns the version now held. The cache owns the extent afterwards.
     /// </summary>
-    public async Task<string> AcceptPeerPutAsync(IBlobStore store, BlobRef blob, Extent extent, bool uploadSync, CancellationToken ct)
+    public async Task<string> AcceptPeerPutAsync(IBlobStore store, BlobKey key, Extent extent, bool uploadSync, CancellationToken ct)
     {
-        var key = new BlobKey(blob.Account, blob.Container, blob.Blob);
         Metrics.Write(extent.Length);
         if (uploadSync)
         {
@@ -364,12 +306,11 @@ public sealed partial class BlobCache
     /// A file of the segment directory for a peer's write that does not fit in the cache (written,
     /// rewound and uploaded through the one stream, never reopened by name); deleted when disposed.
     /// </summary>
-    internal TemporaryFile CreateSpillFile() => TemporaryFile.Create(_arena, Interlocked.Increment(ref _temporaryFiles));
+    public TemporaryFile CreateSpillFile() => TemporaryFile.Create(_arena, Interlocked.Increment(ref _temporaryFiles));
 
     /// <summary>A peer's write that did not fit in the cache: uploaded from <paramref name="content"/> (its current position on).</summary>
-    public async Task<string> AcceptPeerFileAsync(IBlobStore store, BlobRef blob, Stream content, long length, CancellationToken ct)
+    public async Task<string> AcceptPeerFileAsync(IBlobStore store, BlobKey key, Stream content, long length, CancellationToken ct)
     {
-        var key = new BlobKey(blob.Account, blob.Container, blob.Blob);
         var written = await UploadAsync(store, key, content, length, ct);
         _index.Remove(key); // an older cached version is stale now
         return written.ETag;
@@ -380,26 +321,18 @@ public sealed partial class BlobCache
     /// <paramref name="keepVersion"/>, and distrust every other copy (a fetch or check of this key
     /// that read storage before the write landed may still be about to cache the old version).
     /// </summary>
-    public bool InvalidateFromPeer(BlobRef blob, string keepVersion)
+    public bool InvalidateFromPeer(in BlobKey key, string keepVersion)
     {
-        var key = new BlobKey(blob.Account, blob.Container, blob.Blob);
         Distrust();
         return _index.TryGet(key, out var entry) && entry.ETag != keepVersion && _index.Remove(entry);
     }
 
     /// <summary>This cachelet's numbers for a peer's Stats call.</summary>
-    public StatsResponse PeerStats()
+    public CacheStats PeerStats()
     {
-        var stats = new StatsResponse
-        {
-            MemberId = _owners?.SelfId ?? "",
-            Objects = _index.Count,
-            Bytes = _arena.Allocated,
-            PinnedBytes = _index.PinnedBytes,
-            Evictions = _index.Evictions,
-        };
+        var reads = new Dictionary<string, long>(StringComparer.Ordinal);
         foreach (var path in Enum.GetValues<ReadPath>())
-            stats.Reads[CacheletMetrics.PathName(path)] = Metrics.Reads(path);
-        return stats;
+            reads[CacheletMetrics.PathName(path)] = Metrics.Reads(path);
+        return new CacheStats(_owners?.SelfId ?? "", _index.Count, _arena.Allocated, _index.PinnedBytes, _index.Evictions, reads);
     }
 }

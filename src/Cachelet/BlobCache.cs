@@ -1,10 +1,10 @@
-using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Threading.Channels;
 using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Memory;
 using FaaST.Cachelet.Peers;
 using FaaST.Cachelet.Policy;
+using FaaST.Cachelet.Sources;
 using FaaST.Cachelet.Telemetry;
 using FaaST.Storage;
 using Microsoft.Extensions.Logging;
@@ -27,7 +27,9 @@ public sealed partial class BlobCache : IAsyncDisposable
     private readonly SharedMemoryArena _arena;
     private readonly CacheIndex _index;
     private readonly ILogger _logger;
-    private readonly ConcurrentDictionary<BlobKey, Lazy<Task<CachedRead?>>> _fetches = new();
+    private readonly SingleFlight<BlobKey, CachedRead?> _fetches;
+    private readonly IBlobSource[] _sources;
+    private readonly IBlobSource _ownerSource;
     private readonly Channel<PendingWrite> _writeBehind = Channel.CreateUnbounded<PendingWrite>(new UnboundedChannelOptions { SingleReader = true });
     private readonly Task _writer;
     private readonly CancellationTokenSource _stopping = new();
@@ -36,17 +38,44 @@ public sealed partial class BlobCache : IAsyncDisposable
     private sealed record PendingWrite(IBlobStore Store, BlobKey Key, CacheEntry Entry, PinHandle Pin);
 
     /// <param name="owner">Owner of the segment directory and files (the user the app's workers run as); null keeps this process's.</param>
-    public BlobCache(string appName, CachePolicy policy, ILogger? logger = null, string shmRoot = ShmRoot, FileOwner? owner = null)
+    /// <param name="tiers">Sources a miss asks after the key's owner and before storage (e.g. a flash tier), in order.</param>
+    /// <param name="evictionSink">Where eviction hands the objects it evicts (e.g. to demote them to a tier); none by default.</param>
+    public BlobCache(string appName, CachePolicy policy, ILogger? logger = null, string shmRoot = ShmRoot, FileOwner? owner = null,
+        IEnumerable<IBlobSource>? tiers = null, IEvictionSink? evictionSink = null)
     {
         _policy = policy;
         _logger = logger ?? NullLogger.Instance;
         CleanStaleSegments(appName, shmRoot);
         Directory = SharedMemoryArena.InstanceDirectory(shmRoot, SharedMemoryNames.AppPrefix(appName));
         _arena = new SharedMemoryArena(Directory, new ArenaOptions { Capacity = policy.MaxCachedBytes, Owner = owner });
-        _index = new CacheIndex(_arena, new CacheIndexOptions { Policy = EvictionPolicyFor(policy.Eviction) });
+        _index = new CacheIndex(_arena, new CacheIndexOptions
+        {
+            Policy = EvictionPolicyFor(policy.Eviction),
+            EvictionSink = evictionSink is null ? null : new LoggingEvictionSink(evictionSink, _logger),
+        });
         Metrics = new CacheletMetrics(appName, () => _arena.Allocated, () => _index.PinnedBytes, () => _index.Count,
             () => _index.Evictions);
+        _fetches = new SingleFlight<BlobKey, CachedRead?>(_stopping.Token, static (_, read) => read?.Dispose(),
+            (key, e) => _logger.LogDebug("Fetching {Container}/{Blob} for a reader that left failed: {Message}", key.Container, key.Blob, e.Message));
+        _ownerSource = new OwnerSource(this);
+        _sources = [_ownerSource, .. tiers ?? [], StorageSource.Instance];
         _writer = Task.Run(WriteBehindAsync);
+    }
+
+    /// <summary>A sink that fails is logged, never fails the eviction (which runs under the index's lock).</summary>
+    private sealed class LoggingEvictionSink(IEvictionSink sink, ILogger logger) : IEvictionSink
+    {
+        public void OnEvicted(in BlobKey key, string version, in Extent bytes)
+        {
+            try
+            {
+                sink.OnEvicted(key, version, bytes);
+            }
+            catch (Exception e)
+            {
+                logger.LogWarning(e, "The eviction sink failed on {Container}/{Blob}", key.Container, key.Blob);
+            }
+        }
     }
 
     /// <summary>The instance's segment directory (workers map files from here).</summary>
@@ -89,6 +118,11 @@ public sealed partial class BlobCache : IAsyncDisposable
     /// Reads a blob for a binding. The result is pinned until disposed (the invocation holds it);
     /// null when the blob does not exist.
     /// </summary>
+    /// <remarks>
+    /// The read path is a chain: the local index first (a hit, checked as the preset says), then on a
+    /// miss the sources in order (<see cref="Sources"/>: the key's owner, added tiers, storage), one
+    /// fetch per key at a time (<see cref="SingleFlight{TKey, TValue}"/>).
+    /// </remarks>
     public async ValueTask<CachedRead?> ReadAsync(IBlobStore store, string container, string blob, CancellationToken ct)
     {
         using var span = CacheletMetrics.Activities.StartActivity("cachelet.read");
@@ -110,16 +144,16 @@ public sealed partial class BlobCache : IAsyncDisposable
             if (owner is not null)
             {
                 // The owner holds the current version: ask it, sending our version (no bytes if it matches).
-                var answer = await TryFetchFromOwnerAsync(store, key, owner, entry.ETag, validate: false, ct);
-                if (answer.NotFound)
+                var (outcome, fresh) = await AskAsync(_ownerSource, new SourceRequest(store, key, owner, entry.ETag, Validate: false), ct);
+                if (outcome == SourceOutcome.NotFound)
                 {
                     _index.Remove(key);
                     return null;
                 }
-                if (answer.Read is { } fresh)
-                    return Tag(span, fresh);
+                if (fresh is { } read)
+                    return Tag(span, read);
                 // Not modified, or the owner is unreachable: then storage decides.
-                current = answer.NotModified || await MatchesStorageAsync(store, key, entry, ct) is true;
+                current = outcome == SourceOutcome.NotModified || await MatchesStorageAsync(store, key, entry, ct) is true;
             }
             else if (_policy.Consistency.ValidatesWithStorage)
             {
@@ -155,7 +189,7 @@ public sealed partial class BlobCache : IAsyncDisposable
                 owner = OwnerOf(key);
                 ownerKnown = true;
             }
-            var (result, fetch, mine) = await JoinFetchAsync(key, () => FetchAsync(store, key, owner, _stopping.Token), ct);
+            var (result, fetch, mine) = await _fetches.JoinAsync(key, token => FetchAsync(store, key, owner, token), ct);
             if (mine || result is null)
                 return result is { } r ? Tag(span, r) : result;
             if (result.Value.Entry is null && result.Value.File is null)
@@ -164,7 +198,7 @@ public sealed partial class BlobCache : IAsyncDisposable
             {
                 // Its file belongs to the reader that fetched it: drop that finished fetch (its
                 // owner may not have yet) and fetch our own.
-                _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
+                _fetches.Forget(key, fetch);
                 continue;
             }
             // A fetch we joined may have read storage before the epoch moved (before a write that
@@ -177,40 +211,160 @@ public sealed partial class BlobCache : IAsyncDisposable
                 return CachedRead.FromEntry(shared, pin, ReadPath.LocalHit);
             }
             // Evicted, replaced or unvalidated before we could pin it: fetch again.
-            _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
+            _fetches.Forget(key, fetch);
         }
     }
 
     /// <summary>
-    /// One fetch per key at a time: starts one (<paramref name="start"/>, under the cache's own token)
-    /// or joins the one running. The fetch is no one reader's to cancel: each stops waiting on its own
-    /// <paramref name="ct"/>, and a result whose starter left is released when it arrives. Returns the
-    /// result, the fetch (to drop it from the table if its result cannot be used) and whether it was ours.
+    /// The sources a miss asks, in order: the owner (when another instance owns the key and peers are
+    /// connected), the added tiers, storage.
     /// </summary>
-    private async Task<(CachedRead? Result, Lazy<Task<CachedRead?>> Fetch, bool Mine)> JoinFetchAsync(
-        BlobKey key, Func<Task<CachedRead?>> start, CancellationToken ct)
+    public IReadOnlyList<IBlobSource> Sources => _sources;
+
+    /// <summary>
+    /// A miss: the sources in order until one finds the object or says it does not exist. Runs under
+    /// the cache's lifetime token (<paramref name="ct"/>), shared by the readers of the key.
+    /// </summary>
+    private async Task<CachedRead?> FetchAsync(IBlobStore store, BlobKey key, Peer? owner, CancellationToken ct)
     {
-        var mine = new Lazy<Task<CachedRead?>>(start);
-        var fetch = _fetches.GetOrAdd(key, mine);
-        var ours = ReferenceEquals(fetch, mine);
-        CachedRead? result;
+        await Task.Yield();
+        var request = new SourceRequest(store, key, owner, IfVersion: null, _policy.Consistency.ValidatesWithStorage);
+        foreach (var source in _sources)
+        {
+            if (ReferenceEquals(source, _ownerSource) && (owner is null || _peers is null))
+                continue;
+            var (outcome, read) = await AskAsync(source, request, ct);
+            if (outcome == SourceOutcome.NotFound)
+                return null;
+            if (read is not { } found)
+                continue;
+            if (source.Authoritative || await StillCurrentAsync(store, key, owner, found, ct))
+                return found;
+        }
+        throw new InvalidOperationException($"no source of {key.Container}/{key.Blob} answered (the chain must end with storage)");
+    }
+
+    /// <summary>
+    /// An object from a source that is not authoritative (a tier holding copies) is checked against
+    /// storage where the preset checks reads (every read, or the owner's first read in an epoch); one
+    /// that storage no longer holds is dropped and the next source asked.
+    /// </summary>
+    private async ValueTask<bool> StillCurrentAsync(IBlobStore store, BlobKey key, Peer? owner, CachedRead read, CancellationToken ct)
+    {
+        var consistency = _policy.Consistency;
+        if (!consistency.ValidatesWithStorage && !(consistency.StrongThroughOwner && owner is null))
+            return true;
+        var epoch = Epoch;
+        var head = await store.GetPropertiesAsync(key.Container, key.Blob, ct);
+        if (head is not null && head.ETag == read.ETag)
+        {
+            read.Entry?.MarkValidated(epoch);
+            return true;
+        }
+        if (read.Entry is { } stale)
+            _index.Remove(stale);
+        read.Dispose();
+        return false;
+    }
+
+    /// <summary>
+    /// Asks one source, into a new target: the object (cached when there was room, pinned) if found,
+    /// with the source's outcome. Whatever a failed or unanswered fetch had received is discarded.
+    /// </summary>
+    private async ValueTask<(SourceOutcome Outcome, CachedRead? Read)> AskAsync(IBlobSource source, SourceRequest request, CancellationToken ct)
+    {
+        var epoch = Epoch; // before the fetch: a bypassing write that lands during it moves the epoch
+        var target = new FetchTarget(this, request.Key);
         try
         {
-            result = await fetch.Value.WaitAsync(ct);
+            var result = await source.FetchAsync(request, target, ct);
+            if (result.Outcome != SourceOutcome.Found)
+                return (result.Outcome, null);
+            return (SourceOutcome.Found, target.Complete(result, result.Validated ? epoch : CacheEntry.NotValidated));
         }
-        catch (OperationCanceledException) when (ct.IsCancellationRequested && ours)
+        finally
         {
-            _ = ReleaseAbandonedFetchAsync(key, mine);
-            throw;
+            target.Discard();
         }
-        catch (Exception) when (ours)
+    }
+
+    /// <summary>
+    /// Where one source writes what it found: a new extent when the cache has room, else (logged) a
+    /// buffer or a file of the read's own in the segment directory, which the worker maps and which
+    /// goes when the invocation ends.
+    /// </summary>
+    private sealed class FetchTarget(BlobCache cache, BlobKey key) : IFetchTarget
+    {
+        private Extent? _extent;
+        private MemoryStream? _buffer;
+        private TemporaryFile? _file;
+
+        public Stream Open(long length)
         {
-            _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
-            throw;
+            Discard();
+            if (cache.TryAllocate(length, out var extent))
+            {
+                _extent = extent;
+                return extent.OpenWriteStream();
+            }
+            cache._logger.LogWarning("Blob {Container}/{Blob} ({Length} bytes) is served without caching: no room in the cache",
+                key.Container, key.Blob, length);
+            if (length < cache._policy.InlineThreshold)
+                return _buffer = new MemoryStream((int)length);
+            _file = TemporaryFile.Create(cache._arena, Interlocked.Increment(ref cache._temporaryFiles));
+            return _file.Stream;
         }
-        if (ours)
-            _fetches.TryRemove(new KeyValuePair<BlobKey, Lazy<Task<CachedRead?>>>(key, fetch));
-        return (result, fetch, ours);
+
+        /// <summary>The read of a found object; the target holds nothing afterwards.</summary>
+        public CachedRead Complete(SourceResult result, long validatedEpoch)
+        {
+            var path = result.Path;
+            if (_extent is { } stored)
+            {
+                _extent = null;
+                // Added and pinned in one step: a concurrent write of the key may retire the new entry at
+                // once, and these bytes must still reach the reader that fetched them.
+                var pin = cache._index.AddOrReplacePinned(key, result.Version, stored, owned: cache.OwnerOf(key) is null, validatedEpoch);
+                switch (path)
+                {
+                    case ReadPath.RemoteHit:
+                        cache._index.RecordRemoteHit(key);
+                        break;
+                    case ReadPath.RemoteMiss:
+                        cache._index.RecordRemoteMiss(key);
+                        break;
+                    default:
+                        cache._index.RecordLocalMiss(key);
+                        break;
+                }
+                cache.Metrics.Read(path, result.Length);
+                return CachedRead.FromEntry(pin.Entry, pin, path);
+            }
+            // Not cached: a storage read is counted as passing through, an owner's by its own path.
+            if (path == ReadPath.LocalMiss)
+                path = ReadPath.Passthrough;
+            cache.Metrics.Read(path, result.Length);
+            if (_file is { } file)
+            {
+                _file = null;
+                file.CloseStream();
+                return CachedRead.FromFile(result.Version, result.Length, file, path);
+            }
+            var bytes = _buffer is { } buffer ? buffer.GetBuffer().AsMemory(0, (int)buffer.Length) : ReadOnlyMemory<byte>.Empty;
+            _buffer = null;
+            return CachedRead.FromBytes(result.Version, bytes, path);
+        }
+
+        /// <summary>Frees what an open received that no read took (a failed, cancelled or unanswered fetch).</summary>
+        public void Discard()
+        {
+            if (_extent is { } partial)
+                cache._arena.Free(partial);
+            _extent = null;
+            _file?.Dispose();
+            _file = null;
+            _buffer = null;
+        }
     }
 
     private static CachedRead Tag(Activity? span, CachedRead read)
@@ -241,80 +395,6 @@ public sealed partial class BlobCache : IAsyncDisposable
         return head.ETag == entry.ETag;
     }
 
-    /// <summary>A miss: from the owner if that is another instance (a remote hit or miss), else from storage (a local miss).</summary>
-    private async Task<CachedRead?> FetchAsync(IBlobStore store, BlobKey key, Peer? owner, CancellationToken ct)
-    {
-        if (owner is not null)
-        {
-            var answer = await TryFetchFromOwnerAsync(store, key, owner, null, validate: _policy.Consistency.ValidatesWithStorage, ct);
-            if (answer.NotFound)
-                return null;
-            if (answer.Read is { } read)
-                return read;
-        }
-        return await FetchFromStorageAsync(store, key, ct);
-    }
-
-    private async Task<CachedRead?> FetchFromStorageAsync(IBlobStore store, BlobKey key, CancellationToken ct)
-    {
-        await Task.Yield();
-        var epoch = Epoch; // before the download: a bypassing write that lands during it moves the epoch
-        Extent? extent = null;
-        MemoryStream? fallback = null;
-        TemporaryFile? temporary = null;
-        BlobProperties? properties;
-        try
-        {
-            properties = await store.DownloadToAsync(key.Container, key.Blob, props =>
-            {
-                if (TryAllocate(props.Length, out var e))
-                {
-                    extent = e;
-                    return e.OpenWriteStream();
-                }
-                // No room (or larger than the cache): serve this read without caching it, streamed
-                // into a file of its own that the worker maps and that goes when the invocation ends.
-                _logger.LogWarning("Blob {Container}/{Blob} ({Length} bytes) is served without caching: no room in the cache",
-                    key.Container, key.Blob, props.Length);
-                if (props.Length < _policy.InlineThreshold)
-                    return fallback = new MemoryStream((int)props.Length);
-                temporary = TemporaryFile.Create(_arena, Interlocked.Increment(ref _temporaryFiles));
-                return temporary.Stream;
-            }, ct: ct);
-        }
-        catch
-        {
-            // A download that failed or was cancelled after its extent was allocated: nothing partial stays.
-            if (extent is { } partial)
-                _arena.Free(partial);
-            temporary?.Dispose();
-            throw;
-        }
-        if (properties is null)
-        {
-            if (extent is { } unused)
-                _arena.Free(unused);
-            temporary?.Dispose();
-            return null;
-        }
-        if (extent is { } stored)
-        {
-            // Added and pinned in one step: a concurrent write of the key may retire the new entry at
-            // once, and these bytes must still reach the reader that fetched them.
-            var pin = _index.AddOrReplacePinned(key, properties.ETag, stored, owned: OwnerOf(key) is null, validatedEpoch: epoch);
-            _index.RecordLocalMiss(key);
-            Metrics.Read(ReadPath.LocalMiss, properties.Length);
-            return CachedRead.FromEntry(pin.Entry, pin, ReadPath.LocalMiss);
-        }
-        Metrics.Read(ReadPath.Passthrough, properties.Length);
-        if (temporary is not null)
-        {
-            temporary.CloseStream();
-            return CachedRead.FromFile(properties.ETag, properties.Length, temporary);
-        }
-        return CachedRead.FromBytes(properties.ETag, fallback!.GetBuffer().AsMemory(0, (int)fallback.Length));
-    }
-
     private long _temporaryFiles;
 
     /// <summary>
@@ -323,7 +403,7 @@ public sealed partial class BlobCache : IAsyncDisposable
     /// put in its place).
     /// </summary>
     /// <exception cref="IOException">It is not (the message names the file and why).</exception>
-    internal Microsoft.Win32.SafeHandles.SafeFileHandle OpenFile(string name) => _arena.OpenForReading(name);
+    public Microsoft.Win32.SafeHandles.SafeFileHandle OpenFile(string name) => _arena.OpenForReading(name);
 
     private async Task<CachedRead?> PassthroughAsync(IBlobStore store, string container, string blob, CancellationToken ct)
     {
@@ -570,7 +650,7 @@ public readonly struct CachedRead : IDisposable
 }
 
 /// <summary>A file in the segment directory holding one uncached object for one invocation.</summary>
-internal sealed class TemporaryFile : IDisposable
+public sealed class TemporaryFile : IDisposable
 {
     private readonly SharedMemoryArena _arena;
 
@@ -588,7 +668,7 @@ internal sealed class TemporaryFile : IDisposable
 
     /// <summary>Created and later deleted by the arena, relative to its directory descriptor (the
     /// workers' user may have replaced the directory's path by then).</summary>
-    public static TemporaryFile Create(SharedMemoryArena arena, long number)
+    internal static TemporaryFile Create(SharedMemoryArena arena, long number)
     {
         var name = SharedMemoryNames.HostFile(SharedMemoryNames.Temporary, number);
         return new TemporaryFile(arena, name, arena.CreateSideFile(name));

@@ -1,5 +1,6 @@
 using System.Net.Sockets;
 using FaaST.Cachelet.Peers;
+using FaaST.Peers;
 using FaaST.Cachelet.Telemetry;
 using FaaST.Protos.Peer;
 

@@ -5,9 +5,10 @@ using System.Net.Http.Headers;
 using System.Net.Sockets;
 using System.Security.Cryptography;
 using FaaST.Cachelet.Peers;
+using FaaST.Peers;
 using FaaST.Cachelet.Policy;
 using FaaST.Protos.Peer;
-using FaaST.Rpc;
+using Grpc.Core;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Hosting;
@@ -91,6 +92,7 @@ public sealed class PeerNode : IAsyncDisposable
         var builder = WebApplication.CreateSlimBuilder();
         builder.Logging.ClearProviders();
         builder.Logging.AddProvider(logs);
+        builder.Services.AddPeerServices();
         var bulk = new PeerBulkListener();
         builder.WebHost.ConfigureKestrel(k =>
         {
@@ -210,14 +212,14 @@ public sealed class FakePeer : IAsyncDisposable
     /// <summary>Writes a framed message and sends it.</summary>
     public static async Task SendAsync(HttpContext context, IMessage message)
     {
-        GrpcFraming.Write(context.Response.BodyWriter, message);
+        context.Response.BodyWriter.Write(RawHttp2.Frame(message));
         await context.Response.BodyWriter.FlushAsync(context.RequestAborted);
     }
 
     /// <summary>Writes a data message (field 2 of GetChunk) and sends it.</summary>
     public static async Task SendDataAsync(HttpContext context, ReadOnlyMemory<byte> data)
     {
-        GrpcFraming.WriteBytesField(context.Response.BodyWriter, 2, data.Span);
+        context.Response.BodyWriter.Write(RawHttp2.Frame(new GetChunk { Data = ByteString.CopyFrom(data.Span) }));
         await context.Response.BodyWriter.FlushAsync(context.RequestAborted);
     }
 
@@ -228,7 +230,7 @@ public sealed class FakePeer : IAsyncDisposable
     }
 
     /// <summary>Ends the response with a grpc-status trailer.</summary>
-    public static void EndWith(HttpContext context, GrpcStatus status) =>
+    public static void EndWith(HttpContext context, StatusCode status) =>
         context.Response.AppendTrailer("grpc-status", ((int)status).ToString(System.Globalization.CultureInfo.InvariantCulture));
 
     public async ValueTask DisposeAsync()
@@ -243,7 +245,7 @@ public sealed class FakePeer : IAsyncDisposable
 /// <summary>Raw HTTP/2 cleartext calls (prior knowledge) for requests our own client would never send.</summary>
 public static class RawHttp2
 {
-    public sealed record Answer(HttpStatusCode Http, GrpcStatus? Status, string? Message, byte[] Body);
+    public sealed record Answer(HttpStatusCode Http, StatusCode? Status, string? Message, byte[] Body);
 
     public static HttpClient NewClient() => new(new SocketsHttpHandler { UseCookies = false })
     {
@@ -252,22 +254,52 @@ public static class RawHttp2
         Timeout = TimeSpan.FromSeconds(60),
     };
 
+    /// <summary>gRPC's frame header: a compressed flag and a big-endian length.</summary>
+    public const int HeaderSize = 5;
+
     /// <summary>A framed message, as gRPC sends it.</summary>
     public static byte[] Frame(IMessage message)
     {
-        var buffer = new ArrayBufferWriter<byte>();
-        GrpcFraming.Write(buffer, message);
-        return buffer.WrittenSpan.ToArray();
+        var payload = message.ToByteArray();
+        return Frame((uint)payload.Length, payload);
     }
 
     /// <summary>A frame header claiming <paramref name="length"/> bytes (compressed flag as given), then <paramref name="payload"/>.</summary>
     public static byte[] Frame(uint length, ReadOnlySpan<byte> payload, byte flag = 0)
     {
-        var frame = new byte[GrpcFraming.HeaderSize + payload.Length];
+        var frame = new byte[HeaderSize + payload.Length];
         frame[0] = flag;
         System.Buffers.Binary.BinaryPrimitives.WriteUInt32BigEndian(frame.AsSpan(1), length);
-        payload.CopyTo(frame.AsSpan(GrpcFraming.HeaderSize));
+        payload.CopyTo(frame.AsSpan(HeaderSize));
         return frame;
+    }
+
+    /// <summary>A call whose request body <paramref name="write"/> streams (and may leave unfinished); ends with the response.</summary>
+    public static async Task StreamAsync(HttpClient client, Uri peer, string path, string authorization, Func<Stream, CancellationToken, Task> write, CancellationToken ct)
+    {
+        using var request = new HttpRequestMessage(HttpMethod.Post, new Uri(peer, path))
+        {
+            Version = HttpVersion.Version20,
+            VersionPolicy = HttpVersionPolicy.RequestVersionExact,
+            Content = new PushContent(write),
+        };
+        request.Content.Headers.ContentType = new MediaTypeHeaderValue("application/grpc");
+        request.Headers.TE.ParseAdd("trailers");
+        request.Headers.TryAddWithoutValidation(PeerAuth.HeaderName, authorization);
+        using var response = await client.SendAsync(request, HttpCompletionOption.ResponseContentRead, ct);
+    }
+
+    private sealed class PushContent(Func<Stream, CancellationToken, Task> write) : HttpContent
+    {
+        protected override Task SerializeToStreamAsync(Stream stream, TransportContext? context, CancellationToken ct) => write(stream, ct);
+
+        protected override Task SerializeToStreamAsync(Stream stream, TransportContext? context) => write(stream, CancellationToken.None);
+
+        protected override bool TryComputeLength(out long length)
+        {
+            length = -1;
+            return false;
+        }
     }
 
     public static async Task<Answer> PostAsync(HttpClient client, Uri peer, string path, byte[] body, string? authorization,
@@ -286,7 +318,7 @@ public static class RawHttp2
         using var response = await client.SendAsync(request, HttpCompletionOption.ResponseContentRead);
         var bytes = await response.Content.ReadAsByteArrayAsync();
         var headers = response.TrailingHeaders.Contains("grpc-status") ? response.TrailingHeaders : (HttpHeaders)response.Headers;
-        GrpcStatus? status = headers.TryGetValues("grpc-status", out var values) ? (GrpcStatus)int.Parse(values.First(), System.Globalization.CultureInfo.InvariantCulture) : null;
+        StatusCode? status = headers.TryGetValues("grpc-status", out var values) ? (StatusCode)int.Parse(values.First(), System.Globalization.CultureInfo.InvariantCulture) : null;
         var message = headers.TryGetValues("grpc-message", out var m) ? Uri.UnescapeDataString(m.First()) : null;
         return new Answer(response.StatusCode, status, message, bytes);
     }

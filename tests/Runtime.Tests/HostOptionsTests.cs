@@ -1,3 +1,4 @@
+using FaaST.Peers;
 using FaaST.Cachelet.Peers;
 using FaaST.Cachelet.Policy;
 using FaaST.Runtime.App;

@@ -9,6 +9,7 @@ using System.Text;
 using System.Text.Json;
 using System.Text.RegularExpressions;
 using FaaST.Cachelet.Peers;
+using FaaST.Peers;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Hosting;
 using FaaST.Storage;

@@ -3,6 +3,7 @@ using System.Diagnostics;
 using System.Net.Sockets;
 using System.Text;
 using FaaST.Cachelet.Peers;
+using FaaST.Peers;
 using FaaST.Protos.Peer;
 using Google.Protobuf;
 

@@ -25,6 +25,9 @@ public sealed record CacheIndexOptions
     /// <summary>The index's clock, in Stopwatch ticks; tests substitute a manual one.</summary>
     internal Func<long> Clock { get; init; } = CoarseClock.Now;
 
+    /// <summary>Gets each evicted object (not expired ones) before its bytes are freed; none by default.</summary>
+    public Sources.IEvictionSink? EvictionSink { get; init; }
+
     /// <summary>A lookup rewrites an entry's last-access time only if it moved by more than this
     /// (Stopwatch ticks), default 0: at most once per clock tick (1 ms) per entry, so a hot key's
     /// cache line is not written by every core on every hit.</summary>
@@ -329,6 +332,9 @@ public sealed class CacheIndex : IDisposable
                         break;
                     if (victim is null)
                         continue;
+                    // Demotion sees the bytes while they still exist; the victim is out of the index
+                    // and unpinned, so nothing else reads or frees them meanwhile.
+                    _options.EvictionSink?.OnEvicted(victim.Key, victim.ETag, victim.Extent);
                     ReleaseExtent(victim, retiredWhilePinned: false);
                     victim.Stats.RecordEviction();
                     Interlocked.Increment(ref _evictions);

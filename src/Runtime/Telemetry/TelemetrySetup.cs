@@ -1,5 +1,6 @@
 using System.Diagnostics.Metrics;
 using FaaST.Cachelet.Peers;
+using FaaST.Peers;
 using FaaST.Cachelet.Telemetry;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Http;
@@ -62,7 +63,7 @@ internal static class TelemetrySetup
         {
             traces.AddSource(HostMetrics.Name, CacheletMetrics.Name)
                 .AddAspNetCoreInstrumentation(o => o.Filter = context => !IsPlumbing(context.Request.Path))
-                .AddHttpClientInstrumentation(o => o.FilterHttpRequestMessage = request => request.RequestUri?.AbsolutePath != LookupChannel.Path);
+                .AddHttpClientInstrumentation(o => o.FilterHttpRequestMessage = request => request.RequestUri?.AbsolutePath != PeerEndpoints.LookupStreamPath);
             if (export.Traces)
                 traces.AddOtlpExporter();
             tracing?.Invoke(traces);
@@ -84,7 +85,7 @@ internal static class TelemetrySetup
     /// <summary>Requests that are not work: the long-lived worker and peer-lookup streams (a span would last as
     /// long as the stream), and scrapes. The lookup stream's client side is left out likewise.</summary>
     private static bool IsPlumbing(PathString path) =>
-        path == WorkerChannelService.EventStreamPath || path == LookupChannel.Path || path == MetricsPath;
+        path == WorkerChannelService.EventStreamPath || path == PeerEndpoints.LookupStreamPath || path == MetricsPath;
 
     /// <summary>
     /// Serves the Prometheus scrape at <see cref="MetricsPath"/> on the HTTP port only. An app's function

@@ -2,6 +2,7 @@ using System.Net;
 using FaaST.Cachelet.Peers;
 using FaaST.Hosting;
 using FaaST.Membership;
+using FaaST.Peers;
 using FaaST.Runtime.App;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
@@ -53,6 +54,7 @@ internal sealed class PeersComponent : ILifecycleParticipant
             _bulk.Attach(l);
             _listen = l;
         });
+        serving.ConfigureServices(builder => builder.Services.AddPeerServices());
         serving.MapEndpoints(MapPeerEndpoints);
     }
 

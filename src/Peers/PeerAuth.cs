@@ -4,7 +4,7 @@ using System.Globalization;
 using System.Security.Cryptography;
 using System.Text;
 
-namespace FaaST.Cachelet.Peers;
+namespace FaaST.Peers;
 
 /// <summary>
 /// How the instances of one app recognise each other, without anything on the wire that can be

@@ -1,9 +1,10 @@
 using System.Collections.Concurrent;
 using System.Threading.Channels;
+using FaaST.Cachelet.Peers;
 using FaaST.Protos.Peer;
-using FaaST.Rpc;
+using Grpc.Core;
 
-namespace FaaST.Cachelet.Peers;
+namespace FaaST.Peers;
 
 /// <summary>
 /// The requesting side of Lookup: one long-lived bidirectional stream to a peer that carries many
@@ -11,9 +12,9 @@ namespace FaaST.Cachelet.Peers;
 /// A broken stream fails what was waiting on it (the callers fall back) and the next lookup opens
 /// a new one.
 /// </summary>
-internal sealed class LookupChannel(GrpcClient client, Uri peer) : IDisposable
+internal sealed class LookupChannel(PeerChannel channel, Uri peer) : IDisposable
 {
-    public const string Path = "/faast.peer.v1.CacheletPeer/Lookup";
+    public const string Path = PeerMethods.LookupPath;
 
     private readonly Lock _gate = new();
     private Session? _session;
@@ -54,23 +55,26 @@ internal sealed class LookupChannel(GrpcClient client, Uri peer) : IDisposable
     {
         try
         {
-            using var call = await client.DuplexAsync(Path, LookupReply.Parser, session.Stop.Token);
-            var writer = WriteAsync(session, call);
-            while (await call.ReadAsync(session.Stop.Token) is { } reply)
+            var stop = session.Stop.Token;
+            using var call = channel.Client.Lookup(channel.Options(Path, stop));
+            _ = WriteAsync(session, call.RequestStream);
+            var replies = call.ResponseStream;
+            while (await replies.MoveNext(stop))
             {
+                var reply = replies.Current;
                 if (session.Pending.TryRemove(reply.Id, out var waiter))
                     waiter.TrySetResult(reply);
             }
-            await call.CheckStatusAsync();
             throw new PeerException($"{peer} ended the lookup stream");
         }
         catch (Exception e)
         {
-            session.Fail(e is PeerException ? e.Message : $"the lookup stream to {peer} failed: {e.Message}");
+            session.Fail(e is PeerException ? e.Message : $"the lookup stream to {peer} failed: {PeerClient.Reason(e)}");
         }
     }
 
-    private static async Task WriteAsync(Session session, GrpcDuplexCall<LookupReply> call)
+    /// <summary>One writer (a call takes one write at a time): the requests in the order they were queued.</summary>
+    private static async Task WriteAsync(Session session, IClientStreamWriter<LookupRequest> requests)
     {
         try
         {
@@ -78,13 +82,12 @@ internal sealed class LookupChannel(GrpcClient client, Uri peer) : IDisposable
             while (await reader.WaitToReadAsync(session.Stop.Token))
             {
                 while (reader.TryRead(out var request))
-                    call.Write(request);
-                await call.FlushAsync(session.Stop.Token);
+                    await requests.WriteAsync(request, session.Stop.Token);
             }
         }
         catch (Exception e)
         {
-            session.Fail($"writing to the lookup stream failed: {e.Message}");
+            session.Fail($"writing to the lookup stream failed: {PeerClient.Reason(e)}");
         }
     }
 

@@ -2,10 +2,11 @@ using System.Buffers;
 using System.Buffers.Binary;
 using System.Collections.Concurrent;
 using System.Net.Sockets;
+using FaaST.Cachelet.Peers;
 using FaaST.Protos.Peer;
 using Google.Protobuf;
 
-namespace FaaST.Cachelet.Peers;
+namespace FaaST.Peers;
 
 /// <summary>The bulk framing of the peer port (see protos/peer.proto): shared by both sides.</summary>
 internal static class PeerBulk

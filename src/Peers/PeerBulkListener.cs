@@ -2,15 +2,17 @@ using System.Buffers;
 using System.Buffers.Binary;
 using System.IO.Pipelines;
 using System.Net.Sockets;
+using FaaST.Cachelet;
+using FaaST.Cachelet.Peers;
 using FaaST.Protos.Peer;
-using FaaST.Rpc;
+using Grpc.Core;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Connections;
 using Microsoft.AspNetCore.Connections.Features;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
 using Microsoft.Extensions.Logging;
 
-namespace FaaST.Cachelet.Peers;
+namespace FaaST.Peers;
 
 /// <summary>
 /// Serves bulk Gets (framing in protos/peer.proto) on the peer listener, ahead of HTTP/2: a connection
@@ -20,7 +22,7 @@ namespace FaaST.Cachelet.Peers;
 /// </summary>
 public sealed class PeerBulkListener
 {
-    private volatile PeerEndpoints.Server? _server;
+    private volatile PeerServer? _server;
 
     /// <summary>How long a send may wait for the requester to take bytes before the connection is dropped.</summary>
     public TimeSpan SendTimeout { get; init; } = TimeSpan.FromSeconds(30);
@@ -31,7 +33,7 @@ public sealed class PeerBulkListener
     /// <summary>Installs the listener on a Kestrel endpoint (before the app is built).</summary>
     public void Attach(ListenOptions listen) => listen.Use(next => context => OnConnectionAsync(context, next));
 
-    internal void Serve(PeerEndpoints.Server server) => _server = server;
+    internal void Serve(PeerServer server) => _server = server;
 
     private async Task OnConnectionAsync(ConnectionContext context, ConnectionDelegate next)
     {
@@ -93,7 +95,7 @@ public sealed class PeerBulkListener
     /// <summary>How long a new bulk connection may take to send its hello and its answer to the challenge.</summary>
     internal static readonly TimeSpan HandshakeTimeout = TimeSpan.FromSeconds(5);
 
-    private async Task ServeAsync(PeerEndpoints.Server server, Socket socket, PipeReader input, ConnectionContext context)
+    private async Task ServeAsync(PeerServer server, Socket socket, PipeReader input, ConnectionContext context)
     {
         // Ends when the requester goes, or when the host stops (Kestrel asks its connections to close).
         using var closing = CancellationTokenSource.CreateLinkedTokenSource(context.ConnectionClosed,
@@ -151,9 +153,9 @@ public sealed class PeerBulkListener
                 }
                 (header, read) = await open;
             }
-            catch (Exception e) when (e is GrpcException or IOException or BlobStorageException or StorageUnavailableException)
+            catch (Exception e) when (e is RpcException or IOException or BlobStorageException or StorageUnavailableException)
             {
-                await SendAsync(socket, PeerBulk.Frame(new BulkReply { Error = e.Message }), ct);
+                await SendAsync(socket, PeerBulk.Frame(new BulkReply { Error = e is RpcException rpc ? rpc.Status.Detail : e.Message }), ct);
                 continue;
             }
             using (read)
