@@ -43,7 +43,19 @@ public sealed class HostProcess : IAsyncDisposable
             Directory.Delete(CopiesRoot, recursive: true);
     }
 
-    public static async Task<HostProcess> StartAsync(string home, string appDirectory, int workers, IDictionary<string, string> environment, params string[] extraArguments)
+    public static async Task<HostProcess> StartAsync(string home, string appDirectory, int workers, IDictionary<string, string> environment, params string[] extraArguments) =>
+        (await StartCoreAsync(home, appDirectory, workers, environment, extraArguments, firstRequest: null)).Host;
+
+    /// <summary>
+    /// Starts a host and measures process start to the first answered request for <paramref name="path"/>
+    /// (polled every 5 ms): what a cold instance costs before it serves (host_start_ms).
+    /// </summary>
+    public static async Task<(HostProcess Host, double StartMs)> StartTimedAsync(string home, string appDirectory, int workers,
+        IDictionary<string, string> environment, string path, params string[] extraArguments) =>
+        await StartCoreAsync(home, appDirectory, workers, environment, extraArguments, path);
+
+    private static async Task<(HostProcess Host, double StartMs)> StartCoreAsync(string home, string appDirectory, int workers,
+        IDictionary<string, string> environment, string[] extraArguments, string? firstRequest)
     {
         var port = FreePort();
         var dll = Path.Combine(home, "src", "Runtime", "bin", "Release", "net10.0", "FaaST.Runtime.dll");
@@ -63,6 +75,7 @@ public sealed class HostProcess : IAsyncDisposable
             info.Environment[k] = v;
         info.Environment["FAAST_HOME"] = home;
         info.Environment["Logging__LogLevel__Default"] = "Warning";
+        var started = Stopwatch.GetTimestamp();
         var process = Process.Start(info)!;
         var output = new System.Collections.Concurrent.ConcurrentQueue<string>();
         process.OutputDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
@@ -78,9 +91,18 @@ public sealed class HostProcess : IAsyncDisposable
                 throw new InvalidOperationException($"the host exited with {process.ExitCode}:\n{string.Join("\n", output)}");
             try
             {
-                var status = await client.GetFromJsonAsync(new Uri(host.BaseAddress, "/admin/host/status"), StatusJsonContext.Default.HostStatus);
-                if (status?.ReadyWorkers >= workers)
-                    return host;
+                if (firstRequest is not null)
+                {
+                    using var response = await client.GetAsync(new Uri(host.BaseAddress, firstRequest));
+                    if (response.IsSuccessStatusCode)
+                        return (host, Stopwatch.GetElapsedTime(started).TotalMilliseconds);
+                }
+                else
+                {
+                    var status = await client.GetFromJsonAsync(new Uri(host.BaseAddress, "/admin/host/status"), StatusJsonContext.Default.HostStatus);
+                    if (status?.ReadyWorkers >= workers)
+                        return (host, Stopwatch.GetElapsedTime(started).TotalMilliseconds);
+                }
             }
             catch (HttpRequestException)
             {
@@ -90,7 +112,7 @@ public sealed class HostProcess : IAsyncDisposable
             {
                 // slow start
             }
-            await Task.Delay(200);
+            await Task.Delay(firstRequest is null ? 200 : 5);
         }
         await host.DisposeAsync();
         throw new TimeoutException($"the host did not get {workers} workers ready within 60 s:\n{string.Join("\n", output)}");

@@ -120,7 +120,19 @@ public sealed class PeerBulkListener
         serverNonce.CopyTo(challenge.AsSpan(4));
         credentials.BulkServerProof(requesterNonce, serverNonce).CopyTo(challenge.AsSpan(4 + PeerAuth.NonceLength));
         await SendAsync(socket, challenge, ct);
-        var proof = await ReadExactlyAsync(input, PeerAuth.MacLength, handshake.Token);
+        byte[]? proof;
+        try
+        {
+            proof = await ReadExactlyAsync(input, PeerAuth.MacLength, handshake.Token);
+        }
+        catch (Exception e) when (e is OperationCanceledException or IOException or SocketException &&
+            context.Features.Get<IConnectionLifetimeNotificationFeature>()?.ConnectionClosedRequested.IsCancellationRequested != true)
+        {
+            // A requester without the secret gives up on the proof and closes; Kestrel may report that
+            // as the connection closing (a cancellation) or a reset rather than the end of the input.
+            // Each is the same refusal (only the host's own stop is not one).
+            proof = null;
+        }
         if (proof is null)
         {
             // A requester of this app checks the proof above and answers; one without the secret cannot.
