@@ -206,16 +206,7 @@ class Worker:
         out = StreamingMessage(request_id=msg.request_id)
         resp = out.worker_init_response
         resp.worker_version = __version__
-        resp.capabilities["concurrent"] = "1"
-        cfg, why = shm.negotiate(dict(req.capabilities))
-        shm.configure(cfg)
-        if cfg is not None:
-            resp.capabilities[shm.CAPABILITY] = "1"
-            if cfg.keep_mappings:
-                resp.capabilities[shm.RELEASE_CAPABILITY] = "1"
-            log.info("%s", why)
-        elif why:
-            log.warning("%s", why)
+        _negotiate(resp.capabilities, req.capabilities)
         resp.result.status = SUCCESS
         self.send(out)
 
@@ -237,16 +228,7 @@ class Worker:
             logging.getLogger().setLevel(
                 logging.DEBUG if os.environ.get("PYTHON_ENABLE_DEBUG_LOGGING", "").lower()
                 in ("1", "true") else logging.INFO)
-            resp.capabilities["concurrent"] = "1"
-            cfg, why = shm.negotiate(dict(req.capabilities))
-            shm.configure(cfg)
-            if cfg is not None:
-                resp.capabilities[shm.CAPABILITY] = "1"
-                if cfg.keep_mappings:
-                    resp.capabilities[shm.RELEASE_CAPABILITY] = "1"
-                log.info("%s", why)
-            elif why:
-                log.warning("%s", why)
+            _negotiate(resp.capabilities, req.capabilities)
             resp.result.status = SUCCESS
         except Exception as exc:
             log.exception("environment reload failed")
@@ -402,3 +384,18 @@ def _short(exc: BaseException) -> str:
     if isinstance(exc, grpc.aio.AioRpcError):
         return f"{exc.code().name}: {exc.details()}"
     return f"{type(exc).__name__}: {exc}"
+
+
+def _negotiate(answer, offered) -> None:
+    """The worker's capabilities for what the host offers, at init and again at an environment
+    reload (a standby worker learns the app's shared-memory directory only then)."""
+    answer["concurrent"] = "1"
+    cfg, why = shm.negotiate(dict(offered))
+    shm.configure(cfg)
+    if cfg is not None:
+        answer[shm.CAPABILITY] = "1"
+        if cfg.keep_mappings:
+            answer[shm.RELEASE_CAPABILITY] = "1"
+        log.info("%s", why)
+    elif why:
+        log.warning("%s", why)
