@@ -23,6 +23,9 @@ public sealed partial class BlobCache
     public long PeerFallbacks => Interlocked.Read(ref _peerFallbacks);
 
     private long _peerFallbacks;
+    private readonly LogGate _ownerReadLog = LogGate.PerSecond();
+    private readonly LogGate _ownerWriteLog = LogGate.PerSecond();
+    private readonly LogGate _peerNotToldLog = LogGate.PerSecond();
 
     /// <summary>Joins the app's cooperative cache: owners from <paramref name="owners"/>, reached through <paramref name="peers"/>.</summary>
     public void ConnectPeers(IOwnerDirectory owners, IOwnerClient peers)
@@ -118,8 +121,12 @@ public sealed partial class BlobCache
             catch (PeerException e)
             {
                 Interlocked.Increment(ref cache._peerFallbacks);
-                cache._logger.LogWarning("Reading {Container}/{Blob} from its owner {Owner} failed, reading storage instead: {Message}",
-                    key.Container, key.Blob, owner.Id, e.Message);
+                if (cache._logger.IsEnabled(LogLevel.Warning) && cache._ownerReadLog.TryPass(out var suppressed))
+                {
+                    if (suppressed > 0)
+                        Log.Suppressed(cache._logger, suppressed, "owner read failed");
+                    Log.OwnerReadFailed(cache._logger, key.Container, key.Blob, owner.Id, e.Message);
+                }
                 return SourceResult.Unavailable;
             }
         }
@@ -140,8 +147,12 @@ public sealed partial class BlobCache
         catch (PeerException e)
         {
             Interlocked.Increment(ref _peerFallbacks);
-            _logger.LogWarning("Writing {Container}/{Blob} to its owner {Owner} failed, writing to storage instead: {Message}",
-                key.Container, key.Blob, owner.Id, e.Message);
+            if (_logger.IsEnabled(LogLevel.Warning) && _ownerWriteLog.TryPass(out var suppressed))
+            {
+                if (suppressed > 0)
+                    Log.Suppressed(_logger, suppressed, "owner write failed");
+                Log.OwnerWriteFailed(_logger, key.Container, key.Blob, owner.Id, e.Message);
+            }
             return null;
         }
     }
@@ -159,7 +170,7 @@ public sealed partial class BlobCache
             }
             catch (PeerException e)
             {
-                _logger.LogDebug("Invalidating {Container}/{Blob} at {Owner} failed: {Message}", key.Container, key.Blob, owner.Id, e.Message);
+                Log.OwnerInvalidateFailed(_logger, key.Container, key.Blob, owner.Id, e.Message);
             }
         });
     }
@@ -195,8 +206,12 @@ public sealed partial class BlobCache
         }
         catch (PeerException e)
         {
-            _logger.LogWarning("Could not tell {Peer} that {Container}/{Blob} was written past its owner: {Message}",
-                peer.Id, key.Container, key.Blob, e.Message);
+            if (_logger.IsEnabled(LogLevel.Warning) && _peerNotToldLog.TryPass(out var suppressed))
+            {
+                if (suppressed > 0)
+                    Log.Suppressed(_logger, suppressed, "peer not told of a write");
+                Log.PeerNotTold(_logger, peer.Id, key.Container, key.Blob, e.Message);
+            }
         }
     }
 

@@ -27,6 +27,8 @@ public sealed partial class BlobCache : IAsyncDisposable
     private readonly SharedMemoryArena _arena;
     private readonly CacheIndex _index;
     private readonly ILogger _logger;
+    // Per-read warnings, at most one a second each (an owner or a full cache fails every read alike).
+    private readonly LogGate _uncachedLog = LogGate.PerSecond();
     private readonly SingleFlight<BlobKey, CachedRead?> _fetches;
     private readonly IBlobSource[] _sources;
     private readonly IBlobSource _ownerSource;
@@ -56,7 +58,7 @@ public sealed partial class BlobCache : IAsyncDisposable
         Metrics = new CacheletMetrics(appName, () => _arena.Allocated, () => _index.PinnedBytes, () => _index.Count,
             () => _index.Evictions);
         _fetches = new SingleFlight<BlobKey, CachedRead?>(_stopping.Token, static (_, read) => read?.Dispose(),
-            (key, e) => _logger.LogDebug("Fetching {Container}/{Blob} for a reader that left failed: {Message}", key.Container, key.Blob, e.Message));
+            (key, e) => Log.AbandonedFetchFailed(_logger, key.Container, key.Blob, e.Message));
         _ownerSource = new OwnerSource(this);
         _sources = [_ownerSource, .. tiers ?? [], StorageSource.Instance];
         _writer = Task.Run(WriteBehindAsync);
@@ -73,7 +75,7 @@ public sealed partial class BlobCache : IAsyncDisposable
             }
             catch (Exception e)
             {
-                logger.LogWarning(e, "The eviction sink failed on {Container}/{Blob}", key.Container, key.Blob);
+                Log.EvictionSinkFailed(logger, e, key.Container, key.Blob);
             }
         }
     }
@@ -307,8 +309,12 @@ public sealed partial class BlobCache : IAsyncDisposable
                 _extent = extent;
                 return extent.OpenWriteStream();
             }
-            cache._logger.LogWarning("Blob {Container}/{Blob} ({Length} bytes) is served without caching: no room in the cache",
-                key.Container, key.Blob, length);
+            if (cache._logger.IsEnabled(LogLevel.Warning) && cache._uncachedLog.TryPass(out var suppressed))
+            {
+                if (suppressed > 0)
+                    Log.Suppressed(cache._logger, suppressed, "served without caching");
+                Log.ServedUncached(cache._logger, key.Container, key.Blob, length);
+            }
             if (length < cache._policy.InlineThreshold)
                 return _buffer = new MemoryStream((int)length);
             _file = TemporaryFile.Create(cache._arena, Interlocked.Increment(ref cache._temporaryFiles));
@@ -565,10 +571,10 @@ public sealed partial class BlobCache : IAsyncDisposable
                     }
                     catch (Exception e) when (e is StorageUnavailableException or BlobStorageException or IOException)
                     {
-                        _logger.LogWarning("Write-behind of {Container}/{Blob} failed (attempt {Attempt}): {Message}", write.Key.Container, write.Key.Blob, attempt, e.Message);
+                        Log.WriteBehindFailed(_logger, write.Key.Container, write.Key.Blob, attempt, e.Message);
                         if (stop.IsCancellationRequested && attempt >= 3)
                         {
-                            _logger.LogError("Giving up the write-behind of {Container}/{Blob} at shutdown", write.Key.Container, write.Key.Blob);
+                            Log.WriteBehindAbandoned(_logger, write.Key.Container, write.Key.Blob);
                             break;
                         }
                         await Task.Delay(TimeSpan.FromMilliseconds(Math.Min(5000, 100 << Math.Min(attempt, 6))), CancellationToken.None);
@@ -589,7 +595,7 @@ public sealed partial class BlobCache : IAsyncDisposable
         }
         catch (TimeoutException)
         {
-            _logger.LogError("Write-behind uploads still pending at shutdown were abandoned");
+            Log.WriteBehindPending(_logger);
         }
         Metrics.Dispose();
         _index.Dispose();

@@ -66,12 +66,14 @@ public sealed class PeerBulkListener
         }
         catch (InvalidDataException e)
         {
-            server?.Logger.LogWarning("Dropped a bulk peer connection from {Remote}: {Reason}", context.RemoteEndPoint, e.Message);
+            if (server is not null)
+                Log.BulkDropped(server.Logger, context.RemoteEndPoint, e.Message);
         }
         catch (Exception e) when (e is OperationCanceledException or SocketException or IOException or ObjectDisposedException)
         {
             // The requester went away or stalled past SendTimeout: drop the connection.
-            server?.Logger.LogDebug("Bulk peer connection from {Remote} ended: {Reason}", context.RemoteEndPoint, e.Message);
+            if (server is not null)
+                Log.BulkEnded(server.Logger, context.RemoteEndPoint, e.Message);
         }
     }
 
@@ -136,12 +138,12 @@ public sealed class PeerBulkListener
         if (proof is null)
         {
             // A requester of this app checks the proof above and answers; one without the secret cannot.
-            server.Logger.LogWarning("Refused a peer Get call (bulk connection) from {Remote}: it ended the handshake without an answer (wrong or missing app credentials)", context.RemoteEndPoint);
+            Log.BulkRefusedNoAnswer(server.Logger, context.RemoteEndPoint);
             return;
         }
         if (!PeerAuth.Same(proof, credentials.BulkClientProof(requesterNonce, serverNonce)))
         {
-            server.Logger.LogWarning("Refused a peer Get call (bulk connection) from {Remote}: missing or wrong app credentials (the handshake's answer does not match this connection's challenge)", context.RemoteEndPoint);
+            Log.BulkRefusedWrongProof(server.Logger, context.RemoteEndPoint);
             await SendAsync(socket, PeerBulk.Frame(new BulkReply { Error = "not an instance of this app (wrong or missing peer credentials)" }), ct);
             return;
         }

@@ -252,7 +252,7 @@ internal sealed class PeerServer(BlobCache cache, PeerServerOptions options, ILo
         }
         if (!options.Credentials.VerifyCall(context.Request.Headers[PeerAuth.HeaderName].FirstOrDefault(), context.Request.Path.Value ?? "", out var reason))
         {
-            logger.LogWarning("Refused a peer {Method} call from {Remote}: missing or wrong app credentials ({Reason})", method, context.Connection.RemoteIpAddress, reason);
+            Log.CallRefused(logger, method, context.Connection.RemoteIpAddress, reason);
             refusal = new Status(StatusCode.Unauthenticated, $"not an instance of this app (wrong or missing peer credentials: {reason})");
             return false;
         }

@@ -8,6 +8,7 @@ using Azure.Core;
 using Azure.Storage.Blobs;
 using Azure.Storage.Blobs.Models;
 using Azure.Storage.Blobs.Specialized;
+using Microsoft.Extensions.Logging;
 using SdkBlobProperties = Azure.Storage.Blobs.Models.BlobProperties;
 
 namespace FaaST.Storage;
@@ -43,7 +44,8 @@ public sealed class BlobStore : IBlobStore, IDisposable
 
     /// <summary>Creates a store from a storage connection string (account key, SAS, or UseDevelopmentStorage=true).</summary>
     /// <exception cref="ArgumentException">The connection string is not usable (the message says why, never a secret).</exception>
-    public BlobStore(string connectionString, BlobStoreOptions? options = null)
+    /// <param name="logger">Where failed tries that are retried, and the give-up, are logged; none by default.</param>
+    public BlobStore(string connectionString, BlobStoreOptions? options = null, ILogger? logger = null)
     {
         ArgumentNullException.ThrowIfNull(connectionString);
         _options = Validated(options);
@@ -61,7 +63,7 @@ public sealed class BlobStore : IBlobStore, IDisposable
 
         try
         {
-            _service = new BlobServiceClient(connectionString, ClientOptions(_options));
+            _service = new BlobServiceClient(connectionString, ClientOptions(_options, logger));
         }
         catch (Exception e) when (e is not OutOfMemoryException)
         {
@@ -99,7 +101,8 @@ public sealed class BlobStore : IBlobStore, IDisposable
     }
 
     /// <summary>Creates a store for a blob service URI with a token credential (e.g. a managed identity); https only.</summary>
-    public BlobStore(Uri serviceUri, TokenCredential credential, BlobStoreOptions? options = null)
+    /// <param name="logger">Where failed tries that are retried, and the give-up, are logged; none by default.</param>
+    public BlobStore(Uri serviceUri, TokenCredential credential, BlobStoreOptions? options = null, ILogger? logger = null)
     {
         ArgumentNullException.ThrowIfNull(serviceUri);
         ArgumentNullException.ThrowIfNull(credential);
@@ -110,7 +113,7 @@ public sealed class BlobStore : IBlobStore, IDisposable
                 nameof(serviceUri));
         }
 
-        _service = new BlobServiceClient(serviceUri, credential, ClientOptions(_options));
+        _service = new BlobServiceClient(serviceUri, credential, ClientOptions(_options, logger));
         (Endpoint, _endpointText) = NormalizeEndpoint(_service.Uri);
     }
 
@@ -722,7 +725,7 @@ public sealed class BlobStore : IBlobStore, IDisposable
     }
 
     /// <summary>The SDK's options for one store: the shared transport, the project's retry promise, no diagnostics.</summary>
-    internal static BlobClientOptions ClientOptions(BlobStoreOptions options)
+    internal static BlobClientOptions ClientOptions(BlobStoreOptions options, ILogger? logger)
     {
         var client = new BlobClientOptions { Transport = StorageTransport.For(options) };
         // Logging, distributed tracing and the User-Agent telemetry cost per request and are not used here:
@@ -736,6 +739,8 @@ public sealed class BlobStore : IBlobStore, IDisposable
         client.Retry.Delay = options.RetryBaseDelay;
         client.Retry.MaxDelay = options.RetryMaxDelay;
         client.Retry.NetworkTimeout = options.TryTimeout;
+        if (logger is not null)
+            client.AddPolicy(new RetryLoggingPolicy(logger, options.MaxRetries), HttpPipelinePosition.PerRetry);
         return client;
     }
 

@@ -655,6 +655,29 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
     }
 
     [Fact]
+    public async Task Reads_that_all_fall_back_from_a_stopped_owner_log_one_warning_a_second_and_count_the_rest()
+    {
+        await using var owner = await PeerNode.StartAsync("a", azurite.Store);
+        await using var reader = await PeerNode.StartAsync("b", azurite.Store);
+        reader.Owners.Everything = owner.AsPeer;
+        await owner.StopServingAsync();
+        const int reads = 20;
+        for (var i = 0; i < reads; i++)
+        {
+            using var read = await ReadAsync(reader, await PutAsync(Random(1000)));
+            Assert.Equal(ReadPath.LocalMiss, read.Path);
+        }
+        Assert.Equal(reads, reader.Cache.PeerFallbacks);
+        // Each fallback is counted, but the warning is gated per second: fewer lines than reads, and any line
+        // after the first one says how many were held back before it.
+        var lines = reader.Logs.Lines.ToArray();
+        var warnings = lines.Count(l => l.Contains("failed, reading storage instead", StringComparison.Ordinal));
+        var suppressed = lines.Count(l => l.Contains("were suppressed in the last second", StringComparison.Ordinal));
+        Assert.InRange(warnings, 1, reads - 1);
+        Assert.Equal(warnings - 1, suppressed);
+    }
+
+    [Fact]
     public async Task An_owner_finishes_a_remote_miss_that_its_requester_gave_up_on()
     {
         await using var owner = await PeerNode.StartAsync("a", azurite.Store, LocalRead, Generous);

@@ -1,6 +1,7 @@
 using System.Collections.Concurrent;
 using FaaST.Runtime.App;
 using FaaST.Storage;
+using Microsoft.Extensions.Logging;
 
 namespace FaaST.Runtime.Bindings;
 
@@ -13,7 +14,7 @@ namespace FaaST.Runtime.Bindings;
 /// AzureWebJobsStorage that is absent or "UseDevelopmentStorage=true" means the Azurite this runtime started.
 /// </summary>
 public sealed class StorageAccounts(AppSettings settings, string? developmentConnectionString, BlobStoreOptions? options = null,
-    Func<string, string?>? environment = null) : IDisposable
+    Func<string, string?>? environment = null, ILogger? logger = null) : IDisposable
 {
     /// <summary>The settings of an identity-based connection, after CONN__ (or CONN:).</summary>
     private static readonly string[] IdentityKeys =
@@ -103,7 +104,7 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
         {
             try
             {
-                return new BlobStore(cs, options);
+                return new BlobStore(cs, options, logger);
             }
             catch (ArgumentException e)
             {
@@ -114,7 +115,7 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
             throw new AppConfigException($"app setting \"{connection}\" (a binding's connection) is not set; add it to local.settings.json Values");
         if ((ReadIdentity(settings, connection, out var serviceUri, out var clientId) ?? ManagedIdentityProblem(settings, connection, environment)) is { } problem)
             throw new AppConfigException(problem);
-        return new BlobStore(serviceUri!, ManagedIdentity.Create(clientId, options, environment), options);
+        return new BlobStore(serviceUri!, ManagedIdentity.Create(clientId, options, environment), options, logger);
     }
 
     private static bool IsDevelopmentStorage(string cs) =>

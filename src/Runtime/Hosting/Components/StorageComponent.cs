@@ -39,7 +39,7 @@ internal sealed class StorageComponent(FunctionApp app, StorageHostOptions optio
             _azurite = await AzuriteProcess.StartAsync(home, ct: ct, dataDirectory: options.AzuriteDataDirectory, account: account);
             logger.LogInformation("Azurite is listening at {Endpoint}", _azurite.BlobEndpoint);
         }
-        _accounts = new StorageAccounts(app.Settings, _azurite?.ConnectionString, options.Blob);
+        _accounts = new StorageAccounts(app.Settings, _azurite?.ConnectionString, options.Blob, logger: logger);
     }
 
     private async Task StopAsync(CancellationToken ct)

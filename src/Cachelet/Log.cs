@@ -1,0 +1,44 @@
+using Microsoft.Extensions.Logging;
+
+namespace FaaST.Cachelet;
+
+/// <summary>
+/// The cachelet's log messages, source-generated (no boxing, no parsing of the template per call), with event ids
+/// 2000-2099. Warnings that can come once per read go through a <see cref="LogGate"/> at the call site; the line
+/// that passes after some were held back is preceded by <see cref="Suppressed"/>.
+/// </summary>
+internal static partial class Log
+{
+    [LoggerMessage(EventId = 2000, Level = LogLevel.Debug, Message = "Fetching {Container}/{Blob} for a reader that left failed: {Message}")]
+    public static partial void AbandonedFetchFailed(ILogger logger, string container, string blob, string message);
+
+    [LoggerMessage(EventId = 2001, Level = LogLevel.Warning, Message = "The eviction sink failed on {Container}/{Blob}")]
+    public static partial void EvictionSinkFailed(ILogger logger, Exception exception, string container, string blob);
+
+    [LoggerMessage(EventId = 2002, Level = LogLevel.Warning, Message = "Blob {Container}/{Blob} ({Length} bytes) is served without caching: no room in the cache")]
+    public static partial void ServedUncached(ILogger logger, string container, string blob, long length);
+
+    [LoggerMessage(EventId = 2003, Level = LogLevel.Warning, Message = "Write-behind of {Container}/{Blob} failed (attempt {Attempt}): {Message}")]
+    public static partial void WriteBehindFailed(ILogger logger, string container, string blob, int attempt, string message);
+
+    [LoggerMessage(EventId = 2004, Level = LogLevel.Error, Message = "Giving up the write-behind of {Container}/{Blob} at shutdown")]
+    public static partial void WriteBehindAbandoned(ILogger logger, string container, string blob);
+
+    [LoggerMessage(EventId = 2005, Level = LogLevel.Error, Message = "Write-behind uploads still pending at shutdown were abandoned")]
+    public static partial void WriteBehindPending(ILogger logger);
+
+    [LoggerMessage(EventId = 2006, Level = LogLevel.Warning, Message = "Reading {Container}/{Blob} from its owner {Owner} failed, reading storage instead: {Message}")]
+    public static partial void OwnerReadFailed(ILogger logger, string container, string blob, string owner, string message);
+
+    [LoggerMessage(EventId = 2007, Level = LogLevel.Warning, Message = "Writing {Container}/{Blob} to its owner {Owner} failed, writing to storage instead: {Message}")]
+    public static partial void OwnerWriteFailed(ILogger logger, string container, string blob, string owner, string message);
+
+    [LoggerMessage(EventId = 2008, Level = LogLevel.Debug, Message = "Invalidating {Container}/{Blob} at {Owner} failed: {Message}")]
+    public static partial void OwnerInvalidateFailed(ILogger logger, string container, string blob, string owner, string message);
+
+    [LoggerMessage(EventId = 2009, Level = LogLevel.Warning, Message = "Could not tell {Peer} that {Container}/{Blob} was written past its owner: {Message}")]
+    public static partial void PeerNotTold(ILogger logger, string peer, string container, string blob, string message);
+
+    [LoggerMessage(EventId = 2010, Level = LogLevel.Information, Message = "{Count} more lines like the next ({Kind}) were suppressed in the last second")]
+    public static partial void Suppressed(ILogger logger, long count, string kind);
+}
