@@ -527,32 +527,16 @@ public static class DistributedScenario
             },
             LogDirectory = logDirectory,
         });
-        using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(5) };
-        var deadline = DateTime.UtcNow.AddSeconds(60);
-        foreach (var instance in group.Instances)
-        {
-            while ((await http.GetFromJsonAsync(new Uri(instance.BaseAddress, "admin/host/status"), StatusJsonContext.Default.HostStatus))!.ReadyWorkers < 1)
-            {
-                if (DateTime.UtcNow > deadline)
-                {
-                    await group.DisposeAsync();
-                    throw new TimeoutException($"instance {instance.Index} has no ready worker after 60 s (log: {logDirectory})");
-                }
-                await Task.Delay(100);
-            }
-        }
+        await GroupReadiness.WaitForWorkersAsync(group, 1, logDirectory);
         return group;
     }
-
-    // "warn: Category[0] ...", with or without a timestamp before it.
-    private static readonly System.Text.RegularExpressions.Regex LogProblem = new(@"^(\S+ )?(warn|fail|crit): ");
 
     /// <summary>Prints (and counts) the warnings and errors the instances logged, so that peer failures do not go unseen.</summary>
     private static int ReportLogWarnings(string directory)
     {
         var lines = Directory.EnumerateFiles(directory, "*.log").Order(StringComparer.Ordinal)
             .SelectMany(f => File.ReadLines(f).Select(l => (File: Path.GetFileName(f), Line: l)))
-            .Where(x => LogProblem.IsMatch(x.Line))
+            .Where(x => GroupReadiness.LogProblem.IsMatch(x.Line))
             .ToArray();
         if (lines.Length > 0)
             Console.WriteLine($"  {lines.Length} warning(s)/error(s) in {directory}; first: ");

@@ -1032,25 +1032,9 @@ public static class FaultsScenario
             },
             LogDirectory = logDirectory,
         });
-        using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(5) };
-        var deadline = DateTime.UtcNow.AddSeconds(60);
-        foreach (var instance in group.Instances)
-        {
-            while ((await http.GetFromJsonAsync(new Uri(instance.BaseAddress, "admin/host/status"), StatusJsonContext.Default.HostStatus))!.ReadyWorkers < workers)
-            {
-                if (DateTime.UtcNow > deadline)
-                {
-                    await group.DisposeAsync();
-                    throw new TimeoutException($"instance {instance.Index} has not {workers} ready worker(s) after 60 s (log: {logDirectory})");
-                }
-                await Task.Delay(100);
-            }
-        }
+        await GroupReadiness.WaitForWorkersAsync(group, workers, logDirectory);
         return group;
     }
-
-    // "warn: Category[0] ...", with or without a timestamp before it.
-    private static readonly System.Text.RegularExpressions.Regex LogProblem = new(@"^(\S+ )?(warn|fail|crit): ");
 
     /// <summary>Prints how many warnings and errors the instances logged, and the first few.</summary>
     private static void ReportLogWarnings(string directory)
@@ -1059,7 +1043,7 @@ public static class FaultsScenario
             return;
         var lines = Directory.EnumerateFiles(directory, "*.log").Order(StringComparer.Ordinal)
             .SelectMany(f => File.ReadLines(f).Select(l => (File: Path.GetFileName(f), Line: l)))
-            .Where(x => LogProblem.IsMatch(x.Line))
+            .Where(x => GroupReadiness.LogProblem.IsMatch(x.Line))
             .ToArray();
         if (lines.Length > 0)
             Console.WriteLine($"  {lines.Length} warning(s)/error(s) in {directory}; first:");

@@ -175,7 +175,7 @@ public sealed class DistributedTests(AzuriteFixture azurite)
     [Fact]
     public async Task An_acknowledged_write_survives_its_owner_crashing_in_a_sync_preset()
     {
-        using var app = CounterApp("owner/sync/owner");
+        using var app = TestApp.Counter("owner/sync/owner");
         await using var group = await StartAsync(app.Directory, 3);
         var owner = group[2];
         var name = NameOwnedBy(group, owner, "counters", "ack-" + Guid.NewGuid().ToString("N")[..8]);
@@ -213,19 +213,6 @@ public sealed class DistributedTests(AzuriteFixture azurite)
             "the owner to log the refused peer call");
     }
 
-    private static TestApp CounterApp(string preset)
-    {
-        var app = new TestApp("python", name: "counter");
-        foreach (var dir in Directory.EnumerateDirectories(Path.Combine(Repo.Root, "apps", "counter")))
-        {
-            var function = Path.GetFileName(dir);
-            app.Function(function, File.ReadAllText(Path.Combine(dir, "function.json")),
-                ("__init__.py", File.ReadAllText(Path.Combine(dir, "__init__.py"))));
-        }
-        File.WriteAllText(Path.Combine(app.Directory, "faast.json"), $$"""{ "cache": { "consistency": "{{preset}}" } }""");
-        return app;
-    }
-
     /// <summary>
     /// Faa$T §6.6 / Table 6 (shortened to 100 additions): five instances add to one counter in round
     /// robin. Reads from storage or the owner see every acknowledged addition (owner/async/owner
@@ -241,7 +228,7 @@ public sealed class DistributedTests(AzuriteFixture azurite)
     public async Task Five_instances_count_to_one_hundred(string preset)
     {
         const int additions = 100, instances = 5;
-        using var app = CounterApp(preset);
+        using var app = TestApp.Counter(preset);
         await using var group = await StartAsync(app.Directory, instances);
         var name = "c-" + Guid.NewGuid().ToString("N")[..8];
         using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(60) };

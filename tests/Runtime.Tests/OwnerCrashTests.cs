@@ -23,19 +23,6 @@ public sealed class OwnerCrashTests(AzuriteFixture azurite, ITestOutputHelper ou
 {
     private const string Secret = "owner-crash-tests-secret";
 
-    private static TestApp CounterApp(string preset)
-    {
-        var app = new TestApp("python", name: "crashcounter");
-        foreach (var dir in Directory.EnumerateDirectories(Path.Combine(Repo.Root, "apps", "counter")))
-        {
-            var function = Path.GetFileName(dir);
-            app.Function(function, File.ReadAllText(Path.Combine(dir, "function.json")),
-                ("__init__.py", File.ReadAllText(Path.Combine(dir, "__init__.py"))));
-        }
-        File.WriteAllText(Path.Combine(app.Directory, "faast.json"), $$"""{ "cache": { "consistency": "{{preset}}" } }""");
-        return app;
-    }
-
     /// <summary>Names of counters that <paramref name="owner"/> owns in the view of all of <paramref name="view"/>.</summary>
     private IEnumerable<string> NamesOwnedBy(IReadOnlyList<GroupInstance> view, GroupInstance owner, string prefix)
     {
@@ -54,7 +41,7 @@ public sealed class OwnerCrashTests(AzuriteFixture azurite, ITestOutputHelper ou
     [InlineData("owner/sync/owner")]
     public async Task A_strong_preset_has_no_stale_read_and_loses_no_acknowledged_write_when_an_owner_is_killed_mid_load(string preset)
     {
-        using var app = CounterApp(preset);
+        using var app = TestApp.Counter(preset, "crashcounter");
         await using var group = await InstanceGroup.StartAsync(new InstanceGroupOptions
         {
             AppDirectory = app.Directory,

@@ -55,6 +55,20 @@ public sealed class TestApp : IDisposable
 
     /// <summary>A copy of a sample app from samples/ (deleted when disposed); with <paramref name="keepName"/>
     /// in a fresh folder under its own name.</summary>
+    /// <summary>apps/counter (Faa$T Table 6's shared counter) under <paramref name="name"/>, with the given consistency preset.</summary>
+    public static TestApp Counter(string preset, string name = "counter")
+    {
+        var app = new TestApp("python", name: name);
+        foreach (var dir in System.IO.Directory.EnumerateDirectories(Path.Combine(Repo.Root, "apps", "counter")))
+        {
+            var function = Path.GetFileName(dir);
+            app.Function(function, File.ReadAllText(Path.Combine(dir, "function.json")),
+                ("__init__.py", File.ReadAllText(Path.Combine(dir, "__init__.py"))));
+        }
+        File.WriteAllText(Path.Combine(app.Directory, "faast.json"), $$"""{ "cache": { "consistency": "{{preset}}" } }""");
+        return app;
+    }
+
     public static TestApp CopySample(string sample, bool keepName = false)
     {
         var source = Path.Combine(Repo.Root, "samples", sample);
