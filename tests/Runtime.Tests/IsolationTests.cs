@@ -81,7 +81,7 @@ public sealed class IsolationTests(AzuriteFixture azurite)
     private static Task<string> Probe(HostUnderTest host, string path) =>
         host.Http.GetStringAsync("/api/Probe?path=" + Uri.EscapeDataString(path));
 
-    [Fact]
+    [IsolationFact]
     public async Task Workers_run_as_the_apps_user_which_owns_the_segment_directory_and_its_files()
     {
         using var app = App("isoa");
@@ -114,7 +114,7 @@ public sealed class IsolationTests(AzuriteFixture azurite)
         Assert.All(files, f => Assert.Equal($"{uid}:{gid} 600", Stat(f)));
     }
 
-    [Fact]
+    [IsolationFact]
     public async Task Another_apps_worker_cannot_open_this_apps_segments()
     {
         using var appA = App("isoa");
