@@ -14,6 +14,7 @@ internal sealed class RetryLoggingPolicy(ILogger logger, int maxRetries) : HttpP
 {
     public override async ValueTask ProcessAsync(HttpMessage message, ReadOnlyMemory<HttpPipelinePolicy> pipeline)
     {
+        DownloadResumes.Observe(message);
         try
         {
             await ProcessNextAsync(message, pipeline).ConfigureAwait(false);
@@ -27,6 +28,7 @@ internal sealed class RetryLoggingPolicy(ILogger logger, int maxRetries) : HttpP
 
     public override void Process(HttpMessage message, ReadOnlyMemory<HttpPipelinePolicy> pipeline)
     {
+        DownloadResumes.Observe(message);
         try
         {
             ProcessNext(message, pipeline);

@@ -46,7 +46,53 @@ public class RetryLoggingTests
         Assert.Contains("data/down.txt", logger.Lines.Last().Text, StringComparison.Ordinal);
     }
 
-    private sealed class RecordingLogger : ILogger
+    [Fact]
+    public async Task A_body_that_breaks_mid_download_is_resumed_and_each_resume_is_logged_with_the_blob_the_offset_and_the_try()
+    {
+        var data = BlobStoreTests.RandomBytes(1000);
+        await using var server = new FaultServer((n, r) => n switch
+        {
+            1 => FaultReply.Truncated(200, 1000, data[..400], ("ETag", "\"0x1\""), ("Last-Modified", LastModified)),
+            2 => FaultReply.Truncated(206, 600, data[400..700], ("ETag", "\"0x1\""), ("Content-Range", "bytes 400-999/1000")),
+            _ => FaultReply.Body(206, data[700..], ("ETag", "\"0x1\""), ("Content-Range", "bytes 700-999/1000")),
+        });
+        var logger = new RecordingLogger();
+        using var store = new BlobStore(server.ConnectionString, Fast(retries: 2), logger);
+        using var ms = new MemoryStream();
+
+        await store.DownloadToAsync("data", "resumed.bin", ms);
+
+        Assert.Equal(data, ms.ToArray());
+        Assert.Equal(3, server.Requests.Count);
+        Assert.Equal([(LogLevel.Debug, 1002), (LogLevel.Debug, 1002)], logger.Lines.Select(l => (l.Level, l.EventId)));
+        Assert.Contains("data/resumed.bin", logger.Lines[0].Text, StringComparison.Ordinal);
+        Assert.Contains("from byte 400 with If-Match \"0x1\" (resume 1)", logger.Lines[0].Text, StringComparison.Ordinal);
+        Assert.Contains("from byte 700 with If-Match \"0x1\" (resume 2)", logger.Lines[1].Text, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task A_body_that_keeps_breaking_is_given_up_with_a_warning_naming_the_blob_and_the_bytes_received()
+    {
+        var data = BlobStoreTests.RandomBytes(1000);
+        await using var server = new FaultServer((n, r) => n == 1
+            ? FaultReply.Truncated(200, 1000, data[..100], ("ETag", "\"0x1\""), ("Last-Modified", LastModified))
+            : FaultReply.Truncated(206, 900, data[100..101], ("ETag", "\"0x1\""), ("Content-Range", "bytes 100-999/1000")));
+        var logger = new RecordingLogger(debug: false);
+        using var store = new BlobStore(server.ConnectionString, Fast(retries: 2), logger);
+
+        await Assert.ThrowsAsync<StorageUnavailableException>(() => store.DownloadToAsync("data", "broken.bin", Stream.Null));
+
+        var line = Assert.Single(logger.Lines, l => l.EventId == 1003);
+        Assert.Equal(LogLevel.Warning, line.Level);
+        Assert.Contains("data/broken.bin", line.Text, StringComparison.Ordinal);
+        Assert.Contains($"the body broke after {100 + server.Requests.Count - 1} bytes", line.Text, StringComparison.Ordinal);
+        Assert.Contains($"({server.Requests.Count - 1} resume(s) tried)", line.Text, StringComparison.Ordinal);
+        Assert.DoesNotContain(logger.Lines, l => l.Level == LogLevel.Debug);
+    }
+
+    private const string LastModified = "Fri, 21 Nov 2025 10:00:00 GMT";
+
+    private sealed class RecordingLogger(bool debug = true) : ILogger
     {
         private readonly ConcurrentQueue<(LogLevel Level, int EventId, string Text)> _lines = new();
 
@@ -54,7 +100,7 @@ public class RetryLoggingTests
 
         public IDisposable? BeginScope<TState>(TState state) where TState : notnull => null;
 
-        public bool IsEnabled(LogLevel logLevel) => true;
+        public bool IsEnabled(LogLevel logLevel) => debug || logLevel > LogLevel.Debug;
 
         public void Log<TState>(LogLevel logLevel, EventId eventId, TState state, Exception? exception, Func<TState, Exception?, string> formatter) =>
             _lines.Enqueue((logLevel, eventId.Id, formatter(state, exception)));
