@@ -19,12 +19,12 @@ public class RetryLoggingTests
         await using var server = new FaultServer((n, _) => n == 1
             ? FaultReply.Status(500, "InternalError")
             : FaultReply.Status(200, null, ("ETag", "\"0x1\""), ("Last-Modified", "Fri, 21 Nov 2025 10:00:00 GMT")));
-        var logger = new RecordingLogger();
+        var logger = new ListLogger();
         using var store = new BlobStore(server.ConnectionString, Fast(retries: 2), logger);
 
         Assert.NotNull(await store.GetPropertiesAsync("data", "retried.txt"));
 
-        var line = Assert.Single(logger.Lines);
+        var line = Assert.Single(logger.Entries);
         Assert.Equal((LogLevel.Debug, 1000), (line.Level, line.EventId));
         Assert.Contains("HEAD", line.Text, StringComparison.Ordinal);
         Assert.Contains("data/retried.txt", line.Text, StringComparison.Ordinal);
@@ -36,14 +36,14 @@ public class RetryLoggingTests
     public async Task The_last_failed_try_is_logged_as_a_warning_that_storage_gave_up()
     {
         await using var server = new FaultServer((_, _) => FaultReply.Status(503, "ServerBusy"));
-        var logger = new RecordingLogger();
+        var logger = new ListLogger();
         using var store = new BlobStore(server.ConnectionString, Fast(retries: 1), logger);
 
         await Assert.ThrowsAsync<StorageUnavailableException>(() => store.GetPropertiesAsync("data", "down.txt"));
 
-        Assert.Equal([(LogLevel.Debug, 1000), (LogLevel.Warning, 1001)], logger.Lines.Select(l => (l.Level, l.EventId)));
-        Assert.Contains("giving up after 2 tries", logger.Lines.Last().Text, StringComparison.Ordinal);
-        Assert.Contains("data/down.txt", logger.Lines.Last().Text, StringComparison.Ordinal);
+        Assert.Equal([(LogLevel.Debug, 1000), (LogLevel.Warning, 1001)], logger.Entries.Select(l => (l.Level, l.EventId)));
+        Assert.Contains("giving up after 2 tries", logger.Entries.Last().Text, StringComparison.Ordinal);
+        Assert.Contains("data/down.txt", logger.Entries.Last().Text, StringComparison.Ordinal);
     }
 
     [Fact]
@@ -56,7 +56,7 @@ public class RetryLoggingTests
             2 => FaultReply.Truncated(206, 600, data[400..700], ("ETag", "\"0x1\""), ("Content-Range", "bytes 400-999/1000")),
             _ => FaultReply.Body(206, data[700..], ("ETag", "\"0x1\""), ("Content-Range", "bytes 700-999/1000")),
         });
-        var logger = new RecordingLogger();
+        var logger = new ListLogger();
         using var store = new BlobStore(server.ConnectionString, Fast(retries: 2), logger);
         using var ms = new MemoryStream();
 
@@ -64,10 +64,10 @@ public class RetryLoggingTests
 
         Assert.Equal(data, ms.ToArray());
         Assert.Equal(3, server.Requests.Count);
-        Assert.Equal([(LogLevel.Debug, 1002), (LogLevel.Debug, 1002)], logger.Lines.Select(l => (l.Level, l.EventId)));
-        Assert.Contains("data/resumed.bin", logger.Lines[0].Text, StringComparison.Ordinal);
-        Assert.Contains("from byte 400 with If-Match \"0x1\" (resume 1)", logger.Lines[0].Text, StringComparison.Ordinal);
-        Assert.Contains("from byte 700 with If-Match \"0x1\" (resume 2)", logger.Lines[1].Text, StringComparison.Ordinal);
+        Assert.Equal([(LogLevel.Debug, 1002), (LogLevel.Debug, 1002)], logger.Entries.Select(l => (l.Level, l.EventId)));
+        Assert.Contains("data/resumed.bin", logger.Entries[0].Text, StringComparison.Ordinal);
+        Assert.Contains("from byte 400 with If-Match \"0x1\" (resume 1)", logger.Entries[0].Text, StringComparison.Ordinal);
+        Assert.Contains("from byte 700 with If-Match \"0x1\" (resume 2)", logger.Entries[1].Text, StringComparison.Ordinal);
     }
 
     [Fact]
@@ -77,32 +77,18 @@ public class RetryLoggingTests
         await using var server = new FaultServer((n, r) => n == 1
             ? FaultReply.Truncated(200, 1000, data[..100], ("ETag", "\"0x1\""), ("Last-Modified", LastModified))
             : FaultReply.Truncated(206, 900, data[100..101], ("ETag", "\"0x1\""), ("Content-Range", "bytes 100-999/1000")));
-        var logger = new RecordingLogger(debug: false);
+        var logger = new ListLogger(LogLevel.Information);
         using var store = new BlobStore(server.ConnectionString, Fast(retries: 2), logger);
 
         await Assert.ThrowsAsync<StorageUnavailableException>(() => store.DownloadToAsync("data", "broken.bin", Stream.Null));
 
-        var line = Assert.Single(logger.Lines, l => l.EventId == 1003);
+        var line = Assert.Single(logger.Entries, l => l.EventId == 1003);
         Assert.Equal(LogLevel.Warning, line.Level);
         Assert.Contains("data/broken.bin", line.Text, StringComparison.Ordinal);
         Assert.Contains($"the body broke after {100 + server.Requests.Count - 1} bytes", line.Text, StringComparison.Ordinal);
         Assert.Contains($"({server.Requests.Count - 1} resume(s) tried)", line.Text, StringComparison.Ordinal);
-        Assert.DoesNotContain(logger.Lines, l => l.Level == LogLevel.Debug);
+        Assert.DoesNotContain(logger.Entries, l => l.Level == LogLevel.Debug);
     }
 
     private const string LastModified = "Fri, 21 Nov 2025 10:00:00 GMT";
-
-    private sealed class RecordingLogger(bool debug = true) : ILogger
-    {
-        private readonly ConcurrentQueue<(LogLevel Level, int EventId, string Text)> _lines = new();
-
-        public IReadOnlyList<(LogLevel Level, int EventId, string Text)> Lines => [.. _lines];
-
-        public IDisposable? BeginScope<TState>(TState state) where TState : notnull => null;
-
-        public bool IsEnabled(LogLevel logLevel) => debug || logLevel > LogLevel.Debug;
-
-        public void Log<TState>(LogLevel logLevel, EventId eventId, TState state, Exception? exception, Func<TState, Exception?, string> formatter) =>
-            _lines.Enqueue((logLevel, eventId.Id, formatter(state, exception)));
-    }
 }
