@@ -16,7 +16,7 @@ public static class Eventually
         {
             if (clock.Elapsed > TimeSpan.FromSeconds(seconds))
                 Assert.Fail($"Not within {seconds} s: {what}.{(state is null ? "" : " State: " + state())}");
-            await Task.Delay(20);
+            await Task.Delay(50);
         }
     }
 
