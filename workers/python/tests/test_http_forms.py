@@ -144,14 +144,14 @@ def test_filename_star_and_quoted_and_unquoted_parameters() -> None:
         f"--{BOUNDARY}\r\n"
         'Content-Disposition: form-data; name="d"; filename="C:\\Users\\me\\d.txt"\r\n\r\n4\r\n'
         f"--{BOUNDARY}\r\n"
-        "Content-Disposition: form-data; name=\"e\"; filename=\"żółw.txt\"\r\n\r\n5\r\n"
+        "Content-Disposition: form-data; name=\"e\"; filename=\"żółw\u2028\x0c.txt\"\r\n\r\n5\r\n"
         f"--{BOUNDARY}--\r\n").encode("utf-8")
     req = form_request(body)
     assert req.files["a"].filename == "plain.txt"
     assert req.files["b"].filename == "€ rates.txt"
     assert req.files["c"].filename == 'semi;colon "q".txt'
     assert req.files["d"].filename == "C:\\Users\\me\\d.txt"
-    assert req.files["e"].filename == "żółw.txt"  # browsers send raw UTF-8
+    assert req.files["e"].filename == "żółw\u2028\x0c.txt"  # browsers send raw UTF-8
 
 
 def test_quoted_boundary_preamble_epilogue_padding_and_lf_only_lines() -> None:

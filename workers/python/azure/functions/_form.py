@@ -425,7 +425,11 @@ def _decode_text(raw: bytes) -> str:
 def _part_headers(block: bytes, part: int) -> Dict[str, str]:
     headers: Dict[str, str] = {}
     last: Optional[str] = None
-    for line in _decode_text(block).splitlines():
+    # Lines end in CRLF or LF only (str.splitlines would also split at U+2028 and the like,
+    # which a UTF-8 filename may hold).
+    for line in _decode_text(block).split("\n"):
+        if line.endswith("\r"):
+            line = line[:-1]
         if not line:
             continue
         if line[0] in " \t":  # obsolete line folding: continues the previous header
