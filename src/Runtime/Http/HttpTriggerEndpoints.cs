@@ -259,6 +259,16 @@ internal static class HttpTriggerEndpoints
                     }
                     response.Headers[name] = value;
                 }
+                // Several Set-Cookie headers (the map holds one value a name; cookies cannot be comma-joined).
+                foreach (var cookie in http.SetCookies)
+                {
+                    if (!IsFieldValue(cookie))
+                    {
+                        Log.SetCookieDropped(logger, LogText.Escape(context.GetEndpoint()?.DisplayName), LogText.Escape(cookie));
+                        continue;
+                    }
+                    response.Headers.Append("Set-Cookie", cookie);
+                }
                 (body, contentType) = http.Body is { } b ? BodyOf(b) : (ReadOnlyMemory<byte>.Empty, null);
             }
             else
