@@ -47,6 +47,27 @@ public class RetryLoggingTests
     }
 
     [Fact]
+    public async Task While_storage_is_down_one_give_up_a_second_is_logged_and_the_next_line_counts_those_held_back()
+    {
+        await using var server = new FaultServer((_, _) => FaultReply.Status(503, "ServerBusy"));
+        var logger = new ListLogger();
+        using var store = new BlobStore(server.ConnectionString, Fast(retries: 0), logger);
+
+        for (var i = 0; i < 20; i++)
+            await Assert.ThrowsAsync<StorageUnavailableException>(() => store.GetPropertiesAsync("data", $"down-{i}.txt"));
+        // The gate opens again a second after the first line: the next give-up logs the count, then itself.
+        await Task.Delay(TimeSpan.FromSeconds(1.1));
+        await Assert.ThrowsAsync<StorageUnavailableException>(() => store.GetPropertiesAsync("data", "after.txt"));
+
+        var warnings = logger.Entries.Where(e => e.Level == LogLevel.Warning).ToList();
+        var held = 20 - warnings.Count(e => e.EventId == 1001 && !e.Text.Contains("after.txt", StringComparison.Ordinal));
+        Assert.True(held > 0, "20 give-ups within well under a second were all logged: " + string.Join(" | ", warnings.Select(w => w.Text)));
+        var count = Assert.Single(warnings, e => e.EventId == 1004);
+        Assert.Contains($"{held} more requests gave up", count.Text, StringComparison.Ordinal);
+        Assert.Contains("data/after.txt", warnings.Last().Text, StringComparison.Ordinal);
+    }
+
+    [Fact]
     public async Task A_body_that_breaks_mid_download_is_resumed_and_each_resume_is_logged_with_the_blob_the_offset_and_the_try()
     {
         var data = BlobStoreTests.RandomBytes(1000);
