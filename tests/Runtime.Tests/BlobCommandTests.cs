@@ -12,7 +12,8 @@ public sealed class BlobCommandTests(AzuriteFixture azurite)
     [Fact]
     public async Task Put_get_and_ls_reach_the_running_hosts_azurite_and_the_sample_reads_the_blob_as_a_miss_then_a_hit()
     {
-        using var app = TestApp.CopySample("python-app");
+        // Under its own name: as root, the workers run as faast-python-app (one user, not one per run).
+        using var app = TestApp.CopySample("python-app", keepName: true);
         await using var host = await HostProcess.StartAsync(app.Directory, "UseDevelopmentStorage=true", ["--azurite-in-memory", "--no-peers"]);
 
         var put = await LauncherTests.HostAsync(["blob", "put", app.Directory, "documents/a.txt", "-"], DevelopmentStorage, "the cat and the hat");
