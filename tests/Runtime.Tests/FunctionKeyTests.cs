@@ -212,6 +212,26 @@ public sealed class FunctionKeyTests(AzuriteFixture azurite)
         Assert.Contains("HTTP keys are checked (listening on 0.0.0.0)", host.Logs.All, StringComparison.Ordinal);
     }
 
+    [Fact]
+    public async Task An_instance_group_beyond_loopback_reads_its_instances_status_with_the_master_key()
+    {
+        using var app = KeysApp(out _);
+        // Bound to the wildcard for a moment; the group and the test dial loopback only.
+        await using var group = await InstanceGroup.StartAsync(new InstanceGroupOptions
+        {
+            AppDirectory = app.Directory,
+            Count = 1,
+            StorageConnectionString = azurite.ConnectionString,
+            Arguments = ["--workers", "1", "--listen", "0.0.0.0", "--isolation", "off"],
+            Environment = new Dictionary<string, string> { ["FAAST_PEER_SECRET"] = "keys-group-peer-secret-0123456789" },
+            StartupTimeout = TimeSpan.FromSeconds(60),
+            LogDirectory = Path.Combine(Path.GetDirectoryName(app.Directory)!, "logs"),
+        });
+        using var http = new HttpClient();
+        Assert.Equal(HttpStatusCode.Unauthorized, await Status(http, new Uri(group[0].BaseAddress, "admin/host/status").ToString()));
+        Assert.False(string.IsNullOrEmpty(group[0].Id));
+    }
+
     private static HostOptions Resolve(TestApp app, string listen, Dictionary<string, string> environment)
     {
         var env = new System.Collections.Hashtable();
