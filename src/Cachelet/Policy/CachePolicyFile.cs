@@ -75,8 +75,7 @@ public static class CachePolicyFile
         }
         catch (JsonException e)
         {
-            var where = e.LineNumber is { } line ? $" (line {line + 1}, position {e.BytePositionInLine + 1})" : "";
-            throw new PolicyFileException(fileNameForErrors, null, $"not valid JSON{where}: {FirstSentence(e.Message)}", e);
+            throw new PolicyFileException(fileNameForErrors, null, "not valid JSON" + JsonSyntaxError.Describe(e, System.Text.Encoding.UTF8.GetBytes(json)), e);
         }
         using (document)
         {
@@ -128,17 +127,6 @@ public static class CachePolicyFile
                     RequireReadableText(item, $"{path}[{i++}]", file);
                 break;
         }
-    }
-
-    /// <summary>The reader's message without its own line/path suffix, on one line (it may quote
-    /// several lines of the file).</summary>
-    private static string FirstSentence(string message)
-    {
-        var i = message.IndexOf(" LineNumber:", StringComparison.Ordinal);
-        if (i < 0)
-            i = message.IndexOf(" Path:", StringComparison.Ordinal);
-        var text = i > 0 ? message[..i] : message;
-        return string.Join(' ', text.Split(['\r', '\n'], StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries));
     }
 
     private sealed class Reader(string file)

@@ -25,8 +25,7 @@ internal static class AppJson
         }
         catch (JsonException e)
         {
-            var where = e.LineNumber is { } line ? $" (line {line + 1}, position {e.BytePositionInLine + 1})" : "";
-            throw new AppConfigException($"{file}: not valid JSON{where}: {FirstSentence(e.Message)}");
+            throw new AppConfigException($"{file}: not valid JSON{FaaST.Cachelet.Policy.JsonSyntaxError.Describe(e, bytes)}");
         }
         try
         {
@@ -99,12 +98,6 @@ internal static class AppJson
             offset += used;
         }
         return $"line {line}, byte {offset - lineStart + 1} of the line, offset {offset}: 0x{(offset < bytes.Length ? bytes[offset] : 0):X2}";
-    }
-
-    private static string FirstSentence(string message)
-    {
-        var i = message.IndexOf(" Path:", StringComparison.Ordinal);
-        return i > 0 ? message[..i] : message;
     }
 
     public static string? GetString(JsonElement obj, string name, string file, string where)
