@@ -204,13 +204,13 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
             var detail = e is FunctionFailedException f ? $"{LogText.Escape(f.Message)}\n{LogText.EscapeKeepingLines(f.WorkerStackTrace)}" : LogText.Escape(e.Message);
             if (work.Attempt < _app.Host.BlobMaxDequeueCount)
             {
-                _logger.LogError("Executed {Function} ({InvocationId}) for blob {Blob} failed (attempt {Attempt} of {Max}): {Error}",
-                    function.Name, invocation.InvocationId, LogText.Escape(work.BlobName), work.Attempt, _app.Host.BlobMaxDequeueCount, detail);
+                _logger.LogError("Executed {Function} ({InvocationId}) for blob {Blob} in container {Container} failed (attempt {Attempt} of {Max}): {Error}",
+                    function.Name, invocation.InvocationId, LogText.Escape(work.BlobName), watch.Container, work.Attempt, _app.Host.BlobMaxDequeueCount, detail);
                 _ = RetryLaterAsync(work with { Attempt = work.Attempt + 1, Content = null }, stop);
                 return;
             }
-            _logger.LogError("Giving up on {Function} for blob {Blob} after {Max} attempts: {Error}",
-                function.Name, LogText.Escape(work.BlobName), work.Attempt, detail);
+            _logger.LogError("Giving up on {Function} for blob {Blob} in container {Container} after {Max} attempts: {Error}",
+                function.Name, LogText.Escape(work.BlobName), watch.Container, work.Attempt, detail);
             await WriteReceiptAsync(watch, work.BlobName, work.ETag, key, stop);
         }
     }
