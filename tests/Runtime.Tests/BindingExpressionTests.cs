@@ -92,6 +92,14 @@ public sealed class BindingExpressionTests
     }
 
     [Fact]
+    public async Task A_query_value_named_with_a_dot_is_found_by_its_whole_name_before_the_path()
+    {
+        var data = new Dictionary<string, string> { ["a.b"] = "query" };
+        Assert.Equal("x/query", (await ResolveAsync("x/{a.b}", """{"a": {"b": "body"}}""", data)).Path);
+        Assert.Equal("x/body", (await ResolveAsync("x/{a.b}", """{"a": {"b": "body"}}""")).Path);
+    }
+
+    [Fact]
     public async Task A_body_that_is_not_json_is_named_with_its_line_and_position_only_when_an_expression_needs_it()
     {
         var data = new Dictionary<string, string> { ["id"] = "7" };

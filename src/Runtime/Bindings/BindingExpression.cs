@@ -16,11 +16,15 @@ public delegate string? BindingLookup(BindingExpression expression, out string? 
 /// </summary>
 public sealed class BindingExpression
 {
-    private BindingExpression(string text, string[] segments)
+    private BindingExpression(string text, string[] segments, bool isBuiltIn = false)
     {
         Text = text;
         Segments = segments;
+        IsBuiltIn = isBuiltIn;
     }
+
+    /// <summary>{rand-guid}, {DateTime}, {sys.randguid} or {sys.utcnow}: made fresh, not looked up.</summary>
+    public bool IsBuiltIn { get; }
 
     /// <summary>The expression as written between the braces, e.g. "location.country".</summary>
     public string Text { get; }
@@ -39,7 +43,7 @@ public sealed class BindingExpression
     {
         // The built-ins have dots or dashes of their own and are no property paths.
         if (BindingTemplate.IsBuiltIn(text))
-            return new BindingExpression(text, [text]);
+            return new BindingExpression(text, [text], isBuiltIn: true);
         if (text.AsSpan().IndexOfAny('[', ']') >= 0)
             throw new FormatException(
                 $"{where}: \"{pattern}\" has the expression {{{text}}}: binding expressions name object properties ({{a.b}}), " +

@@ -91,7 +91,7 @@ public sealed partial class BindingTemplate
                 continue;
             }
             string? problem = null;
-            var value = ResolveBuiltIn(text) ?? lookup(expression, out problem);
+            var value = expression.IsBuiltIn ? ResolveBuiltIn(text) : lookup(expression, out problem);
             if (value is null)
             {
                 result = "";

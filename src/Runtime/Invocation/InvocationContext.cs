@@ -58,6 +58,12 @@ public sealed class InvocationContext : IAsyncDisposable
     /// </summary>
     public string? Lookup(BindingExpression expression, out string? why)
     {
+        // A query parameter may itself be named "a.b"; that name, as written, comes first.
+        if (expression.IsPath && BindingData.TryGetValue(expression.Text, out var whole))
+        {
+            why = null;
+            return whole;
+        }
         if (BindingData.TryGetValue(expression.Name, out var text))
         {
             why = expression.IsPath ? $"\"{expression.Name}\" is \"{text}\", a text value with no properties" : null;
