@@ -47,10 +47,10 @@ public static class CachePolicyFile
         if (!Directory.Exists(appDirectory))
             throw new DirectoryNotFoundException($"app directory {appDirectory} does not exist");
         var path = Path.Combine(appDirectory, FileName);
-        string json;
+        byte[] bytes;
         try
         {
-            json = File.ReadAllText(path);
+            bytes = File.ReadAllBytes(path);
         }
         catch (FileNotFoundException)
         {
@@ -60,7 +60,11 @@ public static class CachePolicyFile
         {
             throw new PolicyFileException(path, null, "cannot be read: " + e.Message, e);
         }
-        return Parse(json, path);
+        // Read as text, a byte that is not UTF-8 would silently become U+FFFD (in a glob, a name).
+        if (JsonSyntaxError.InvalidUtf8(bytes) is { } where)
+            throw new PolicyFileException(path, null, $"not valid UTF-8{where}; save it as UTF-8");
+        var bom = bytes.AsSpan().StartsWith(System.Text.Encoding.UTF8.Preamble) ? System.Text.Encoding.UTF8.Preamble.Length : 0;
+        return Parse(System.Text.Encoding.UTF8.GetString(bytes, bom, bytes.Length - bom), path);
     }
 
     /// <summary>Parses the text of a policy file; errors name <paramref name="fileNameForErrors"/>.</summary>

@@ -23,6 +23,35 @@ public static class JsonSyntaxError
         return $"{where}: {Reason(e.Message)}";
     }
 
+    /// <summary>
+    /// Null when <paramref name="utf8"/> is valid UTF-8; else " (line L, position P): byte 0xNN is
+    /// not UTF-8", counted as <see cref="Describe"/> counts. JsonDocument accepts invalid UTF-8
+    /// inside strings and fails only when such a value is read, and a text reader would turn it into
+    /// U+FFFD without a word: a configuration file is checked whole, first.
+    /// </summary>
+    public static string? InvalidUtf8(ReadOnlySpan<byte> utf8)
+    {
+        if (System.Text.Unicode.Utf8.IsValid(utf8))
+            return null;
+        int offset = 0, line = 1, column = 1;
+        while (offset < utf8.Length)
+        {
+            if (Rune.DecodeFromUtf8(utf8[offset..], out var rune, out var used) != System.Buffers.OperationStatus.Done)
+                break;
+            if (rune.Value == '\n')
+            {
+                line++;
+                column = 1;
+            }
+            else
+            {
+                column += rune.Utf16SequenceLength;
+            }
+            offset += used;
+        }
+        return $" (line {line}, position {column}): byte 0x{utf8[offset]:X2} is not UTF-8";
+    }
+
     /// <summary>The 1-based character column of byte <paramref name="bytePosition"/> of 0-based line <paramref name="line"/>.</summary>
     private static long CharacterColumn(ReadOnlySpan<byte> utf8, long line, long bytePosition)
     {
