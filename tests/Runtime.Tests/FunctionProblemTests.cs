@@ -101,7 +101,7 @@ public sealed class FunctionProblemTests(AzuriteFixture azurite)
         await host.Blobs!.CreateContainerIfNotExistsAsync(container);
         await host.Blobs.UploadAsync(container, "in/sub/x.txt", Encoding.UTF8.GetBytes("x"));
 
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult(host.Logs.All.Contains("Giving up on Fail", StringComparison.Ordinal)), "the last attempt");
+        await Eventually.TrueAsync(() => host.Logs.All.Contains("Giving up on Fail", StringComparison.Ordinal), "the last attempt");
         var lines = host.Logs.Lines.Where(l => l.Contains("for blob in/sub/x.txt", StringComparison.Ordinal)).ToList();
         Assert.Contains(lines, l => l.Contains($"Executed Fail (", StringComparison.Ordinal) &&
             l.Contains($"for blob in/sub/x.txt in container {container} failed (attempt 1 of 2)", StringComparison.Ordinal));
