@@ -133,11 +133,11 @@ internal static partial class Log
     public static partial void BlobExecuted(ILogger logger, string function, string invocationId, string path);
 
     [LoggerMessage(EventId = 5044, Level = LogLevel.Error,
-        Message = "Executed {Function} ({InvocationId}) for blob {Blob} failed (attempt {Attempt} of {Max}): {Error}")]
-    public static partial void BlobInvocationFailed(ILogger logger, string function, string invocationId, string blob, int attempt, int max, string error);
+        Message = "Executed {Function} ({InvocationId}) for blob {Blob} in container {Container} failed (attempt {Attempt} of {Max}): {Error}")]
+    public static partial void BlobInvocationFailed(ILogger logger, string function, string invocationId, string blob, string container, int attempt, int max, string error);
 
-    [LoggerMessage(EventId = 5045, Level = LogLevel.Error, Message = "Giving up on {Function} for blob {Blob} after {Max} attempts: {Error}")]
-    public static partial void BlobGivingUp(ILogger logger, string function, string blob, int max, string error);
+    [LoggerMessage(EventId = 5045, Level = LogLevel.Error, Message = "Giving up on {Function} for blob {Blob} in container {Container} after {Max} attempts: {Error}")]
+    public static partial void BlobGivingUp(ILogger logger, string function, string blob, string container, int max, string error);
 
     /// <summary>Per blob: gated (storage that refuses one receipt refuses them all).</summary>
     [LoggerMessage(EventId = 5046, Level = LogLevel.Warning,

@@ -4,12 +4,25 @@ namespace FaaST.Runtime.Tests;
 
 public class BindingTemplateTests
 {
+    /// <summary>A lookup in a plain dictionary, as route and query values are.</summary>
+    private static BindingLookup From(Dictionary<string, string> values) => (BindingExpression e, out string? why) =>
+    {
+        why = null;
+        return values.GetValueOrDefault(e.Text);
+    };
+
+    private static readonly BindingLookup Nothing = (BindingExpression _, out string? why) =>
+    {
+        why = null;
+        return null;
+    };
+
     [Fact]
     public void Resolves_parameters_from_lookup()
     {
         var t = BindingTemplate.Parse("out/{name}-{id}.txt", "test");
         var values = new Dictionary<string, string> { ["name"] = "a", ["id"] = "7" };
-        Assert.True(t.TryResolve(k => values.GetValueOrDefault(k), out var path, out _));
+        Assert.True(t.TryResolve(From(values), out var path, out _, out _));
         Assert.Equal("out/a-7.txt", path);
     }
 
@@ -17,16 +30,16 @@ public class BindingTemplateTests
     public void Reports_the_missing_parameter()
     {
         var t = BindingTemplate.Parse("out/{name}", "test");
-        Assert.False(t.TryResolve(_ => null, out _, out var missing));
-        Assert.Equal("name", missing);
+        Assert.False(t.TryResolve(Nothing, out _, out var missing, out _));
+        Assert.Equal("name", missing!.Text);
     }
 
     [Fact]
     public void Builtins_resolve_to_fresh_values()
     {
         var t = BindingTemplate.Parse("out/{rand-guid}/{DateTime}", "test");
-        Assert.True(t.TryResolve(_ => null, out var a, out _));
-        Assert.True(t.TryResolve(_ => null, out var b, out _));
+        Assert.True(t.TryResolve(Nothing, out var a, out _, out _));
+        Assert.True(t.TryResolve(Nothing, out var b, out _, out _));
         Assert.NotEqual(a, b);
         Assert.Matches(@"^out/[0-9a-f-]{36}/\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ$", a);
     }
@@ -54,10 +67,41 @@ public class BindingTemplateTests
     [InlineData("out/{name")]
     [InlineData("out/name}")]
     [InlineData("out/{}")]
+    [InlineData("out/{a..b}")]
+    [InlineData("out/{.a}")]
+    [InlineData("out/{a.}")]
+    [InlineData("out/{a. b}")]
+    [InlineData("out/{items[0]}")]
     public void Malformed_templates_are_rejected_naming_the_place(string pattern)
     {
         var e = Assert.Throws<FormatException>(() => BindingTemplate.Parse(pattern, "fn/function.json: bindings[1].path"));
         Assert.Contains("bindings[1].path", e.Message);
+    }
+
+    [Fact]
+    public void A_dotted_expression_is_parsed_into_its_property_path_and_built_ins_are_not()
+    {
+        var t = BindingTemplate.Parse("out/{location.country}/{sys.randguid}/{name}", "test");
+        var expressions = t.Expressions.ToList();
+        Assert.Equal(["location", "country"], expressions[0].Segments);
+        Assert.Equal("location", expressions[0].Name);
+        Assert.True(expressions[0].IsPath);
+        Assert.False(expressions[1].IsPath);
+        Assert.False(expressions[2].IsPath);
+    }
+
+    [Fact]
+    public void The_lookup_explains_why_an_expression_has_no_value()
+    {
+        var t = BindingTemplate.Parse("out/{a}/{b.c}", "test");
+        BindingLookup lookup = (BindingExpression e, out string? why) =>
+        {
+            why = e.IsPath ? "the reason" : null;
+            return e.IsPath ? null : "x";
+        };
+        Assert.False(t.TryResolve(lookup, out _, out var missing, out var reason));
+        Assert.Equal("b.c", missing!.Text);
+        Assert.Equal("the reason", reason);
     }
 
     [Fact]

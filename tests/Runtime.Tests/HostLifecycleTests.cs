@@ -148,7 +148,7 @@ public sealed class HostLifecycleTests(AzuriteFixture azurite)
         Assert.Equal(LifecycleState.Started, status.Lifecycle);
         Assert.Equal(Environment.ProcessId, status.HostProcessId);
         Assert.Equal(host.Host.WorkerProcessIds, status.WorkerProcessIds);
-        Assert.Equal(new FunctionStatus("Hello", "httpTrigger", false, null), Assert.Single(status.Functions));
+        Assert.Equal(new FunctionStatus("Hello", "httpTrigger", false, null, null), Assert.Single(status.Functions));
         // With the cache on and storage up, the instance has joined its (one-member) view.
         Assert.Equal(host.Host.Self!.Id, status.Instance!.Id);
         Assert.Equal(LifecycleState.Started, status.Instance.Lifecycle);

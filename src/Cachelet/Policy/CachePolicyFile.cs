@@ -47,10 +47,10 @@ public static class CachePolicyFile
         if (!Directory.Exists(appDirectory))
             throw new DirectoryNotFoundException($"app directory {appDirectory} does not exist");
         var path = Path.Combine(appDirectory, FileName);
-        string json;
+        byte[] bytes;
         try
         {
-            json = File.ReadAllText(path);
+            bytes = File.ReadAllBytes(path);
         }
         catch (FileNotFoundException)
         {
@@ -60,7 +60,11 @@ public static class CachePolicyFile
         {
             throw new PolicyFileException(path, null, "cannot be read: " + e.Message, e);
         }
-        return Parse(json, path);
+        // Read as text, a byte that is not UTF-8 would silently become U+FFFD (in a glob, a name).
+        if (JsonSyntaxError.InvalidUtf8(bytes) is { } where)
+            throw new PolicyFileException(path, null, $"not valid UTF-8{where}; save it as UTF-8");
+        var bom = bytes.AsSpan().StartsWith(System.Text.Encoding.UTF8.Preamble) ? System.Text.Encoding.UTF8.Preamble.Length : 0;
+        return Parse(System.Text.Encoding.UTF8.GetString(bytes, bom, bytes.Length - bom), path);
     }
 
     /// <summary>Parses the text of a policy file; errors name <paramref name="fileNameForErrors"/>.</summary>
@@ -75,8 +79,7 @@ public static class CachePolicyFile
         }
         catch (JsonException e)
         {
-            var where = e.LineNumber is { } line ? $" (line {line + 1}, position {e.BytePositionInLine + 1})" : "";
-            throw new PolicyFileException(fileNameForErrors, null, $"not valid JSON{where}: {FirstSentence(e.Message)}", e);
+            throw new PolicyFileException(fileNameForErrors, null, "not valid JSON" + JsonSyntaxError.Describe(e, System.Text.Encoding.UTF8.GetBytes(json)), e);
         }
         using (document)
         {
@@ -128,17 +131,6 @@ public static class CachePolicyFile
                     RequireReadableText(item, $"{path}[{i++}]", file);
                 break;
         }
-    }
-
-    /// <summary>The reader's message without its own line/path suffix, on one line (it may quote
-    /// several lines of the file).</summary>
-    private static string FirstSentence(string message)
-    {
-        var i = message.IndexOf(" LineNumber:", StringComparison.Ordinal);
-        if (i < 0)
-            i = message.IndexOf(" Path:", StringComparison.Ordinal);
-        var text = i > 0 ? message[..i] : message;
-        return string.Join(' ', text.Split(['\r', '\n'], StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries));
     }
 
     private sealed class Reader(string file)

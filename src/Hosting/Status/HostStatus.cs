@@ -43,8 +43,11 @@ public sealed record InstanceStatus(string Id, Uri PeerAddress, LifecycleState? 
 
 /// <summary>A function of the app.</summary>
 /// <param name="Trigger">The trigger's binding type (httpTrigger, blobTrigger), null if it has none.</param>
+/// <param name="Disabled">Whether it does not run: disabled in function.json or by its AzureWebJobs.NAME.Disabled
+/// setting, or because of an <paramref name="Error"/>.</param>
 /// <param name="Error">Why it cannot run (a bad function.json, the worker's load error), or null.</param>
-public sealed record FunctionStatus(string Name, string? Trigger, bool Disabled, string? Error);
+/// <param name="Reason">Why it is disabled: the error, or what disabled it; null when it runs.</param>
+public sealed record FunctionStatus(string Name, string? Trigger, bool Disabled, string? Error, string? Reason);
 
 /// <summary>GET /admin/cache: the cachelet's configuration and counters.</summary>
 /// <param name="Enabled">Whether the app has a cachelet; without one every other field is null, zero or empty.</param>

@@ -16,8 +16,8 @@ internal static class AppJson
         var bytes = File.ReadAllBytes(file);
         // JsonDocument accepts invalid UTF-8 inside strings and only fails when a value is read
         // (InvalidOperationException, which nothing expected): refuse the file here, with the place.
-        if (!System.Text.Unicode.Utf8.IsValid(bytes))
-            throw new AppConfigException($"{file}: not valid UTF-8 ({InvalidUtf8At(bytes)}); save it as UTF-8");
+        if (FaaST.Cachelet.Policy.JsonSyntaxError.InvalidUtf8(bytes) is { } where)
+            throw new AppConfigException($"{file}: not valid UTF-8{where}; save it as UTF-8");
         JsonDocument doc;
         try
         {
@@ -25,8 +25,7 @@ internal static class AppJson
         }
         catch (JsonException e)
         {
-            var where = e.LineNumber is { } line ? $" (line {line + 1}, position {e.BytePositionInLine + 1})" : "";
-            throw new AppConfigException($"{file}: not valid JSON{where}: {FirstSentence(e.Message)}");
+            throw new AppConfigException($"{file}: not valid JSON{FaaST.Cachelet.Policy.JsonSyntaxError.Describe(e, bytes)}");
         }
         try
         {
@@ -81,30 +80,6 @@ internal static class AppJson
                 }
                 break;
         }
-    }
-
-    /// <summary>Where the first byte that is not UTF-8 is: line, column and byte offset.</summary>
-    internal static string InvalidUtf8At(ReadOnlySpan<byte> bytes)
-    {
-        int offset = 0, line = 1, lineStart = 0;
-        while (offset < bytes.Length)
-        {
-            if (System.Text.Rune.DecodeFromUtf8(bytes[offset..], out var rune, out var used) != System.Buffers.OperationStatus.Done)
-                break;
-            if (rune.Value == '\n')
-            {
-                line++;
-                lineStart = offset + used;
-            }
-            offset += used;
-        }
-        return $"line {line}, byte {offset - lineStart + 1} of the line, offset {offset}: 0x{(offset < bytes.Length ? bytes[offset] : 0):X2}";
-    }
-
-    private static string FirstSentence(string message)
-    {
-        var i = message.IndexOf(" Path:", StringComparison.Ordinal);
-        return i > 0 ? message[..i] : message;
     }
 
     public static string? GetString(JsonElement obj, string name, string file, string where)

@@ -95,22 +95,38 @@ public sealed class FunctionApp
             var entry = AppJson.GetString(root, "entryPoint", file, "") ?? "";
             var disabled = root.TryGetProperty("disabled", out var d) && (d.ValueKind == JsonValueKind.True ||
                 (d.ValueKind == JsonValueKind.String && bool.TryParse(d.GetString(), out var ds) && ds));
+            string? disabledBy = disabled ? $"{file}: \"disabled\" is true" : null;
             if (bool.TryParse(settings[$"AzureWebJobs.{name}.Disabled"], out var sd) && sd)
+            {
                 disabled = true;
+                disabledBy = $"the app setting AzureWebJobs.{name}.Disabled is true";
+            }
             if (!root.TryGetProperty("bindings", out var bindingsJson) || bindingsJson.ValueKind != JsonValueKind.Array)
                 throw new AppConfigException($"{file}: \"bindings\" must be an array");
             var bindings = new List<BindingMetadata>();
+            // A binding of a type FaaST does not run disables the function, but the others still load:
+            // an HTTP trigger's route then answers with the reason instead of an empty 404.
+            string? unsupported = null;
             var i = 0;
             foreach (var b in bindingsJson.EnumerateArray())
-                bindings.Add(ParseBinding(b, file, $"bindings[{i++}].", name, settings));
-            Validate(bindings, file);
-            string? error = null;
-            if (!File.Exists(scriptPath))
+            {
+                var where = $"bindings[{i++}].";
+                var type = TypeOf(b, file, where);
+                if (type.Canonical is { } canonical)
+                    bindings.Add(ParseBinding(b, canonical, file, where, name, settings));
+                else
+                    unsupported ??= $"{file}: {where}type \"{type.Written}\" is not a supported binding (binding \"{NameOf(b)}\"; " +
+                        $"supported: {string.Join(", ", BindingMetadata.SupportedTypes)})";
+            }
+            if (unsupported is null)
+                Validate(bindings, file);
+            var error = unsupported;
+            if (error is null && !File.Exists(scriptPath))
                 error = $"{file}: scriptFile \"{script}\" does not exist ({scriptPath})";
             return new FunctionDefinition
             {
                 Name = name, Directory = folder, ScriptFile = scriptPath, EntryPoint = entry,
-                Bindings = bindings, Disabled = disabled, Error = error,
+                Bindings = bindings, Disabled = disabled, DisabledBy = disabledBy, Error = error,
             };
         }
         catch (Exception e) when (e is AppConfigException or FormatException)
@@ -123,15 +139,22 @@ public sealed class FunctionApp
         }
     }
 
-    private static BindingMetadata ParseBinding(JsonElement b, string file, string where, string function, AppSettings settings)
+    /// <summary>A binding's type as written and as FaaST knows it (null when it does not run that type).</summary>
+    private static (string Written, string? Canonical) TypeOf(JsonElement b, string file, string where)
     {
         if (b.ValueKind != JsonValueKind.Object)
             throw new AppConfigException($"{file}: {where[..^1]} must be an object");
         var type = AppJson.GetString(b, "type", file, where)
             ?? throw new AppConfigException($"{file}: {where}type is missing");
-        var canonical = BindingMetadata.SupportedTypes.FirstOrDefault(t => t.Equals(type, StringComparison.OrdinalIgnoreCase))
-            ?? throw new AppConfigException(
-                $"{file}: {where}type \"{type}\" is not a supported binding (supported: {string.Join(", ", BindingMetadata.SupportedTypes)})");
+        return (type, BindingMetadata.SupportedTypes.FirstOrDefault(t => t.Equals(type, StringComparison.OrdinalIgnoreCase)));
+    }
+
+    /// <summary>A binding's name for messages: as written, or "(no name)".</summary>
+    private static string NameOf(JsonElement b) =>
+        b.TryGetProperty("name", out var n) && n.ValueKind == JsonValueKind.String ? Http.LogText.Escape(n.GetString()) : "(no name)";
+
+    private static BindingMetadata ParseBinding(JsonElement b, string canonical, string file, string where, string function, AppSettings settings)
+    {
         var name = AppJson.GetString(b, "name", file, where)
             ?? throw new AppConfigException($"{file}: {where}name is missing");
         if (name != BindingMetadata.ReturnName && (name.Length == 0 || !(char.IsLetter(name[0]) || name[0] == '_') ||
@@ -177,6 +200,10 @@ public sealed class FunctionApp
                 }
             }
             path = BindingTemplate.Parse(raw, $"{file}: {where}path");
+            // A trigger's path captures names from blob names; a property path has nothing to capture into.
+            if (canonical == BindingMetadata.BlobTrigger && path.Expressions.FirstOrDefault(e => e.IsPath) is { } dotted)
+                throw new AppConfigException(
+                    $"{file}: {where}path \"{raw}\": a blobTrigger path captures plain names, not the property path {{{dotted.Text}}}");
         }
         string? route = null;
         IReadOnlyList<string>? methods = null;

@@ -14,6 +14,9 @@ public sealed record FunctionDefinition
     /// <summary>Disabled in function.json (or by the AzureWebJobs.NAME.Disabled setting).</summary>
     public bool Disabled { get; init; }
 
+    /// <summary>What disabled it (function.json's "disabled" or the setting), when <see cref="Disabled"/>.</summary>
+    public string? DisabledBy { get; init; }
+
     /// <summary>Why the function cannot run (bad function.json, missing script); null when it can.</summary>
     public string? Error { get; init; }
 

@@ -5,16 +5,18 @@ using System.Text.RegularExpressions;
 namespace FaaST.Runtime.Bindings;
 
 /// <summary>
-/// A binding path such as "outcontainer/{name}-{rand-guid}.txt": literal text and {parameters}.
-/// Parameters resolve from trigger data (route, query, blob-trigger path values) and the
-/// built-ins {rand-guid}, {DateTime}, {sys.randguid}, {sys.utcnow}.
+/// A binding path such as "outcontainer/{name}-{rand-guid}.txt": literal text and {expressions}.
+/// Expressions resolve from trigger data (route, query, blob-trigger path values, a JSON body's
+/// properties, also along a property path such as {location.country}) and the built-ins
+/// {rand-guid}, {DateTime}, {sys.randguid}, {sys.utcnow}.
 /// </summary>
 public sealed partial class BindingTemplate
 {
-    private readonly (string Text, bool IsParameter)[] _parts;
+    // Literal text (Expression null) or an expression, parsed once at load.
+    private readonly (string Text, BindingExpression? Expression)[] _parts;
     private Regex? _matcher;
 
-    private BindingTemplate(string pattern, (string, bool)[] parts)
+    private BindingTemplate(string pattern, (string, BindingExpression?)[] parts)
     {
         Pattern = pattern;
         _parts = parts;
@@ -22,15 +24,18 @@ public sealed partial class BindingTemplate
 
     public string Pattern { get; }
 
-    public IEnumerable<string> ParameterNames => _parts.Where(p => p.IsParameter).Select(p => p.Text);
+    public IEnumerable<string> ParameterNames => _parts.Where(p => p.Expression is not null).Select(p => p.Text);
+
+    /// <summary>The template's expressions, in order.</summary>
+    public IEnumerable<BindingExpression> Expressions => _parts.Where(p => p.Expression is not null).Select(p => p.Expression!);
 
     /// <summary>The literal text before the first parameter ("container/prefix").</summary>
-    public string LiteralPrefix => _parts.Length > 0 && !_parts[0].IsParameter ? _parts[0].Text : "";
+    public string LiteralPrefix => _parts.Length > 0 && _parts[0].Expression is null ? _parts[0].Text : "";
 
     /// <summary>Parses a template; a stray brace or empty name throws, naming <paramref name="where"/>.</summary>
     public static BindingTemplate Parse(string pattern, string where)
     {
-        var parts = new List<(string, bool)>();
+        var parts = new List<(string, BindingExpression?)>();
         var literal = new StringBuilder();
         for (var i = 0; i < pattern.Length; i++)
         {
@@ -43,10 +48,11 @@ public sealed partial class BindingTemplate
                 var name = pattern[(i + 1)..end].Trim();
                 if (name.Length == 0 || name.Contains('{'))
                     throw new FormatException($"{where}: \"{pattern}\" has an empty or nested {{}} expression");
+                var expression = BindingExpression.Parse(name, pattern, where);
                 if (literal.Length > 0)
-                    parts.Add((literal.ToString(), false));
+                    parts.Add((literal.ToString(), null));
                 literal.Clear();
-                parts.Add((name, true));
+                parts.Add((name, expression));
                 i = end;
             }
             else if (c == '}')
@@ -59,7 +65,7 @@ public sealed partial class BindingTemplate
             }
         }
         if (literal.Length > 0)
-            parts.Add((literal.ToString(), false));
+            parts.Add((literal.ToString(), null));
         return new BindingTemplate(pattern, parts.ToArray());
     }
 
@@ -70,30 +76,34 @@ public sealed partial class BindingTemplate
         name.Equals("sys.utcnow", StringComparison.OrdinalIgnoreCase);
 
     /// <summary>
-    /// Fills the parameters from <paramref name="lookup"/>. Returns false and the first
-    /// parameter that has no value when one cannot be resolved.
+    /// Fills the expressions from <paramref name="lookup"/>. Returns false, the first expression
+    /// that has no value and why (e.g. which segment of a property path is missing) when one cannot
+    /// be resolved.
     /// </summary>
-    public bool TryResolve(Func<string, string?> lookup, out string result, out string? missing)
+    public bool TryResolve(BindingLookup lookup, out string result, out BindingExpression? missing, out string? why)
     {
         var sb = new StringBuilder(Pattern.Length + 32);
-        foreach (var (text, isParameter) in _parts)
+        foreach (var (text, expression) in _parts)
         {
-            if (!isParameter)
+            if (expression is null)
             {
                 sb.Append(text);
                 continue;
             }
-            var value = ResolveBuiltIn(text) ?? lookup(text);
+            string? problem = null;
+            var value = expression.IsBuiltIn ? ResolveBuiltIn(text) : lookup(expression, out problem);
             if (value is null)
             {
                 result = "";
-                missing = text;
+                missing = expression;
+                why = problem;
                 return false;
             }
             sb.Append(value);
         }
         result = sb.ToString();
         missing = null;
+        why = null;
         return true;
     }
 
@@ -119,7 +129,7 @@ public sealed partial class BindingTemplate
         if (!m.Success)
             return false;
         for (var i = 0; i < _parts.Length; i++)
-            if (_parts[i].IsParameter)
+            if (_parts[i].Expression is not null)
                 values[_parts[i].Text] = m.Groups["p" + i.ToString(CultureInfo.InvariantCulture)].Value;
         return true;
     }
@@ -129,8 +139,8 @@ public sealed partial class BindingTemplate
         var sb = new StringBuilder("^");
         for (var i = 0; i < _parts.Length; i++)
         {
-            var (text, isParameter) = _parts[i];
-            sb.Append(isParameter ? $"(?<p{i}>.+)" : Regex.Escape(text));
+            var (text, expression) = _parts[i];
+            sb.Append(expression is not null ? $"(?<p{i}>.+)" : Regex.Escape(text));
         }
         sb.Append('$');
         return new Regex(sb.ToString(), RegexOptions.CultureInvariant | RegexOptions.Singleline);

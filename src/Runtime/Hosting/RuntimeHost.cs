@@ -172,19 +172,24 @@ public sealed class RuntimeHost : IAsyncDisposable
                 : new IsolationStatus(IsolationStatus.None, null, null, IsolationReason),
             Instance: Self is { } self ? new InstanceStatus(self.Id, self.PeerAddress, lifecycle) : null,
             Members: Members.Select(m => new InstanceStatus(m.Id, m.PeerAddress)).ToArray(),
-            Functions: App.Functions.Select(f => new FunctionStatus(
-                f.Name,
-                f.Trigger?.Type,
-                f.Disabled,
-                f.Error ?? (_workers.Pool?.LoadErrors.TryGetValue(f.Name, out var e) == true ? e : null))).ToArray());
+            Functions: App.Functions.Select(f =>
+            {
+                var error = ErrorOf(f);
+                var reason = error ?? f.DisabledBy;
+                return new FunctionStatus(f.Name, f.Trigger?.Type, reason is not null, error, reason);
+            }).ToArray());
     }
+
+    /// <summary>Why <paramref name="f"/> cannot run: its function.json or script, or the worker's load error; null when it can.</summary>
+    private string? ErrorOf(FunctionDefinition f) =>
+        f.Error ?? (_workers.Pool?.LoadErrors.TryGetValue(f.Name, out var e) == true ? e : null);
 
     private void LogFunctions()
     {
         var lines = new List<string>();
         foreach (var f in App.Functions)
         {
-            var state = f.Error is not null ? " (error)" : f.Disabled ? " (disabled)" : "";
+            var state = (ErrorOf(f) ?? f.DisabledBy) is { } reason ? $" (disabled: {Http.LogText.Escape(reason)})" : "";
             var t = f.Trigger;
             var detail = t?.Type switch
             {
@@ -192,7 +197,7 @@ public sealed class RuntimeHost : IAsyncDisposable
                 BindingMetadata.BlobTrigger => $"blobTrigger: {t.Path}",
                 _ => "",
             };
-            lines.Add($"  {f.Name}{state}: {detail}");
+            lines.Add(detail.Length > 0 ? $"  {f.Name}{state}: {detail}" : $"  {f.Name}{state}");
         }
         Log.FunctionsListed(_logger, string.Join("\n", lines));
         Log.HostStarted(_logger, ReadyWorkers, App.WorkerRuntime, BaseAddress);

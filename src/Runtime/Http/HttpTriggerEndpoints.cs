@@ -1,7 +1,6 @@
 using System.Buffers;
 using System.Globalization;
 using System.Text;
-using System.Text.Json;
 using FaaST.Protos.Worker;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
@@ -224,37 +223,11 @@ internal static class HttpTriggerEndpoints
                 http.Params[name] = text;
                 invocation.BindingData[name] = text;
             }
+            // Binding expressions may name properties of a JSON body, also nested ones, as in Azure
+            // Functions; it is parsed only if an expression is not found in the route or query.
             if (body.Length > 0 && request.ContentType?.Contains("json", StringComparison.OrdinalIgnoreCase) == true)
-                invocation.SetFallback(JsonBodyLookup(body));
+                invocation.SetJsonPayload(body, "the JSON body");
             return http;
-        }
-
-        /// <summary>Binding expressions may name top-level properties of a JSON body, as in Azure Functions.</summary>
-        private static Func<string, string?> JsonBodyLookup(ReadOnlyMemory<byte> body)
-        {
-            Dictionary<string, string>? values = null;
-            return name =>
-            {
-                if (values is null)
-                {
-                    values = new Dictionary<string, string>(StringComparer.OrdinalIgnoreCase);
-                    try
-                    {
-                        using var doc = JsonDocument.Parse(body);
-                        if (doc.RootElement.ValueKind == JsonValueKind.Object)
-                            foreach (var p in doc.RootElement.EnumerateObject())
-                                values[p.Name] = p.Value.ValueKind == JsonValueKind.String ? p.Value.GetString()! : p.Value.GetRawText();
-                    }
-                    catch (Exception e) when (e is JsonException or InvalidOperationException)
-                    {
-                        // Not JSON after all: no values, so an expression that needs one is a 400.
-                        // InvalidOperationException: JsonDocument lets invalid UTF-8 in a string or
-                        // property name through and throws only when it is read (this was a 500).
-                        values.Clear();
-                    }
-                }
-                return values.TryGetValue(name, out var v) ? v : null;
-            };
         }
 
         private static async Task WriteResponseAsync(HttpContext context, TypedData? result, ILogger logger, Cachelet.LogGate gate)

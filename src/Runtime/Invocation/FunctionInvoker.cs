@@ -229,10 +229,10 @@ internal sealed class FunctionInvoker
     /// <summary>Resolves a blob binding's path for this invocation.</summary>
     public static BlobAddress Resolve(FunctionDefinition function, BindingMetadata binding, InvocationContext invocation)
     {
-        if (!binding.Path!.TryResolve(invocation.Lookup, out var path, out var missing))
+        if (!binding.Path!.TryResolve(invocation.Lookup, out var path, out var missing, out var why))
             throw new BindingResolutionException(
-                $"function {function.Name}: binding \"{binding.Name}\" path \"{binding.Path.Pattern}\" needs a value for {{{missing}}}, " +
-                "which the trigger did not supply (route, query, JSON body or blob name)");
+                $"function {function.Name}: binding \"{binding.Name}\" path \"{binding.Path.Pattern}\" needs a value for {{{missing}}}" +
+                (why is null ? ", which the trigger did not supply (route, query, JSON body or blob name)" : ": " + why));
         var slash = path.IndexOf('/');
         if (slash == path.Length - 1)
             throw new BindingResolutionException(

@@ -205,11 +205,11 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
             var detail = e is FunctionFailedException f ? $"{LogText.Escape(f.Message)}\n{LogText.EscapeKeepingLines(f.WorkerStackTrace)}" : LogText.Escape(e.Message);
             if (work.Attempt < _app.Host.BlobMaxDequeueCount)
             {
-                Log.BlobInvocationFailed(_logger, function.Name, invocation.InvocationId, LogText.Escape(work.BlobName), work.Attempt, _app.Host.BlobMaxDequeueCount, detail);
+                Log.BlobInvocationFailed(_logger, function.Name, invocation.InvocationId, LogText.Escape(work.BlobName), watch.Container, work.Attempt, _app.Host.BlobMaxDequeueCount, detail);
                 _ = RetryLaterAsync(work with { Attempt = work.Attempt + 1, Content = null }, stop);
                 return;
             }
-            Log.BlobGivingUp(_logger, function.Name, LogText.Escape(work.BlobName), work.Attempt, detail);
+            Log.BlobGivingUp(_logger, function.Name, LogText.Escape(work.BlobName), watch.Container, work.Attempt, detail);
             await WriteReceiptAsync(watch, work.BlobName, work.ETag, key, stop);
         }
     }
