@@ -31,7 +31,7 @@ public sealed class BlobReceiptTests(AzuriteFixture azurite) : IDisposable
     private static string NameIn(BlobReceipts receipts) => receipts.NameOf("Process", "\"0x8DC0FFEE\"", "in", "a/b.txt");
 
     [Fact]
-    public async Task The_receipt_is_named_as_Azure_Functions_names_it()
+    public void The_receipt_is_named_as_Azure_Functions_names_it()
     {
         var receipts = Receipts("myapp");
         Assert.Equal("blobreceipts/myapp/Process/0x8DC0FFEE/in/a/b.txt", NameIn(receipts));
