@@ -54,4 +54,27 @@ public sealed class BlobTriggerRetryTests(AzuriteFixture azurite)
         Assert.Equal(2, attempts);
         Assert.Null(await store.GetPropertiesAsync("flaky-out", bad));
     }
+
+    [Fact]
+    public async Task A_blob_whose_receipt_name_would_be_too_long_is_logged_once_and_skipped_while_the_others_keep_flowing()
+    {
+        using var app = new TestApp("python", hostJson: """
+            { "version": "2.0", "extensions": { "blobs": { "pollingInterval": "00:00:00.2" } } }
+            """, name: "longnames").Function("Flaky", FlakyJson, ("__init__.py", PyFlaky));
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
+        var store = host.Blobs!;
+        await store.CreateContainerIfNotExistsAsync("flaky-in");
+        // A valid blob name (1,000 characters) whose receipt name (prefix, ETag and container added) passes 1,024.
+        var tooLong = "long-" + new string('x', 995);
+        await store.UploadAsync("flaky-in", tooLong, Encoding.UTF8.GetBytes("fine"));
+        await HostUnderTest.EventuallyAsync(() => Task.FromResult(host.Logs.All.Contains("Flaky cannot run for blob flaky-in/long-", StringComparison.Ordinal)),
+            "the line saying the long blob is skipped", seconds: 30);
+
+        var good = "good-" + Guid.NewGuid().ToString("N")[..8];
+        await store.UploadAsync("flaky-in", good, Encoding.UTF8.GetBytes("fine"));
+        await HostUnderTest.EventuallyAsync(async () => await store.GetPropertiesAsync("flaky-out", good) is not null, "flaky-out/" + good, seconds: 30);
+        await Task.Delay(TimeSpan.FromSeconds(1)); // five more scans of the container
+        Assert.Single(host.Logs.Lines, l => l.Contains("Flaky cannot run for blob flaky-in/long-", StringComparison.Ordinal));
+        Assert.DoesNotContain(host.Logs.Lines, l => l.Contains("Executing Flaky", StringComparison.Ordinal) && l.Contains("long-", StringComparison.Ordinal));
+    }
 }

@@ -203,10 +203,18 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         {
             return;
         }
-        catch (Exception e) when (e is StorageUnavailableException or BlobStorageException or ArgumentException)
+        catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
         {
             Log.BlobReceiptClaimFailed(_logger, e, function.Name, watch.Container, blobText, LogText.Escape(e.Message));
             _pending.TryRemove(key, out _);
+            return;
+        }
+        catch (ArgumentException e)
+        {
+            // The receipt's name is not a valid blob name (the blob's own name is near the 1,024-character limit):
+            // no instance can take it, so it is logged once here and never offered again, instead of at every scan.
+            Log.BlobReceiptImpossible(_logger, e, function.Name, watch.Container, blobText, LogText.Escape(e.Message));
+            MarkDone(key, ranHere: false);
             return;
         }
         switch (claimed.Outcome)

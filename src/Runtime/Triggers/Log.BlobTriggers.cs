@@ -58,4 +58,8 @@ internal static partial class Log
     [LoggerMessage(EventId = 5112, Level = LogLevel.Warning,
         Message = "Could not record the outcome of {Function} for blob {Container}/{Blob} in receipt {Receipt}: {Message}; when its lease expires another instance may try it again")]
     public static partial void BlobReceiptFailFailed(ILogger logger, Exception exception, string function, string container, string blob, string receipt, string message);
+
+    [LoggerMessage(EventId = 5113, Level = LogLevel.Error,
+        Message = "{Function} cannot run for blob {Container}/{Blob}: its receipt cannot be stored ({Message}); the blob is skipped")]
+    public static partial void BlobReceiptImpossible(ILogger logger, Exception exception, string function, string container, string blob, string message);
 }
