@@ -143,7 +143,7 @@ internal sealed class BlobReceipts(IBlobStore store, string hostId, TimeSpan lea
         }
         catch (Exception e) when (e is JsonException or FormatException or KeyNotFoundException or InvalidOperationException)
         {
-            Log.BlobReceiptUnreadable(logger, name, LogText.Escape(e.Message));
+            Log.BlobReceiptUnreadable(logger, LogText.Escape(name), LogText.Escape(e.Message));
             return new Receipt(ReceiptState.Pending, 0, content.Properties.ETag);
         }
     }
@@ -267,7 +267,7 @@ internal sealed class ReceiptClaim(BlobReceipts receipts, string name, string le
                 }
                 catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
                 {
-                    Log.BlobReceiptRenewFailed(Receipts.Logger, e, Name, LogText.Escape(e.Message));
+                    Log.BlobReceiptRenewFailed(Receipts.Logger, e, LogText.Escape(Name), LogText.Escape(e.Message));
                 }
             }
         }

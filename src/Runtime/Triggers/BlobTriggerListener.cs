@@ -227,7 +227,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
                 _pending.TryRemove(key, out _);
                 return;
             case ClaimOutcome.Poisoned:
-                Log.BlobTriggerPoison(_logger, function.Name, watch.Container, blobText, work.ETag, claimed.Attempts, receipt,
+                Log.BlobTriggerPoison(_logger, function.Name, watch.Container, blobText, work.ETag, claimed.Attempts, LogText.Escape(receipt),
                     "every attempt's instance stopped before the function finished");
                 MarkDone(key, ranHere: false);
                 return;
@@ -275,7 +275,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
 
         await claim.StopRenewingAsync();
         if (claim.Lost)
-            Log.BlobReceiptLeaseLost(_logger, null, receipt, function.Name, watch.Container, blobText);
+            Log.BlobReceiptLeaseLost(_logger, null, LogText.Escape(receipt), function.Name, watch.Container, blobText);
         if (error is null)
         {
             try
@@ -284,7 +284,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
             }
             catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
             {
-                Log.BlobReceiptCompleteFailed(_logger, e, receipt, function.Name, LogText.Escape(e.Message));
+                Log.BlobReceiptCompleteFailed(_logger, e, LogText.Escape(receipt), function.Name, LogText.Escape(e.Message));
             }
             MarkDone(key, ranHere: true);
             return;
@@ -297,12 +297,12 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         }
         catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
         {
-            Log.BlobReceiptFailFailed(_logger, e, function.Name, watch.Container, blobText, receipt, LogText.Escape(e.Message));
+            Log.BlobReceiptFailFailed(_logger, e, function.Name, watch.Container, blobText, LogText.Escape(receipt), LogText.Escape(e.Message));
             poisoned = claim.Attempt >= _receipts.MaxAttempts;
         }
         if (poisoned)
         {
-            Log.BlobTriggerPoison(_logger, function.Name, watch.Container, blobText, work.ETag, claim.Attempt, receipt, error);
+            Log.BlobTriggerPoison(_logger, function.Name, watch.Container, blobText, work.ETag, claim.Attempt, LogText.Escape(receipt), error);
             MarkDone(key, ranHere: true);
             return;
         }
