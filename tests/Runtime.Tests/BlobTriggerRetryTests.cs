@@ -35,7 +35,7 @@ public sealed class BlobTriggerRetryTests(AzuriteFixture azurite)
         var bad = "bad-" + Guid.NewGuid().ToString("N")[..8];
         var put = await store.UploadAsync("flaky-in", bad, Encoding.UTF8.GetBytes("fail please"));
 
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult(host.Logs.All.Contains($"Poison blob: Flaky gave up on blob flaky-in/{bad}", StringComparison.Ordinal)),
+        await Eventually.TrueAsync(() => Task.FromResult(host.Logs.All.Contains($"Poison blob: Flaky gave up on blob flaky-in/{bad}", StringComparison.Ordinal)),
             "the poison line", seconds: 60);
         var receipts = new BlobReceipts(store, "flakyapp", TimeSpan.FromSeconds(60), 2, Microsoft.Extensions.Logging.Abstractions.NullLogger.Instance);
         var receipt = await receipts.ReadAsync(receipts.NameOf("Flaky", put.ETag, "flaky-in", bad), default);
@@ -48,7 +48,7 @@ public sealed class BlobTriggerRetryTests(AzuriteFixture azurite)
         // The trigger keeps flowing: a good blob after it runs; by then scans have passed the poison blob many times.
         var good = "good-" + Guid.NewGuid().ToString("N")[..8];
         await store.UploadAsync("flaky-in", good, Encoding.UTF8.GetBytes("fine"));
-        await HostUnderTest.EventuallyAsync(async () => await store.GetPropertiesAsync("flaky-out", good) is not null, "flaky-out/" + good, seconds: 30);
+        await Eventually.TrueAsync(async () => await store.GetPropertiesAsync("flaky-out", good) is not null, "flaky-out/" + good, seconds: 30);
         await Task.Delay(TimeSpan.FromSeconds(1)); // five more scans of the container
         var attempts = host.Logs.Lines.Count(l => l.Contains($"Executing Flaky (", StringComparison.Ordinal) && l.Contains($"flaky-in/{bad} ", StringComparison.Ordinal));
         Assert.Equal(2, attempts);
@@ -67,12 +67,12 @@ public sealed class BlobTriggerRetryTests(AzuriteFixture azurite)
         // A valid blob name (1,000 characters) whose receipt name (prefix, ETag and container added) passes 1,024.
         var tooLong = "long-" + new string('x', 995);
         await store.UploadAsync("flaky-in", tooLong, Encoding.UTF8.GetBytes("fine"));
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult(host.Logs.All.Contains("Flaky cannot run for blob flaky-in/long-", StringComparison.Ordinal)),
+        await Eventually.TrueAsync(() => Task.FromResult(host.Logs.All.Contains("Flaky cannot run for blob flaky-in/long-", StringComparison.Ordinal)),
             "the line saying the long blob is skipped", seconds: 30);
 
         var good = "good-" + Guid.NewGuid().ToString("N")[..8];
         await store.UploadAsync("flaky-in", good, Encoding.UTF8.GetBytes("fine"));
-        await HostUnderTest.EventuallyAsync(async () => await store.GetPropertiesAsync("flaky-out", good) is not null, "flaky-out/" + good, seconds: 30);
+        await Eventually.TrueAsync(async () => await store.GetPropertiesAsync("flaky-out", good) is not null, "flaky-out/" + good, seconds: 30);
         await Task.Delay(TimeSpan.FromSeconds(1)); // five more scans of the container
         Assert.Single(host.Logs.Lines, l => l.Contains("Flaky cannot run for blob flaky-in/long-", StringComparison.Ordinal));
         Assert.DoesNotContain(host.Logs.Lines, l => l.Contains("Executing Flaky", StringComparison.Ordinal) && l.Contains("long-", StringComparison.Ordinal));

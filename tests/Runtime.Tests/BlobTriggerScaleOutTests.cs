@@ -150,7 +150,7 @@ public sealed class BlobTriggerScaleOutTests(AzuriteFixture azurite, ITestOutput
         // Each takes a moment, so the instances' scans overlap while work is left.
         await Task.WhenAll(names.Select(n => store.UploadAsync("scale-in", n, Encoding.UTF8.GetBytes("sleep:0.3 " + n))));
 
-        await HostUnderTest.EventuallyAsync(async () =>
+        await Eventually.TrueAsync(async () =>
         {
             foreach (var n in names)
                 if ((await ReceiptsAsync(store, "scaleout", n)) is not [ReceiptState.Complete])
@@ -171,7 +171,7 @@ public sealed class BlobTriggerScaleOutTests(AzuriteFixture azurite, ITestOutput
         // A new version (new ETag) of one blob runs once more, once.
         var changed = names[7];
         await store.UploadAsync("scale-in", changed, Encoding.UTF8.GetBytes("second version"));
-        await HostUnderTest.EventuallyAsync(async () => await ReceiptsAsync(store, "scaleout", changed) is [ReceiptState.Complete, ReceiptState.Complete],
+        await Eventually.TrueAsync(async () => await ReceiptsAsync(store, "scaleout", changed) is [ReceiptState.Complete, ReceiptState.Complete],
             "the changed blob's second receipt to be complete", seconds: 60);
         Assert.Equal(2, await OutputsAsync(store, changed));
         Assert.Equal(2, Executions(app, 3, changed).Sum());
@@ -195,7 +195,7 @@ public sealed class BlobTriggerScaleOutTests(AzuriteFixture azurite, ITestOutput
         await store.UploadAsync("scale-in", name, Encoding.UTF8.GetBytes("sleep:20 " + name));
 
         var holder = -1;
-        await HostUnderTest.EventuallyAsync(() =>
+        await Eventually.TrueAsync(() =>
         {
             holder = Array.FindIndex(Executions(app, 3, name, started: true), n => n > 0);
             return Task.FromResult(holder >= 0);
@@ -203,7 +203,7 @@ public sealed class BlobTriggerScaleOutTests(AzuriteFixture azurite, ITestOutput
         await group.KillAsync(holder);
         output.WriteLine($"killed instance {holder} while it ran the function");
 
-        await HostUnderTest.EventuallyAsync(async () => await ReceiptsAsync(store, "leasekill", name) is [ReceiptState.Complete],
+        await Eventually.TrueAsync(async () => await ReceiptsAsync(store, "leasekill", name) is [ReceiptState.Complete],
             "another instance to complete the blob", seconds: 120);
         Assert.Equal(1, await OutputsAsync(store, name));
         var started = Executions(app, 3, name, started: true);
@@ -237,7 +237,7 @@ public sealed class BlobTriggerScaleOutTests(AzuriteFixture azurite, ITestOutput
         for (var i = 0; i < 3; i++)
         {
             var name = names[i];
-            await HostUnderTest.EventuallyAsync(async () => await OutputsAsync(store, name) == 1, $"scale-out/{name}/ to be written", seconds: 30);
+            await Eventually.TrueAsync(async () => await OutputsAsync(store, name) == 1, $"scale-out/{name}/ to be written", seconds: 30);
             var executions = Executions(app, 3, name);
             Assert.Equal(1, executions[i]);
             Assert.Equal(1, executions.Sum());

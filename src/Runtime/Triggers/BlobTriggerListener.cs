@@ -29,6 +29,9 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
     private readonly StorageAccounts _accounts;
     private readonly IBlobBindingProvider _blobs;
     private readonly ILogger _logger;
+
+    /// <summary>Per-blob receipt warnings pass through it: storage that refuses one receipt refuses them all.</summary>
+    private readonly Cachelet.LogGate _receiptLog = Cachelet.LogGate.PerSecond();
     private readonly BlobReceipts _receipts;
     private readonly Watch[] _watches;
     private readonly Channel<Work> _queue = Channel.CreateUnbounded<Work>();
@@ -205,7 +208,8 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         }
         catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
         {
-            Log.BlobReceiptClaimFailed(_logger, e, function.Name, watch.Container, blobText, LogText.Escape(e.Message));
+            if (Log.Pass(_logger, _receiptLog, LogLevel.Warning, "receipt not stored"))
+                Log.BlobReceiptClaimFailed(_logger, e, function.Name, watch.Container, blobText, LogText.Escape(e.Message));
             _pending.TryRemove(key, out _);
             return;
         }
@@ -284,7 +288,8 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
             }
             catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
             {
-                Log.BlobReceiptCompleteFailed(_logger, e, LogText.Escape(receipt), function.Name, LogText.Escape(e.Message));
+                if (Log.Pass(_logger, _receiptLog, LogLevel.Warning, "receipt not stored"))
+                    Log.BlobReceiptCompleteFailed(_logger, e, LogText.Escape(receipt), function.Name, LogText.Escape(e.Message));
             }
             MarkDone(key, ranHere: true);
             return;
@@ -297,7 +302,8 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         }
         catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
         {
-            Log.BlobReceiptFailFailed(_logger, e, function.Name, watch.Container, blobText, LogText.Escape(receipt), LogText.Escape(e.Message));
+            if (Log.Pass(_logger, _receiptLog, LogLevel.Warning, "receipt not stored"))
+                Log.BlobReceiptFailFailed(_logger, e, function.Name, watch.Container, blobText, LogText.Escape(receipt), LogText.Escape(e.Message));
             poisoned = claim.Attempt >= _receipts.MaxAttempts;
         }
         if (poisoned)
