@@ -87,9 +87,8 @@ internal sealed class BlobReceipts(IBlobStore store, string hostId, TimeSpan lea
             return new ClaimResult(ClaimOutcome.Busy, null);
         try
         {
-            // Read again under the lease: only now can nobody else change it (a write needs the lease). The lease's
-            // ETag is not trusted to say "unchanged since read" (relying on it, 2 of ~8 sixty-blob runs on a loaded machine
-            // counted 2-3 extra successful invocations; the cause was not pinned down).
+            // Read again under the lease: only now can nobody else change it (a write needs the lease). One GET more
+            // than comparing the lease's ETag with what was read or created, and it does not depend on that ETag.
             var current = await ReadAsync(name, ct).ConfigureAwait(false) ?? new Receipt(ReceiptState.Pending, 0, lease.ETag);
 
             if (current.IsFinal)
