@@ -95,8 +95,9 @@ public class FunctionAppTests
     public void Disabled_flag_and_setting_disable_a_function()
     {
         using var app = new TestApp("python", settings: new() { ["AzureWebJobs.B.Disabled"] = "true" })
-            .Function("A", HttpJson.Replace("{ \"bindings\"", "{ \"disabled\": true, \"bindings\"", StringComparison.Ordinal), ("__init__.py", ""))
-            .Function("B", HttpJson, ("__init__.py", ""))
+            // Routes of their own: disabled functions keep their routes, so one route would be a conflict.
+            .Function("A", HttpJson.Replace("{ \"bindings\"", "{ \"disabled\": true, \"bindings\"", StringComparison.Ordinal).Replace("items/", "a/", StringComparison.Ordinal), ("__init__.py", ""))
+            .Function("B", HttpJson.Replace("items/", "b/", StringComparison.Ordinal), ("__init__.py", ""))
             .Function("C", HttpJson, ("__init__.py", ""));
         var loaded = FunctionApp.Load(app.Directory, NoEnvironment);
         Assert.Equal(["C"], loaded.Runnable.Select(f => f.Name));

@@ -21,7 +21,7 @@ public sealed class SampleAppTests(AzuriteFixture azurite)
         var missing = await host.Http.GetAsync("/api/Hello");
         Assert.Equal(HttpStatusCode.BadRequest, missing.StatusCode);
         var wrongMethod = await host.Http.DeleteAsync("/api/Hello?name=x");
-        Assert.Equal(HttpStatusCode.MethodNotAllowed, wrongMethod.StatusCode);
+        Assert.Equal(HttpStatusCode.NotFound, wrongMethod.StatusCode); // as Azure Functions answers a method not in "methods"
     }
 
     [Theory]

@@ -101,9 +101,10 @@ public sealed class AppSettings
                 values[name] = s;
                 fromEnvironment.Add(name);
             }
-        // So do identity-based connections (CONN__serviceUri, ...), whatever the connection is called.
+        // So do identity-based connections (CONN__serviceUri, ...), whatever the connection is called,
+        // and access keys (host.master, functions.NAME.default, ...: a Kubernetes secret as variables).
         foreach (DictionaryEntry e in environment)
-            if (e.Key is string name && e.Value is string s && !values.ContainsKey(name) && IsIdentityConnectionSetting(name))
+            if (e.Key is string name && e.Value is string s && !values.ContainsKey(name) && (IsIdentityConnectionSetting(name) || Http.FunctionKeys.IsKeySetting(name)))
             {
                 values[name] = s;
                 fromEnvironment.Add(name);
@@ -146,5 +147,6 @@ public sealed class AppSettings
         "AzureWebJobsStorage", "FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_WORKER_PROCESS_COUNT",
         "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT", "PYTHON_THREADPOOL_THREAD_COUNT", "FAAST_PEER_SECRET",
         "FAAST_BLOB_LEASE_SECONDS",
+        "FAAST_ENFORCE_KEYS", "AzureWebJobsSecretStorageType", "AzureFunctionsWebHost__hostid",
     ];
 }

@@ -63,7 +63,7 @@ public sealed class FunctionApp
         if (!SupportedRuntimes.Contains(runtime))
             throw new AppConfigException(
                 $"{Path.Combine(dir, "local.settings.json")}: Values.FUNCTIONS_WORKER_RUNTIME is \"{runtime}\"; FaaST runs \"python\" or \"node\"");
-        var functions = folders.Select(f => LoadFunction(f, runtime, settings)).ToList();
+        var functions = Http.RouteTemplates.MarkConflicts(folders.Select(f => LoadFunction(f, runtime, settings)).ToList());
         return new FunctionApp { Directory = dir, Host = host, Settings = settings, WorkerRuntime = runtime, Functions = functions, Warnings = warnings };
     }
 
@@ -180,10 +180,12 @@ public sealed class FunctionApp
         }
         string? route = null;
         IReadOnlyList<string>? methods = null;
+        var authLevel = AuthLevel.Function;
         if (canonical == BindingMetadata.HttpTrigger)
         {
             route = AppJson.GetString(b, "route", file, where)?.Trim('/') ?? function;
             Http.RouteTemplates.Validate(route, file, $"{where}route");
+            authLevel = Http.FunctionKeys.ParseAuthLevel(AppJson.GetString(b, "authLevel", file, where), file, $"{where}authLevel");
             if (b.TryGetProperty("methods", out var m) && m.ValueKind != JsonValueKind.Null)
             {
                 if (m.ValueKind != JsonValueKind.Array || m.EnumerateArray().Any(x => x.ValueKind != JsonValueKind.String))
@@ -201,7 +203,7 @@ public sealed class FunctionApp
         {
             Name = name, Type = canonical, Direction = direction, DataType = dataType, Path = path,
             Connection = string.IsNullOrEmpty(connection) ? "AzureWebJobsStorage" : connection,
-            Route = route, Methods = methods,
+            Route = route, Methods = methods, AuthLevel = authLevel,
         };
     }
 

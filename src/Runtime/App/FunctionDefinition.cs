@@ -17,6 +17,10 @@ public sealed record FunctionDefinition
     /// <summary>Why the function cannot run (bad function.json, missing script); null when it can.</summary>
     public string? Error { get; init; }
 
+    /// <summary>The function that serves the same route with overlapping methods (loaded first), if any:
+    /// this one is then in error and not served, as in Azure Functions.</summary>
+    public string? ConflictsWith { get; init; }
+
     /// <summary>A stable id used on the worker channel.</summary>
     public string Id => Name;
 

@@ -1,5 +1,17 @@
 namespace FaaST.Runtime.Bindings;
 
+/// <summary>
+/// An httpTrigger's authLevel, ordered as Azure Functions orders them: a key grants a level, and a
+/// request passes when that level is at least the function's.
+/// </summary>
+public enum AuthLevel
+{
+    Anonymous,
+    Function,
+    System,
+    Admin,
+}
+
 public enum BindingDirection
 {
     In,
@@ -35,6 +47,9 @@ public sealed record BindingMetadata
 
     /// <summary>httpTrigger: the allowed methods (upper case); null allows all.</summary>
     public IReadOnlyList<string>? Methods { get; init; }
+
+    /// <summary>httpTrigger: which key a request needs (Azure's default when unset: function).</summary>
+    public AuthLevel AuthLevel { get; init; } = AuthLevel.Function;
 
     public bool IsTrigger => Type.EndsWith("Trigger", StringComparison.Ordinal);
 }

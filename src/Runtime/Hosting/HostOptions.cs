@@ -39,6 +39,7 @@ internal sealed record HostOptions(
             ListenAddress = listen,
             HttpPort = Port(options.HttpPort ?? app.Settings.LocalHttpPort ?? ServingOptions.DefaultHttpPort, nameof(RuntimeHostOptions.HttpPort)),
             DrainTimeout = Positive(options.DrainTimeout ?? ServingOptions.DefaultDrainTimeout, nameof(RuntimeHostOptions.DrainTimeout)),
+            EnforceKeys = Http.HttpKeyCheck.Resolve(app.Settings, listen),
         };
 
         var cache = CacheHostOptions.Load(app, options.CacheEnabled);
@@ -104,6 +105,9 @@ internal sealed record ServingOptions
 
     /// <summary>See <see cref="DefaultDrainTimeout"/>.</summary>
     public required TimeSpan DrainTimeout { get; init; }
+
+    /// <summary>Whether requests must present keys (beyond loopback, or FAAST_ENFORCE_KEYS=true; see <see cref="Http.HttpKeyCheck"/>).</summary>
+    public bool EnforceKeys { get; init; }
 
     /// <summary>How long Kestrel waits for connections still open when it stops (the workers' streams have ended by then).</summary>
     public TimeSpan ShutdownTimeout { get; init; } = TimeSpan.FromSeconds(5);

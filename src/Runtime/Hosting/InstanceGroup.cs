@@ -200,11 +200,23 @@ public sealed class InstanceGroup : IAsyncDisposable
         }
     }
 
+    private string? _masterKey;
+
     private async Task<HostStatus?> TryStatusAsync(Uri address, CancellationToken ct)
     {
         try
         {
-            using var response = await _http.GetAsync(new Uri(address, "admin/host/status"), ct);
+            using var request = new HttpRequestMessage(HttpMethod.Get, new Uri(address, "admin/host/status"));
+            if (Volatile.Read(ref _masterKey) is { } key)
+                request.Headers.Add(Http.HttpKeyCheck.HeaderName, key);
+            using var response = await _http.SendAsync(request, ct);
+            if (response.StatusCode == HttpStatusCode.Unauthorized)
+            {
+                // Instances that listen beyond loopback check keys: the admin API needs the app's master
+                // key, which the instance has loaded (and created) by the time it answers; next poll sends it.
+                Volatile.Write(ref _masterKey, await MasterKeyAsync(ct));
+                return null;
+            }
             if (!response.IsSuccessStatusCode)
                 return null;
             return await response.Content.ReadFromJsonAsync(StatusJsonContext.Default.HostStatus, ct);
@@ -213,6 +225,22 @@ public sealed class InstanceGroup : IAsyncDisposable
         {
             return null;
         }
+    }
+
+    /// <summary>The app's master key where its instances read it: app settings (kubernetes type) or storage.</summary>
+    private async Task<string> MasterKeyAsync(CancellationToken ct)
+    {
+        var environment = new System.Collections.Hashtable();
+        foreach (System.Collections.DictionaryEntry e in System.Environment.GetEnvironmentVariables())
+            environment[e.Key] = e.Value;
+        environment["AzureWebJobsStorage"] = _options.StorageConnectionString;
+        foreach (var (name, value) in _options.Environment)
+            environment[name] = value;
+        var app = FunctionApp.Load(_options.AppDirectory, environment);
+        if (app.Settings[Http.HttpKeyCheck.StorageTypeSetting]?.Equals("kubernetes", StringComparison.OrdinalIgnoreCase) == true)
+            return Http.FunctionKeys.FromSettings(app.Settings).Master;
+        using var store = new FaaST.Storage.BlobStore(_options.StorageConnectionString);
+        return (await Http.FunctionKeys.FromStorageAsync(store, app, _ => { }, ct)).Master;
     }
 
     private static int FreePort()

@@ -46,12 +46,13 @@ public sealed class RuntimeHost : IAsyncDisposable
         _workers = new WorkersComponent(app, options.Workers, _storage, _cache, _serving, loggers);
         _peers = options.Peers.Enabled ? new PeersComponent(app, options.Peers, _storage, _cache, _serving, loggers) : null;
         _triggers = new TriggersComponent(app, _storage, _cache, _workers, loggers);
-        var functions = new HttpFunctionsComponent(app, options.Serving, _serving, _workers, loggers);
-        _serving.MapEndpoints(web => AdminEndpoints.Map(web, this));
+        var keys = new KeysComponent(app, options.Serving, _storage, loggers);
+        var functions = new HttpFunctionsComponent(app, options.Serving, _serving, _workers, keys.Check, loggers);
+        _serving.MapEndpoints(web => AdminEndpoints.Map(web, this, keys.Check, loggers.CreateLogger("FaaST.Http")));
         telemetry.MapMetrics();
         _serving.Build(loggers);
 
-        ILifecycleParticipant?[] components = [telemetry, _storage, _cache, _workers, _serving, _peers, _triggers, functions];
+        ILifecycleParticipant?[] components = [telemetry, _storage, keys, _cache, _workers, _serving, _peers, _triggers, functions];
         foreach (var component in components.OfType<ILifecycleParticipant>().Concat(extra))
             component.Participate(_lifecycle);
         _lifecycle.OnState((state, _) =>

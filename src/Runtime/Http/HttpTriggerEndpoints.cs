@@ -20,30 +20,58 @@ internal static class HttpTriggerEndpoints
     /// <summary>Azure Functions' default request body limit (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT overrides it).</summary>
     public const long DefaultMaxBodySize = 100L * 1024 * 1024;
 
-    public static void Map(IEndpointRouteBuilder routes, FunctionApp app, FunctionInvoker invoker, ILogger logger)
+    public static void Map(IEndpointRouteBuilder routes, FunctionApp app, FunctionInvoker invoker, ILogger logger, HttpKeyCheck keys)
     {
         var maxBody = app.Settings.RequestBodySizeLimit ?? DefaultMaxBodySize;
+        var limited = new HashSet<string>(StringComparer.OrdinalIgnoreCase);
         foreach (var function in app.Functions)
         {
+            // Its route is another function's (Azure keeps the first and puts this one in error).
+            if (function.ConflictsWith is not null)
+                continue;
             // A function whose function.json could not be read answers on its default route with the reason.
             var trigger = function.Trigger ?? (function.Error is not null
                 ? new BindingMetadata { Name = "req", Type = BindingMetadata.HttpTrigger, Direction = BindingDirection.In, Route = LiteralRoute(function.Name) }
                 : null);
             if (trigger is not { Type: BindingMetadata.HttpTrigger })
                 continue;
-            var template = string.IsNullOrEmpty(app.Host.RoutePrefix) ? trigger.Route! : $"{app.Host.RoutePrefix}/{trigger.Route}";
-            var handler = new Handler(function, invoker, maxBody, logger);
+            var template = "/" + (string.IsNullOrEmpty(app.Host.RoutePrefix) ? trigger.Route! : $"{app.Host.RoutePrefix}/{trigger.Route}");
+            var handler = new Handler(function, trigger.AuthLevel, invoker, maxBody, logger, keys);
             var endpoint = trigger.Methods is { } methods
-                ? routes.MapMethods("/" + template, methods, handler.HandleAsync)
-                : routes.Map("/" + template, handler.HandleAsync);
+                ? routes.MapMethods(template, methods, handler.HandleAsync)
+                : routes.Map(template, handler.HandleAsync);
             endpoint.WithDisplayName(function.Name);
+            if (trigger.Methods is not null)
+                limited.Add(template);
         }
+        // Azure Functions answers a method a function does not allow with 404, as for an unknown route
+        // (its routes carry the methods as a constraint); ASP.NET Core would answer 405. Behind each route
+        // with methods, an endpoint of any method that loses to every function endpoint (a higher order)
+        // answers 404: it is chosen only when no function takes the request. Each gets its own order so
+        // that two such routes matching one path are never ambiguous.
+        var order = 1;
+        foreach (var template in limited)
+            routes.Map(template, NotAllowed).WithOrder(order++).WithDisplayName("404: method not allowed by " + template);
+    }
+
+    private static Task NotAllowed(HttpContext context)
+    {
+        context.Response.StatusCode = StatusCodes.Status404NotFound;
+        return Task.CompletedTask;
+    }
+
+    /// <summary>401 with the reason as JSON, logged by method and path (the query may hold a key: never logged).</summary>
+    internal static Task WriteUnauthorizedAsync(HttpContext context, string reason, string? function, ILogger logger)
+    {
+        Log.Unauthorized(logger, context.Request.Method, LogText.Escape(context.Request.Path.Value), reason);
+        context.Response.StatusCode = StatusCodes.Status401Unauthorized;
+        return context.Response.WriteAsJsonAsync(new UnauthorizedBody(reason, function), ErrorJson.Default.UnauthorizedBody, cancellationToken: CancellationToken.None);
     }
 
     /// <summary>A folder name as a route of literal text (braces doubled), so that it always parses.</summary>
     private static string LiteralRoute(string name) => name.Replace("{", "{{", StringComparison.Ordinal).Replace("}", "}}", StringComparison.Ordinal);
 
-    private sealed class Handler(FunctionDefinition function, FunctionInvoker invoker, long maxBody, ILogger logger)
+    private sealed class Handler(FunctionDefinition function, AuthLevel authLevel, FunctionInvoker invoker, long maxBody, ILogger logger, HttpKeyCheck keys)
     {
         // Warnings a request can cause, one a second per function (a client or a function repeats them).
         private readonly Cachelet.LogGate _responseLog = Cachelet.LogGate.PerSecond();
@@ -51,6 +79,12 @@ internal static class HttpTriggerEndpoints
 
         public async Task HandleAsync(HttpContext context)
         {
+            // Keys first, then disabled (Azure's order: without a key, a disabled function is a 401 too).
+            if (keys.Refusal(context.Request, authLevel, function.Name) is { } refusal)
+            {
+                await WriteUnauthorizedAsync(context, refusal, function.Name, logger);
+                return;
+            }
             if (function.Disabled)
             {
                 context.Response.StatusCode = StatusCodes.Status404NotFound;
@@ -228,7 +262,10 @@ internal static class HttpTriggerEndpoints
             var response = context.Response;
             if (result is null || result.DataCase == TypedData.DataOneofCase.None)
             {
-                response.StatusCode = StatusCodes.Status204NoContent;
+                // Nothing for the response (no http output, e.g. a blob $return, or none set): Azure
+                // Functions answers 200 with an empty body (its invocation middleware's default result).
+                response.StatusCode = StatusCodes.Status200OK;
+                response.ContentLength = 0;
                 return;
             }
             ReadOnlyMemory<byte> body;
@@ -364,6 +401,10 @@ internal static class HttpTriggerEndpoints
 
 internal sealed record ErrorBody(string Error, string InvocationId, string Function);
 
+/// <summary>A 401's body: why (never the key sent), and the function, or null for the admin API.</summary>
+internal sealed record UnauthorizedBody(string Error, string? Function);
+
 [System.Text.Json.Serialization.JsonSerializable(typeof(ErrorBody))]
+[System.Text.Json.Serialization.JsonSerializable(typeof(UnauthorizedBody))]
 [System.Text.Json.Serialization.JsonSourceGenerationOptions(PropertyNamingPolicy = System.Text.Json.Serialization.JsonKnownNamingPolicy.CamelCase)]
 internal sealed partial class ErrorJson : System.Text.Json.Serialization.JsonSerializerContext;

@@ -26,6 +26,13 @@ internal static class RouteTemplates
     /// </summary>
     public static void Validate(string route, string file, string key)
     {
+        // Azure Functions keeps these for its own endpoints and refuses such a function ("The specified
+        // route conflicts with one or more built in routes"), whatever the routePrefix; so does FaaST,
+        // whose /admin endpoints would otherwise be shadowed with an empty routePrefix.
+        foreach (var reserved in ReservedRoutePrefixes)
+            if (route.StartsWith(reserved, StringComparison.OrdinalIgnoreCase))
+                throw new AppConfigException(
+                    $"{file}: {key} \"{route}\" conflicts with the host's built-in routes (a route may not start with \"{reserved}\", as in Azure Functions)");
         RoutePattern pattern;
         try
         {
@@ -47,6 +54,48 @@ internal static class RouteTemplates
             }
         }
     }
+
+    /// <summary>Route beginnings Azure Functions reserves for the host (compared without case).</summary>
+    public static readonly string[] ReservedRoutePrefixes = ["admin", "runtime"];
+
+    /// <summary>
+    /// Azure Functions' rule for two HTTP functions: their routes conflict when the templates are the
+    /// same text (without case, outer slashes aside) and their methods overlap (no methods: all).
+    /// The function loaded later (folders in ordinal order) is put in error naming the earlier one and
+    /// is not served; the earlier one is served. Disabled functions count, as in Azure (they keep their
+    /// route). Functions already in error do not.
+    /// </summary>
+    public static List<FunctionDefinition> MarkConflicts(List<FunctionDefinition> functions)
+    {
+        var served = new List<FunctionDefinition>();
+        for (var i = 0; i < functions.Count; i++)
+        {
+            var f = functions[i];
+            if (f.Error is not null || f.Trigger is not { Type: Bindings.BindingMetadata.HttpTrigger } trigger)
+                continue;
+            var other = served.FirstOrDefault(s => Conflict(trigger, s.Trigger!));
+            if (other is null)
+            {
+                served.Add(f);
+                continue;
+            }
+            var o = other.Trigger!;
+            functions[i] = f with
+            {
+                ConflictsWith = other.Name,
+                Error = $"{Path.Combine(f.Directory, "function.json")}: the route \"{trigger.Route}\" ({MethodList(trigger)}) conflicts with the route " +
+                    $"\"{o.Route}\" ({MethodList(o)}) defined by function {other.Name} ({Path.Combine(other.Directory, "function.json")}); " +
+                    "two functions may share a route only with different methods, so this one is not served",
+            };
+        }
+        return functions;
+    }
+
+    private static bool Conflict(Bindings.BindingMetadata a, Bindings.BindingMetadata b) =>
+        string.Equals(a.Route!.Trim('/'), b.Route!.Trim('/'), StringComparison.OrdinalIgnoreCase) &&
+        (a.Methods is null || b.Methods is null || a.Methods.Intersect(b.Methods, StringComparer.OrdinalIgnoreCase).Any());
+
+    private static string MethodList(Bindings.BindingMetadata t) => t.Methods is { } m ? string.Join(", ", m) : "all methods";
 
     /// <summary>Why the inline constraint <paramref name="text"/> cannot be used; null when it can.</summary>
     private static string? Check(string text)

@@ -24,9 +24,12 @@ internal sealed class HttpFunctionsComponent : ILifecycleParticipant
     private int _gate;
     private long _inFlight;
 
-    public HttpFunctionsComponent(FunctionApp app, ServingOptions options, ServingComponent serving, WorkersComponent workers, ILoggerFactory loggers)
+    private readonly HttpKeyCheck _keys;
+
+    public HttpFunctionsComponent(FunctionApp app, ServingOptions options, ServingComponent serving, WorkersComponent workers, HttpKeyCheck keys, ILoggerFactory loggers)
     {
         _app = app;
+        _keys = keys;
         _options = options;
         _workers = workers;
         _logger = loggers.CreateLogger("FaaST.Http");
@@ -53,7 +56,7 @@ internal sealed class HttpFunctionsComponent : ILifecycleParticipant
         // A group with no prefix: the routes are the functions' own; its convention wraps each
         // function's request delegate in the gate (admin endpoints are mapped outside it).
         var functions = web.MapGroup("");
-        HttpTriggerEndpoints.Map(functions, _app, _workers.Invoker, _logger);
+        HttpTriggerEndpoints.Map(functions, _app, _workers.Invoker, _logger, _keys);
         ((IEndpointConventionBuilder)functions).Add(endpoint =>
         {
             var inner = endpoint.RequestDelegate!;
