@@ -4,7 +4,7 @@ namespace FaaST.Runtime;
 
 /// <summary>
 /// The runtime's log messages, source-generated (no boxing, no parsing of the template per call), with event ids
-/// 5000-5099: 5000s the host and its components, 5020s workers, 5040s blob triggers, 5050s HTTP, 5060s
+/// 5000-5099 (blob triggers and their receipts: 5100-5199, Triggers/Log.BlobTriggers.cs): 5000s the host and its components, 5020s workers, 5050s HTTP, 5060s
 /// invocations. Warnings that can come once per request or per message go through a <see cref="LogGate"/>
 /// (see <see cref="Pass"/>), so that one misbehaving function or client cannot flood the log. Text that may
 /// come from a request is escaped by the caller (<see cref="Http.LogText"/>); such lines pass the message,
@@ -119,33 +119,6 @@ internal static partial class Log
     /// <summary>Per message: gated.</summary>
     [LoggerMessage(EventId = 5032, Level = LogLevel.Warning, Message = "Worker {WorkerId} sent an unexpected {Kind} message; ignored")]
     public static partial void UnexpectedWorkerMessage(ILogger logger, string workerId, object kind);
-
-    [LoggerMessage(EventId = 5040, Level = LogLevel.Warning, Message = "Blob trigger scan of container {Container} failed: {Message}; will keep trying")]
-    public static partial void BlobScanFailed(ILogger logger, Exception exception, string container, string message);
-
-    [LoggerMessage(EventId = 5041, Level = LogLevel.Information, Message = "Blob {Path} was deleted before {Function} ran; skipped")]
-    public static partial void BlobDeletedBeforeRun(ILogger logger, string path, string function);
-
-    [LoggerMessage(EventId = 5042, Level = LogLevel.Information, Message = "Executing {Function} ({InvocationId}) for blob {Path}")]
-    public static partial void BlobExecuting(ILogger logger, string function, string invocationId, string path);
-
-    [LoggerMessage(EventId = 5043, Level = LogLevel.Information, Message = "Executed {Function} ({InvocationId}) for blob {Path}")]
-    public static partial void BlobExecuted(ILogger logger, string function, string invocationId, string path);
-
-    [LoggerMessage(EventId = 5044, Level = LogLevel.Error,
-        Message = "Executed {Function} ({InvocationId}) for blob {Blob} in container {Container} failed (attempt {Attempt} of {Max}): {Error}")]
-    public static partial void BlobInvocationFailed(ILogger logger, string function, string invocationId, string blob, string container, int attempt, int max, string error);
-
-    [LoggerMessage(EventId = 5045, Level = LogLevel.Error, Message = "Giving up on {Function} for blob {Blob} in container {Container} after {Max} attempts: {Error}")]
-    public static partial void BlobGivingUp(ILogger logger, string function, string blob, string container, int max, string error);
-
-    /// <summary>Per blob: gated (storage that refuses one receipt refuses them all).</summary>
-    [LoggerMessage(EventId = 5046, Level = LogLevel.Warning,
-        Message = "Could not store the receipt for {Blob}: {Message}; a restart may run {Function} for it again")]
-    public static partial void ReceiptNotStored(ILogger logger, string blob, string message, string function);
-
-    [LoggerMessage(EventId = 5047, Level = LogLevel.Warning, Message = "Could not read blob receipts for {Function}: {Message}")]
-    public static partial void ReceiptsNotRead(ILogger logger, Exception exception, string function, string message);
 
     /// <summary>Per request: gated.</summary>
     [LoggerMessage(EventId = 5050, Level = LogLevel.Warning,

@@ -27,6 +27,8 @@ public sealed class BlobStore : IBlobStore, IDisposable
     private const int MaxBlocks = 50_000;
     private const long MaxBlockSize = 1024L * 1024 * 1024; // pooled block buffers are arrays; the service allows 4000 MiB
     private const string DefaultContentType = "application/octet-stream";
+    private static readonly TimeSpan MinLeaseDuration = TimeSpan.FromSeconds(15);
+    private static readonly TimeSpan MaxLeaseDuration = TimeSpan.FromSeconds(60);
 
     private readonly BlobServiceClient _service;
     private readonly BlobStoreOptions _options;
@@ -306,6 +308,94 @@ public sealed class BlobStore : IBlobStore, IDisposable
     {
         BlobNames.ValidateContainer(container);
         return ListCoreAsync(container, prefix, ct);
+    }
+
+    /// <inheritdoc />
+    public async Task<BlobLeaseInfo?> TryAcquireLeaseAsync(string container, string blob, TimeSpan duration, CancellationToken ct = default)
+    {
+        var client = Blob(container, blob);
+        if (duration < MinLeaseDuration || duration > MaxLeaseDuration)
+        {
+            throw new ArgumentOutOfRangeException(nameof(duration), duration,
+                $"A blob lease lasts from {MinLeaseDuration.TotalSeconds:0} to {MaxLeaseDuration.TotalSeconds:0} seconds.");
+        }
+
+        // Proposing the id makes a retried try idempotent: acquiring again with the active lease's own id succeeds.
+        var lease = client.GetBlobLeaseClient(Guid.NewGuid().ToString());
+        try
+        {
+            var granted = (await lease.AcquireAsync(duration, cancellationToken: ct).ConfigureAwait(false)).Value;
+            return new BlobLeaseInfo(granted.LeaseId, granted.ETag.ToString("H"));
+        }
+        catch (RequestFailedException e) when (e.Status == 409 && e.ErrorCode == "LeaseAlreadyPresent")
+        {
+            return null;
+        }
+        catch (Exception e) when (Translate(e, "AcquireLease", container, blob, ct) is { } mapped)
+        {
+            throw mapped;
+        }
+    }
+
+    /// <inheritdoc />
+    public async Task<BlobLeaseInfo> RenewLeaseAsync(string container, string blob, string leaseId, CancellationToken ct = default)
+    {
+        var client = Blob(container, blob);
+        ArgumentException.ThrowIfNullOrEmpty(leaseId);
+        try
+        {
+            var renewed = (await client.GetBlobLeaseClient(leaseId).RenewAsync(cancellationToken: ct).ConfigureAwait(false)).Value;
+            return new BlobLeaseInfo(renewed.LeaseId, renewed.ETag.ToString("H"));
+        }
+        catch (Exception e) when (Translate(e, "RenewLease", container, blob, ct, condition: IsLeaseLost(e)) is { } mapped)
+        {
+            throw mapped;
+        }
+    }
+
+    /// <inheritdoc />
+    public async Task<bool> ReleaseLeaseAsync(string container, string blob, string leaseId, CancellationToken ct = default)
+    {
+        var client = Blob(container, blob);
+        ArgumentException.ThrowIfNullOrEmpty(leaseId);
+        try
+        {
+            await client.GetBlobLeaseClient(leaseId).ReleaseAsync(cancellationToken: ct).ConfigureAwait(false);
+            return true;
+        }
+        catch (RequestFailedException e) when (IsLeaseLost(e))
+        {
+            return false;
+        }
+        catch (Exception e) when (Translate(e, "ReleaseLease", container, blob, ct) is { } mapped)
+        {
+            throw mapped;
+        }
+    }
+
+    /// <inheritdoc />
+    public async Task<BlobProperties> UploadUnderLeaseAsync(string container, string blob, ReadOnlyMemory<byte> content, string leaseId,
+        CancellationToken ct = default)
+    {
+        var client = Blob(container, blob);
+        ArgumentException.ThrowIfNullOrEmpty(leaseId);
+        BlobNames.ValidateHeaderValue(leaseId, nameof(leaseId));
+        if (content.Length > _options.SingleUploadThreshold)
+        {
+            throw new ArgumentOutOfRangeException(nameof(content), content.Length,
+                $"A leased write is one Put Blob of at most {_options.SingleUploadThreshold} bytes.");
+        }
+
+        try
+        {
+            var options = new BlobUploadOptions { Conditions = new BlobRequestConditions { LeaseId = leaseId } };
+            var info = (await client.UploadAsync(new MemoryReadStream(content), options, ct).ConfigureAwait(false)).Value;
+            return new BlobProperties(info.ETag.ToString("H"), content.Length, info.LastModified, DefaultContentType);
+        }
+        catch (Exception e) when (Translate(e, "Upload", container, blob, ct, condition: IsLeaseLost(e)) is { } mapped)
+        {
+            throw mapped;
+        }
     }
 
     /// <summary>Nothing to release: the transport is shared by the process (see <see cref="StorageTransport"/>).</summary>
@@ -692,6 +782,15 @@ public sealed class BlobStore : IBlobStore, IDisposable
             404 => ifMatch is not null && failed.ErrorCode == "BlobNotFound",
             _ => false,
         };
+
+    /// <summary>The lease is not (or no longer) the caller's: another one is active, none is, or the blob is gone.
+    /// (409 for lease operations, 412 for writes under a lease.)</summary>
+    private static bool IsLeaseLost(Exception e) => e is RequestFailedException failed && failed.Status switch
+    {
+        409 or 412 => failed.ErrorCode is { } code && code.StartsWith("Lease", StringComparison.Ordinal),
+        404 => failed.ErrorCode == "BlobNotFound",
+        _ => false,
+    };
 
     private static BlobRequestConditions? Conditions(string? ifMatch, string? ifNoneMatch) =>
         ifMatch is null && ifNoneMatch is null

@@ -57,7 +57,31 @@ public interface IBlobStore
 
     /// <summary>Lists blobs under a prefix (all pages), with their properties.</summary>
     IAsyncEnumerable<BlobItem> ListAsync(string container, string? prefix = null, CancellationToken ct = default);
+
+    /// <summary>
+    /// Acquires a lease of <paramref name="duration"/> (15 to 60 s, as the service allows) on an existing blob;
+    /// null when another lease on it is active. A retried try cannot lock its own caller out: the lease id is
+    /// chosen before the first try. A missing blob throws <see cref="BlobStorageException"/> 404.
+    /// </summary>
+    Task<BlobLeaseInfo?> TryAcquireLeaseAsync(string container, string blob, TimeSpan duration, CancellationToken ct = default);
+
+    /// <summary>Renews a lease for its full duration; a lease that is lost (another holder, blob gone) throws
+    /// <see cref="BlobConditionFailedException"/>.</summary>
+    Task<BlobLeaseInfo> RenewLeaseAsync(string container, string blob, string leaseId, CancellationToken ct = default);
+
+    /// <summary>Releases a lease at once; false when it was no longer held (expired and taken, or the blob is gone).</summary>
+    Task<bool> ReleaseLeaseAsync(string container, string blob, string leaseId, CancellationToken ct = default);
+
+    /// <summary>
+    /// Replaces a small leased blob (one Put Blob) only while <paramref name="leaseId"/> holds its lease; the lease
+    /// stays. A lost lease throws <see cref="BlobConditionFailedException"/>.
+    /// </summary>
+    Task<BlobProperties> UploadUnderLeaseAsync(string container, string blob, ReadOnlyMemory<byte> content, string leaseId,
+        CancellationToken ct = default);
 }
+
+/// <summary>A lease held on a blob: its id, and the blob's ETag when the lease was taken or renewed.</summary>
+public sealed record BlobLeaseInfo(string LeaseId, string ETag);
 
 public sealed record BlobProperties(string ETag, long Length, DateTimeOffset LastModified, string? ContentType);
 

@@ -543,4 +543,17 @@ public sealed class SlowDownloads(IBlobStore inner, TimeSpan delay) : IBlobStore
 
     public IAsyncEnumerable<BlobItem> ListAsync(string container, string? prefix = null, CancellationToken ct = default) =>
         inner.ListAsync(container, prefix, ct);
+
+    public Task<BlobLeaseInfo?> TryAcquireLeaseAsync(string container, string blob, TimeSpan duration, CancellationToken ct = default) =>
+        inner.TryAcquireLeaseAsync(container, blob, duration, ct);
+
+    public Task<BlobLeaseInfo> RenewLeaseAsync(string container, string blob, string leaseId, CancellationToken ct = default) =>
+        inner.RenewLeaseAsync(container, blob, leaseId, ct);
+
+    public Task<bool> ReleaseLeaseAsync(string container, string blob, string leaseId, CancellationToken ct = default) =>
+        inner.ReleaseLeaseAsync(container, blob, leaseId, ct);
+
+    public Task<BlobProperties> UploadUnderLeaseAsync(string container, string blob, ReadOnlyMemory<byte> content, string leaseId,
+        CancellationToken ct = default) =>
+        inner.UploadUnderLeaseAsync(container, blob, content, leaseId, ct);
 }

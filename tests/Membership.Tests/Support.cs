@@ -111,6 +111,19 @@ internal sealed class SwitchableStore(IBlobStore inner) : IBlobStore
         }
     }
 
+    public Task<BlobLeaseInfo?> TryAcquireLeaseAsync(string container, string blob, TimeSpan duration, CancellationToken ct = default) =>
+        Check<BlobLeaseInfo?>() ?? inner.TryAcquireLeaseAsync(container, blob, duration, ct);
+
+    public Task<BlobLeaseInfo> RenewLeaseAsync(string container, string blob, string leaseId, CancellationToken ct = default) =>
+        Check<BlobLeaseInfo>() ?? inner.RenewLeaseAsync(container, blob, leaseId, ct);
+
+    public Task<bool> ReleaseLeaseAsync(string container, string blob, string leaseId, CancellationToken ct = default) =>
+        Check<bool>() ?? inner.ReleaseLeaseAsync(container, blob, leaseId, ct);
+
+    public Task<BlobProperties> UploadUnderLeaseAsync(string container, string blob, ReadOnlyMemory<byte> content, string leaseId,
+        CancellationToken ct = default) =>
+        Check<BlobProperties>() ?? inner.UploadUnderLeaseAsync(container, blob, content, leaseId, ct);
+
     private Task? Check() => Broken ? Task.FromException(Unavailable()) : null;
 
     private Task<T>? Check<T>() => Broken ? Task.FromException<T>(Unavailable()) : null;

@@ -242,6 +242,9 @@ public class ConfigValidationTests
     [InlineData("FUNCTIONS_REQUEST_BODY_SIZE_LIMIT", "100MB")]
     [InlineData("FUNCTIONS_REQUEST_BODY_SIZE_LIMIT", "-5")]
     [InlineData("FUNCTIONS_REQUEST_BODY_SIZE_LIMIT", "99999999999999")]
+    [InlineData("FAAST_BLOB_LEASE_SECONDS", "14")]
+    [InlineData("FAAST_BLOB_LEASE_SECONDS", "61")]
+    [InlineData("FAAST_BLOB_LEASE_SECONDS", "1m")]
     public void Junk_in_a_numeric_setting_is_a_startup_error_naming_the_file_and_key(string key, string value)
     {
         using var app = new TestApp("python", settings: new() { [key] = value }).Function("F", HttpJson("f"), ("__init__.py", ""));
@@ -266,10 +269,12 @@ public class ConfigValidationTests
         using var app = new TestApp("python", settings: new()
         {
             ["FUNCTIONS_WORKER_PROCESS_COUNT"] = "3", ["FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"] = "1048576",
+            ["FAAST_BLOB_LEASE_SECONDS"] = "15",
         }).Function("F", HttpJson("f"), ("__init__.py", ""));
         var settings = FunctionApp.Load(app.Directory, NoEnvironment).Settings;
         Assert.Equal(3, settings.WorkerProcessCount);
         Assert.Equal(1048576, settings.RequestBodySizeLimit);
+        Assert.Equal(15, settings.BlobLeaseSeconds);
     }
 
     [Fact]

@@ -101,10 +101,12 @@ public sealed class FunctionProblemTests(AzuriteFixture azurite)
         await host.Blobs!.CreateContainerIfNotExistsAsync(container);
         await host.Blobs.UploadAsync(container, "in/sub/x.txt", Encoding.UTF8.GetBytes("x"));
 
-        await Eventually.TrueAsync(() => host.Logs.All.Contains("Giving up on Fail", StringComparison.Ordinal), "the last attempt");
-        var lines = host.Logs.Lines.Where(l => l.Contains("for blob in/sub/x.txt", StringComparison.Ordinal)).ToList();
-        Assert.Contains(lines, l => l.Contains($"Executed Fail (", StringComparison.Ordinal) &&
-            l.Contains($"for blob in/sub/x.txt in container {container} failed (attempt 1 of 2)", StringComparison.Ordinal));
-        Assert.Contains(lines, l => l.Contains($"Giving up on Fail for blob in/sub/x.txt in container {container} after 2 attempts", StringComparison.Ordinal));
+        await Eventually.TrueAsync(() => host.Logs.All.Contains("Poison blob: Fail", StringComparison.Ordinal), "the last attempt");
+        var path = $"{container}/in/sub/x.txt";
+        var lines = host.Logs.Lines.Where(l => l.Contains("blob " + path, StringComparison.Ordinal)).ToList();
+        Assert.Contains(lines, l => l.Contains("Executed Fail (", StringComparison.Ordinal) &&
+            l.Contains($"for blob {path} failed (attempt 1 of 2)", StringComparison.Ordinal));
+        Assert.Contains(lines, l => l.Contains($"Poison blob: Fail gave up on blob {path}", StringComparison.Ordinal) &&
+            l.Contains("after 2 attempts", StringComparison.Ordinal));
     }
 }

@@ -37,6 +37,10 @@ public sealed class AppSettings
     /// <summary>FUNCTIONS_REQUEST_BODY_SIZE_LIMIT in bytes, if set (checked at load: 1 to <see cref="MaxRequestBodySizeLimit"/>).</summary>
     public long? RequestBodySizeLimit { get; private init; }
 
+    /// <summary>FAAST_BLOB_LEASE_SECONDS, if set (checked at load: 15 to 60, the service's range): how long a blob-trigger
+    /// receipt's lease lasts, i.e. how soon another instance takes a blob whose instance died (default 60, as Azure's).</summary>
+    public int? BlobLeaseSeconds { get; private init; }
+
     /// <summary>The most worker processes per instance (as --workers).</summary>
     public const int MaxWorkerProcessCount = 64;
 
@@ -112,6 +116,7 @@ public sealed class AppSettings
             LocalHttpPort = port, FilePath = file, _fromEnvironment = fromEnvironment,
             WorkerProcessCount = (int?)settings.WholeNumber("FUNCTIONS_WORKER_PROCESS_COUNT", 1, MaxWorkerProcessCount, "worker processes"),
             RequestBodySizeLimit = settings.WholeNumber("FUNCTIONS_REQUEST_BODY_SIZE_LIMIT", 1, MaxRequestBodySizeLimit, "bytes"),
+            BlobLeaseSeconds = (int?)settings.WholeNumber("FAAST_BLOB_LEASE_SECONDS", 15, 60, "seconds"),
         };
     }
 
@@ -141,6 +146,7 @@ public sealed class AppSettings
     [
         "AzureWebJobsStorage", "FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_WORKER_PROCESS_COUNT",
         "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT", "PYTHON_THREADPOOL_THREAD_COUNT", "FAAST_PEER_SECRET",
+        "FAAST_BLOB_LEASE_SECONDS",
         "FAAST_ENFORCE_KEYS", "AzureWebJobsSecretStorageType", "AzureFunctionsWebHost__hostid",
     ];
 }

@@ -11,33 +11,48 @@ using Google.Protobuf;
 namespace FaaST.Runtime.Triggers;
 
 /// <summary>
-/// Fires blobTrigger functions for new or changed blobs. Blobs this runtime writes through an
-/// output binding fire at once (no polling delay in a pipeline); everything else is found by
-/// scanning the watched containers every pollingInterval and comparing ETags with receipts.
-/// Receipts are kept in storage (azure-webjobs-hosts/blobreceipts/...) so a restart does not
-/// run a function twice for the same blob version.
+/// Fires blobTrigger functions for new or changed blobs, once per blob version across every instance of the app.
+/// Blobs this runtime writes through an output binding are offered at once on the writing instance (no polling
+/// delay in a pipeline); everything else is found by scanning the watched containers every pollingInterval.
+/// Every instance scans; what keeps the work from repeating is the receipt shared in storage
+/// (<see cref="BlobReceipts"/>): a blob version runs only under the lease on its receipt, and one whose receipt is
+/// complete, or whose lease another instance holds, is skipped without invoking. Receipts known complete are
+/// remembered, so a scan costs one listing plus, per blob version this instance has not seen finish, one receipt read.
 /// </summary>
 internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
 {
-    public const string ReceiptContainer = "azure-webjobs-hosts";
+    /// <summary>The setting whose account holds the receipts, as in Azure Functions.</summary>
+    private const string HostStorage = "AzureWebJobsStorage";
 
     private readonly FunctionApp _app;
     private readonly FunctionInvoker _invoker;
     private readonly StorageAccounts _accounts;
     private readonly IBlobBindingProvider _blobs;
     private readonly ILogger _logger;
+
+    /// <summary>Per-blob receipt warnings pass through it: storage that refuses one receipt refuses them all.</summary>
     private readonly Cachelet.LogGate _receiptLog = Cachelet.LogGate.PerSecond();
-    private readonly string _hostId;
+    private readonly BlobReceipts _receipts;
     private readonly Watch[] _watches;
     private readonly Channel<Work> _queue = Channel.CreateUnbounded<Work>();
-    private readonly ConcurrentDictionary<string, byte> _receipts = new(StringComparer.Ordinal);
+
+    /// <summary>Blob versions whose receipt is final (complete or poison): never offered again.</summary>
+    private readonly ConcurrentDictionary<string, byte> _done = new(StringComparer.Ordinal);
+
+    /// <summary>Blob versions queued or running here.</summary>
     private readonly ConcurrentDictionary<string, byte> _pending = new(StringComparer.Ordinal);
+
+    /// <summary>Blob versions another instance holds the lease of, with the tick (ms) its lease could have lapsed by:
+    /// scans skip them until then instead of asking storage every interval.</summary>
+    private readonly ConcurrentDictionary<string, long> _busyUntil = new(StringComparer.Ordinal);
+
     private readonly CancellationTokenSource _stopping = new();
     private readonly List<Task> _loops = [];
 
     private sealed record Watch(FunctionDefinition Function, BindingMetadata Trigger, string Container, string Prefix, string? Account);
 
-    private sealed record Work(Watch Watch, string BlobName, string ETag, long Length, ReadOnlyMemory<byte>? Content, int Attempt);
+    /// <param name="Fresh">Written by this runtime just now: its receipt is created without reading it first.</param>
+    private sealed record Work(Watch Watch, string BlobName, string ETag, long Length, ReadOnlyMemory<byte>? Content, bool Fresh);
 
     public BlobTriggerListener(FunctionApp app, FunctionInvoker invoker, StorageAccounts accounts,
         IBlobBindingProvider blobs, ILogger logger)
@@ -47,7 +62,9 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         _accounts = accounts;
         _blobs = blobs;
         _logger = logger;
-        _hostId = Sanitize(app.Settings["AzureFunctionsWebHost__hostid"] ?? app.Name);
+        // One host id for every instance of the app (the folder's name unless set), so their receipts are the same blobs.
+        var hostId = Sanitize(app.Settings["AzureFunctionsWebHost__hostid"] ?? app.Name);
+        var lease = TimeSpan.FromSeconds(app.Settings.BlobLeaseSeconds ?? 60);
         _watches = app.Runnable
             .Where(f => f.Trigger is { Type: BindingMetadata.BlobTrigger })
             .Select(f =>
@@ -58,11 +75,13 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
                 return new Watch(f, t, literal[..slash], literal[(slash + 1)..], accounts.AccountOf(t.Connection));
             })
             .ToArray();
+        // An app without blob triggers never touches receipts (nor opens the host storage for them).
+        _receipts = new BlobReceipts(_watches.Length > 0 ? accounts.Get(HostStorage) : null!, hostId, lease, app.Host.BlobMaxDequeueCount, logger);
     }
 
     public bool HasTriggers => _watches.Length > 0;
 
-    /// <summary>Invocations completed by this listener (successful or given up), for tests and metrics.</summary>
+    /// <summary>Invocations this instance ran to an end (successful or given up as poison), for tests and metrics.</summary>
     public long Completed => Interlocked.Read(ref _completed);
 
     private long _completed;
@@ -96,17 +115,23 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         foreach (var watch in _watches)
         {
             if (watch.Container == blob.Container && watch.Account == connection && blob.Name.StartsWith(watch.Prefix, StringComparison.Ordinal))
-                Offer(watch, blob.Name, properties.ETag, properties.Length, content);
+                Offer(watch, blob.Name, properties.ETag, properties.Length, content, fresh: true);
         }
     }
 
-    private void Offer(Watch watch, string name, string etag, long length, ReadOnlyMemory<byte>? content)
+    private void Offer(Watch watch, string name, string etag, long length, ReadOnlyMemory<byte>? content, bool fresh)
     {
         var key = ReceiptKey(watch, name, etag);
-        if (_receipts.ContainsKey(key) || !watch.Trigger.Path!.TryMatch(watch.Container + "/" + name, new Dictionary<string, string>()))
+        if (_done.ContainsKey(key) || !watch.Trigger.Path!.TryMatch(watch.Container + "/" + name, new Dictionary<string, string>()))
             return;
+        if (_busyUntil.TryGetValue(key, out var until))
+        {
+            if (Environment.TickCount64 < until)
+                return;
+            _busyUntil.TryRemove(key, out _);
+        }
         if (_pending.TryAdd(key, 0))
-            _queue.Writer.TryWrite(new Work(watch, name, etag, length, content, 1));
+            _queue.Writer.TryWrite(new Work(watch, name, etag, length, content, fresh));
     }
 
     private async Task PollAsync(Watch[] watches, CancellationToken stop)
@@ -123,7 +148,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
                 await foreach (var item in store.ListAsync(first.Container, prefix.Length > 0 ? prefix : null, stop))
                     foreach (var watch in watches)
                         if (item.Name.StartsWith(watch.Prefix, StringComparison.Ordinal))
-                            Offer(watch, item.Name, item.Properties.ETag, item.Properties.Length, null);
+                            Offer(watch, item.Name, item.Properties.ETag, item.Properties.Length, null, fresh: false);
                 failures = 0;
             }
             catch (BlobStorageException e) when (e.Status == 404)
@@ -133,7 +158,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
             catch (Exception e) when (e is StorageUnavailableException or BlobStorageException or HttpRequestException)
             {
                 if (failures++ == 0)
-                    Log.BlobScanFailed(_logger, e, first.Container, e.Message);
+                    Log.BlobTriggerScanFailed(_logger, e, first.Container, LogText.Escape(e.Message));
             }
             catch (OperationCanceledException) when (stop.IsCancellationRequested)
             {
@@ -168,7 +193,53 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         var watch = work.Watch;
         var function = watch.Function;
         var key = ReceiptKey(watch, work.BlobName, work.ETag);
+        var receipt = _receipts.NameOf(function.Name, work.ETag, watch.Container, work.BlobName);
+        // Blob names and messages may come from a request (an HTTP function's output path): escaped.
+        var blobText = LogText.Escape(work.BlobName);
+
+        ClaimResult claimed;
+        try
+        {
+            claimed = await _receipts.TryClaimAsync(receipt, work.Fresh, stop);
+        }
+        catch (OperationCanceledException) when (stop.IsCancellationRequested)
+        {
+            return;
+        }
+        catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
+        {
+            if (Log.Pass(_logger, _receiptLog, LogLevel.Warning, "receipt not stored"))
+                Log.BlobReceiptClaimFailed(_logger, e, function.Name, watch.Container, blobText, LogText.Escape(e.Message));
+            _pending.TryRemove(key, out _);
+            return;
+        }
+        catch (ArgumentException e)
+        {
+            // The receipt's name is not a valid blob name (the blob's own name is near the 1,024-character limit):
+            // no instance can take it, so it is logged once here and never offered again, instead of at every scan.
+            Log.BlobReceiptImpossible(_logger, e, function.Name, watch.Container, blobText, LogText.Escape(e.Message));
+            MarkDone(key, ranHere: false);
+            return;
+        }
+        switch (claimed.Outcome)
+        {
+            case ClaimOutcome.Done:
+                MarkDone(key, ranHere: false);
+                return;
+            case ClaimOutcome.Busy:
+                _busyUntil[key] = Environment.TickCount64 + (long)_receipts.LeaseDuration.TotalMilliseconds;
+                _pending.TryRemove(key, out _);
+                return;
+            case ClaimOutcome.Poisoned:
+                Log.BlobTriggerPoison(_logger, function.Name, watch.Container, blobText, work.ETag, claimed.Attempts, LogText.Escape(receipt),
+                    "every attempt's instance stopped before the function finished");
+                MarkDone(key, ranHere: false);
+                return;
+        }
+
+        var claim = claimed.Claim!;
         await using var invocation = new InvocationContext(function.Name);
+        string? error = null;
         try
         {
             var path = watch.Container + "/" + work.BlobName;
@@ -185,40 +256,80 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
                 blob = await _blobs.ReadAsync(address, invocation, stop);
             if (blob is null)
             {
-                Log.BlobDeletedBeforeRun(_logger, LogText.Escape(path), function.Name);
+                Log.BlobTriggerBlobDeleted(_logger, watch.Container, blobText, function.Name);
             }
             else
             {
-                Log.BlobExecuting(_logger, function.Name, invocation.InvocationId, LogText.Escape(path));
+                Log.BlobTriggerExecuting(_logger, function.Name, invocation.InvocationId, watch.Container, blobText, claim.Attempt, _receipts.MaxAttempts);
                 await _invoker.InvokeAsync(function, invocation, new TypedData { Blob = blob }, stop);
-                Log.BlobExecuted(_logger, function.Name, invocation.InvocationId, LogText.Escape(path));
+                Log.BlobTriggerExecuted(_logger, function.Name, invocation.InvocationId, watch.Container, blobText);
             }
-            await WriteReceiptAsync(watch, work.BlobName, work.ETag, key, stop);
         }
         catch (OperationCanceledException) when (stop.IsCancellationRequested)
         {
+            // Shutting down mid-attempt: the lease is released, the attempt stays counted, and an instance takes it up again.
+            await claim.StopRenewingAsync();
+            await _receipts.AbandonAsync(claim);
             return;
         }
         catch (Exception e)
         {
-            // Blob names and messages may come from a request (an HTTP function's output path): escaped.
-            var detail = e is FunctionFailedException f ? $"{LogText.Escape(f.Message)}\n{LogText.EscapeKeepingLines(f.WorkerStackTrace)}" : LogText.Escape(e.Message);
-            if (work.Attempt < _app.Host.BlobMaxDequeueCount)
-            {
-                Log.BlobInvocationFailed(_logger, function.Name, invocation.InvocationId, LogText.Escape(work.BlobName), watch.Container, work.Attempt, _app.Host.BlobMaxDequeueCount, detail);
-                _ = RetryLaterAsync(work with { Attempt = work.Attempt + 1, Content = null }, stop);
-                return;
-            }
-            Log.BlobGivingUp(_logger, function.Name, LogText.Escape(work.BlobName), watch.Container, work.Attempt, detail);
-            await WriteReceiptAsync(watch, work.BlobName, work.ETag, key, stop);
+            error = e is FunctionFailedException f ? $"{LogText.Escape(f.Message)}\n{LogText.EscapeKeepingLines(f.WorkerStackTrace)}" : LogText.Escape(e.Message);
         }
+
+        await claim.StopRenewingAsync();
+        if (claim.Lost)
+            Log.BlobReceiptLeaseLost(_logger, null, LogText.Escape(receipt), function.Name, watch.Container, blobText);
+        if (error is null)
+        {
+            try
+            {
+                await _receipts.CompleteAsync(claim);
+            }
+            catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
+            {
+                if (Log.Pass(_logger, _receiptLog, LogLevel.Warning, "receipt not stored"))
+                    Log.BlobReceiptCompleteFailed(_logger, e, LogText.Escape(receipt), function.Name, LogText.Escape(e.Message));
+            }
+            MarkDone(key, ranHere: true);
+            return;
+        }
+
+        bool poisoned;
+        try
+        {
+            poisoned = await _receipts.FailAsync(claim);
+        }
+        catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
+        {
+            if (Log.Pass(_logger, _receiptLog, LogLevel.Warning, "receipt not stored"))
+                Log.BlobReceiptFailFailed(_logger, e, function.Name, watch.Container, blobText, LogText.Escape(receipt), LogText.Escape(e.Message));
+            poisoned = claim.Attempt >= _receipts.MaxAttempts;
+        }
+        if (poisoned)
+        {
+            Log.BlobTriggerPoison(_logger, function.Name, watch.Container, blobText, work.ETag, claim.Attempt, LogText.Escape(receipt), error);
+            MarkDone(key, ranHere: true);
+            return;
+        }
+        Log.BlobTriggerFailed(_logger, function.Name, invocation.InvocationId, watch.Container, blobText, claim.Attempt, _receipts.MaxAttempts, error);
+        _ = RetryLaterAsync(work with { Content = null, Fresh = false }, claim.Attempt, stop);
     }
 
-    private async Task RetryLaterAsync(Work work, CancellationToken stop)
+    private void MarkDone(string key, bool ranHere)
+    {
+        _done[key] = 0;
+        _pending.TryRemove(key, out _);
+        _busyUntil.TryRemove(key, out _);
+        if (ranHere)
+            Interlocked.Increment(ref _completed);
+    }
+
+    private async Task RetryLaterAsync(Work work, int attempt, CancellationToken stop)
     {
         try
         {
-            await Task.Delay(TimeSpan.FromMilliseconds(250 * work.Attempt), stop);
+            await Task.Delay(TimeSpan.FromMilliseconds(250 * attempt), stop);
             _queue.Writer.TryWrite(work);
         }
         catch (OperationCanceledException)
@@ -227,42 +338,16 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         }
     }
 
-    private async Task WriteReceiptAsync(Watch watch, string blobName, string etag, string key, CancellationToken stop)
-    {
-        _receipts[key] = 0;
-        _pending.TryRemove(key, out _);
-        Interlocked.Increment(ref _completed);
-        try
-        {
-            var store = _accounts.Get(watch.Trigger.Connection);
-            var name = ReceiptPrefix(watch) + etag.Trim('"') + "/" + watch.Container + "/" + blobName;
-            try
-            {
-                await store.UploadAsync(ReceiptContainer, name, ReadOnlyMemory<byte>.Empty, ct: stop);
-            }
-            catch (BlobStorageException e) when (e.Status == 404)
-            {
-                await store.CreateContainerIfNotExistsAsync(ReceiptContainer, stop);
-                await store.UploadAsync(ReceiptContainer, name, ReadOnlyMemory<byte>.Empty, ct: stop);
-            }
-        }
-        catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
-        {
-            // Once per blob while storage is down: gated. The name may come from a request, so the escaped
-            // message is logged, not the exception (storage's own give-up line carries its stack).
-            if (Log.Pass(_logger, _receiptLog, LogLevel.Warning, "receipt not stored"))
-                Log.ReceiptNotStored(_logger, LogText.Escape(blobName), LogText.Escape(e.Message), watch.Function.Name);
-        }
-    }
-
     private async Task LoadReceiptsAsync(Watch watch, CancellationToken ct)
     {
-        var prefix = ReceiptPrefix(watch);
+        var prefix = _receipts.PrefixOf(watch.Function.Name);
         try
         {
-            var store = _accounts.Get(watch.Trigger.Connection);
-            await foreach (var item in store.ListAsync(ReceiptContainer, prefix, ct))
+            await foreach (var item in _accounts.Get(HostStorage).ListAsync(BlobReceipts.Container, prefix, ct))
             {
+                // Only an empty receipt is complete; pending and poison ones hold a small document and are read when their blob is offered.
+                if (item.Properties.Length != 0)
+                    continue;
                 // blobreceipts/{host}/{function}/{etag}/{container}/{blob}
                 var rest = item.Name[prefix.Length..];
                 var slash = rest.IndexOf('/');
@@ -271,7 +356,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
                 var etag = '"' + rest[..slash] + '"';
                 var path = rest[(slash + 1)..];
                 if (path.StartsWith(watch.Container + "/", StringComparison.Ordinal))
-                    _receipts[ReceiptKey(watch, path[(watch.Container.Length + 1)..], etag)] = 0;
+                    _done[ReceiptKey(watch, path[(watch.Container.Length + 1)..], etag)] = 0;
             }
         }
         catch (BlobStorageException e) when (e.Status == 404)
@@ -280,11 +365,9 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         }
         catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
         {
-            Log.ReceiptsNotRead(_logger, e, watch.Function.Name, e.Message);
+            Log.BlobReceiptsLoadFailed(_logger, e, watch.Function.Name, LogText.Escape(e.Message));
         }
     }
-
-    private string ReceiptPrefix(Watch watch) => $"blobreceipts/{_hostId}/{watch.Function.Name}/";
 
     private static string ReceiptKey(Watch watch, string blob, string etag) => $"{watch.Function.Name}|{etag}|{blob}";
 
