@@ -31,13 +31,13 @@ internal sealed class StorageComponent(FunctionApp app, StorageHostOptions optio
     {
         if (options.StartsAzurite)
         {
-            logger.LogInformation("No storage connection configured: starting Azurite (blob service, loopback)");
+            logger.LogInformation("No storage connection configured: starting Azurite (blob and queue services, loopback)");
             // An account of the app's own, so its workers hold no key that opens another app's Azurite;
             // kept beside persisted data, since that data is filed under the account's name.
             var account = options.AzuriteDataDirectory is null ? AzuriteAccount.Generate()
                 : AzuriteAccount.LoadOrCreate(Path.Combine(app.Directory, ".faast", "azurite-account"));
-            _azurite = await AzuriteProcess.StartAsync(home, ct: ct, dataDirectory: options.AzuriteDataDirectory, account: account);
-            logger.LogInformation("Azurite is listening at {Endpoint}", _azurite.BlobEndpoint);
+            _azurite = await AzuriteProcess.StartAsync(home, ct: ct, dataDirectory: options.AzuriteDataDirectory, account: account, queues: true);
+            logger.LogInformation("Azurite is listening at {Endpoint} (queues: {QueueEndpoint})", _azurite.BlobEndpoint, _azurite.QueueEndpoint);
         }
         _accounts = new StorageAccounts(app.Settings, _azurite?.ConnectionString, options.Blob, logger: logger);
     }
