@@ -54,7 +54,7 @@ public sealed class QueueTriggerTests(QueueAzuriteFixture azurite)
                 """));
             app.Function("Upper", upper, ("index.js", """
                 module.exports = async function (context, msg) {
-                  context.bindings.out = `${msg.text.toUpperCase()}|${context.bindingData.dequeueCount}|${Boolean(context.bindingData.id)}`;
+                  context.bindings.out = `${msg.text.toUpperCase()}|${context.bindingData.dequeueCount}|${context.bindingData.id ? "True" : "False"}`;
                 };
                 """));
         }
