@@ -6,5 +6,5 @@ import azure.functions as func
 
 
 def main(req: func.HttpRequest, msg: func.Out[str]) -> str:
-    msg.set(json.dumps({"id": req.params["id"], "t": time.time()}))
+    msg.set(json.dumps({"run": req.params["id"], "t": time.time()}))
     return "ok"
