@@ -235,9 +235,10 @@ internal sealed class QueueTriggerListener : IQueueWriteObserver, IAsyncDisposab
         }
         finally
         {
-            Interlocked.Decrement(ref watch.InFlight);
+            // Only a poller held back by newBatchThreshold needs waking; waking it otherwise costs a receive per message.
+            if (Interlocked.Decrement(ref watch.InFlight) == _threshold)
+                Signal(watch);
             Interlocked.Increment(ref _completed);
-            Signal(watch);
         }
     }
 
