@@ -211,6 +211,41 @@ public sealed class QueueTriggerTests(QueueAzuriteFixture azurite)
     }
 
     [Fact]
+    public async Task Stopping_the_host_takes_no_new_messages_and_waits_for_the_invocation_in_flight()
+    {
+        var queue = Unique("drain-");
+        var hostJson = """{ "version": "2.0", "extensions": { "queues": { "maxPollingInterval": "00:00:00.2", "batchSize": 1, "newBatchThreshold": 0 } } }""";
+        using var app = new TestApp("python", hostJson, new() { ["DRAIN"] = queue });
+        app.Function("Busy", """
+            { "bindings": [
+              { "type": "queueTrigger", "direction": "in", "name": "msg", "queueName": "%DRAIN%" },
+              { "type": "blob", "direction": "out", "name": "$return", "path": "drained/{QueueTrigger}" } ] }
+            """, ("__init__.py", """
+            import logging
+            import time
+            def main(msg: str) -> str:
+                logging.warning("busy-started %s", msg)
+                time.sleep(3)
+                return "finished"
+            """));
+        var queues = azurite.CreateQueueStore();
+        await queues.CreateQueueIfNotExistsAsync(queue);
+        var first = Unique("a");
+        await queues.SendAsync(queue, B64(first));
+        var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
+        await HostUnderTest.EventuallyAsync(() => Task.FromResult(host.Logs.All.Contains("busy-started " + first, StringComparison.Ordinal)), "the first invocation");
+        var second = Unique("b");
+        await queues.SendAsync(queue, B64(second));
+        await host.DisposeAsync();
+        // The invocation in flight finished and its message is gone; the one that arrived meanwhile was not taken.
+        using var blobs = new BlobStore(azurite.ConnectionString);
+        Assert.Equal("finished", await ReadAsync(blobs, "drained", first));
+        Assert.Null(await ReadAsync(blobs, "drained", second));
+        Assert.Equal([B64(second)], await queues.PeekAsync(queue, 32));
+        Assert.Contains("stopped taking messages from " + queue, host.Logs.All, StringComparison.Ordinal);
+    }
+
+    [Fact]
     public async Task A_message_in_flight_when_the_host_is_killed_runs_again_on_the_next_host_after_its_lease()
     {
         var queue = Unique("slow-");
