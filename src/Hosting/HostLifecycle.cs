@@ -83,7 +83,7 @@ public sealed class HostLifecycle : IHostLifecycle
             }
             catch (Exception e)
             {
-                _logger.LogError(e, "{Component} (stage {Stage}) failed to start; stopping what started", s.Name, s.Stage);
+                Log.StartFailed(_logger, e, s.Name, s.Stage);
                 await StopAsync(CancellationToken.None).ConfigureAwait(false);
                 throw;
             }
@@ -157,7 +157,7 @@ public sealed class HostLifecycle : IHostLifecycle
             catch (Exception e)
             {
                 // One component's failure to stop must not keep the others (and their processes) running.
-                _logger.LogError(e, "{Component} (stage {Stage}) failed to stop cleanly", s.Name, s.Stage);
+                Log.StopFailed(_logger, e, s.Name, s.Stage);
             }
         }
     }
@@ -175,7 +175,7 @@ public sealed class HostLifecycle : IHostLifecycle
             }
             catch (Exception e)
             {
-                _logger.LogError(e, "A lifecycle observer failed on {State}", state);
+                Log.ObserverFailed(_logger, e, state);
             }
         }
     }

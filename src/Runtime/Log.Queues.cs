@@ -36,4 +36,7 @@ internal static partial class Log
     [LoggerMessage(EventId = 5406, Level = LogLevel.Information,
         Message = "Queue trigger {Function}: stopped taking messages from {Queue}; waiting for {InFlight} invocation(s) in flight")]
     public static partial void QueueDraining(ILogger logger, string function, string queue, int inFlight);
+
+    [LoggerMessage(EventId = 5407, Level = LogLevel.Information, Message = "Azurite's queue service is listening at {Endpoint}")]
+    public static partial void AzuriteQueuesListening(ILogger logger, Uri endpoint);
 }

@@ -7,8 +7,21 @@ namespace FaaST.Runtime;
 /// <summary>faast-host APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off] [--no-peers] [--peer-port N] [--peer-listen ADDR] [--instance-id ID] [--instances N]</summary>
 public static class Program
 {
+    public const string Usage = "usage: faast start APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off] [--no-peers] [--peer-port N] [--peer-listen ADDR] [--instance-id ID] [--instances N]";
+
     public static async Task<int> Main(string[] args)
     {
+        if (args is ["blob", .. var blobArgs])
+        {
+            using var cancel = new CancellationTokenSource();
+            Console.CancelKeyPress += (_, e) => { e.Cancel = true; cancel.Cancel(); };
+            return await Cli.BlobCommand.RunAsync(blobArgs, Console.Out, Console.Error, Console.OpenStandardInput, Console.OpenStandardOutput, cancel.Token);
+        }
+        if (args.Any(a => a is "-h" or "--help"))
+        {
+            await Console.Out.WriteLineAsync(Usage);
+            return 0;
+        }
         RuntimeHostOptions options;
         int instances;
         try
@@ -19,8 +32,22 @@ public static class Program
         catch (ArgumentException e)
         {
             await Console.Error.WriteLineAsync($"faast: {e.Message}");
-            await Console.Error.WriteLineAsync("usage: faast start APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off] [--no-peers] [--peer-port N] [--peer-listen ADDR] [--instance-id ID] [--instances N]");
+            await Console.Error.WriteLineAsync(Usage);
             return 2;
+        }
+        try
+        {
+            // Before anything starts (Azurite, workers): a port that is taken is one line, not a half-started host.
+            if (PortProblem(options, instances) is { } taken)
+            {
+                await Console.Error.WriteLineAsync($"faast: {taken}");
+                return 4;
+            }
+        }
+        catch (AppConfigException e)
+        {
+            await Console.Error.WriteLineAsync($"faast: the app cannot start: {e.Message}");
+            return 3;
         }
 
         using var stop = new CancellationTokenSource();
@@ -66,7 +93,8 @@ public static class Program
         }
         catch (IOException e) when (e.InnerException is Microsoft.AspNetCore.Connections.AddressInUseException || e.Message.Contains("address already in use", StringComparison.OrdinalIgnoreCase))
         {
-            await Console.Error.WriteLineAsync($"faast: {e.Message}; pass --port to use another port");
+            // Taken between the check above and Kestrel's bind: still one line (the message's first).
+            await Console.Error.WriteLineAsync($"faast: {e.Message.Split('\n', 2)[0].TrimEnd()}; pass --port to use another port");
             return 4;
         }
         await using (host)
@@ -81,6 +109,30 @@ public static class Program
             }
         }
         return 0;
+    }
+
+    /// <summary>
+    /// The first port the host would listen on that another process holds, as one line; null when all are free.
+    /// Checked: the HTTP port (each instance's, for --instances) and an explicit --peer-port; free ports (0) are not.
+    /// </summary>
+    internal static string? PortProblem(RuntimeHostOptions options, int instances)
+    {
+        var settings = options.HttpPort is null ? AppSettings.Load(options.AppDirectory, options.Environment) : null;
+        var (first, source) = options.HttpPort is { } port ? (port, "--port")
+            : settings!.LocalHttpPort is { } local ? (local, $"{settings.FilePath} Host.LocalHttpPort")
+            : (ServingOptions.DefaultHttpPort, "the default");
+        var listen = System.Net.IPAddress.Parse(options.ListenAddress);
+        for (var i = 0; i < instances && first != 0; i++)
+        {
+            var what = instances == 1 ? $"HTTP, from {source}" : $"HTTP of instance {i}, from {source} + {i}";
+            if (Cli.PortCheck.Problem(listen, first + i, what,
+                    "stop what listens there, or pass --port N (or set Host.LocalHttpPort in local.settings.json) to use another port") is { } problem)
+                return problem;
+        }
+        if (instances == 1 && options.Peers && options.PeerPort != 0)
+            return Cli.PortCheck.Problem(System.Net.IPAddress.Parse(options.PeerListenAddress ?? options.ListenAddress), options.PeerPort,
+                "peers, from --peer-port", "stop what listens there, or pass another --peer-port (or leave it out for a free one)");
+        return null;
     }
 
     /// <summary>Removes "--instances N" from the arguments; N is 1 without it.</summary>
@@ -102,6 +154,7 @@ public static class Program
     {
         var app = FunctionApp.Load(options.AppDirectory, options.Environment);
         FaaST.Storage.AzuriteProcess? azurite = null;
+        Cli.DevelopmentStorageFile? published = null;
         var storage = app.Settings["AzureWebJobsStorage"];
         if (Bindings.StorageAccounts.NeedsDevelopmentStorage(app.Settings))
         {
@@ -114,6 +167,14 @@ public static class Program
                 dataDirectory: options.AzuriteDataDirectory, account: account);
             storage = azurite.ConnectionString;
             await Console.Error.WriteLineAsync($"faast: Azurite for the instances at {azurite.BlobEndpoint}");
+            try
+            {
+                published = Cli.DevelopmentStorageFile.Publish(app.Directory, azurite.ConnectionString);
+            }
+            catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+            {
+                await Console.Error.WriteLineAsync($"faast: cannot write {Cli.DevelopmentStorageFile.PathOf(app.Directory)}, so `./faast blob` cannot find this Azurite: {e.Message}");
+            }
         }
         // Every instance gets the same arguments, but its own port.
         var shared = new List<string>();
@@ -154,6 +215,7 @@ public static class Program
         }
         finally
         {
+            published?.Dispose();
             if (azurite is not null)
                 await azurite.DisposeAsync();
         }

@@ -31,6 +31,7 @@ public sealed class BlobStore : IBlobStore, IDisposable
     private readonly BlobServiceClient _service;
     private readonly BlobStoreOptions _options;
     private readonly string _endpointText;
+    private readonly ILogger? _logger;
     private readonly ConcurrentDictionary<string, BlobContainerClient> _containers = new(StringComparer.Ordinal);
 
     /// <summary>
@@ -49,6 +50,7 @@ public sealed class BlobStore : IBlobStore, IDisposable
     {
         ArgumentNullException.ThrowIfNull(connectionString);
         _options = Validated(options);
+        _logger = logger;
         if (string.IsNullOrWhiteSpace(connectionString))
         {
             throw new ArgumentException("The storage connection string is empty.", nameof(connectionString));
@@ -107,6 +109,7 @@ public sealed class BlobStore : IBlobStore, IDisposable
         ArgumentNullException.ThrowIfNull(serviceUri);
         ArgumentNullException.ThrowIfNull(credential);
         _options = Validated(options);
+        _logger = logger;
         if (!serviceUri.IsAbsoluteUri || serviceUri.Scheme != Uri.UriSchemeHttps)
         {
             throw new ArgumentException($"The blob service URI {serviceUri} is not an absolute https URI (a token is only ever sent over TLS).",
@@ -391,6 +394,11 @@ public sealed class BlobStore : IBlobStore, IDisposable
         var size = (int)Math.Clamp(expected, 1, _options.CopyBufferSize);
         var buffer = ArrayPool<byte>.Shared.Rent(size);
         long written = 0;
+        // The SDK resumes a broken body inside ReadAsync with requests of its own; they carry this marker, by which
+        // the retry-logging policy tells a resume apart from a first request. Made only when Debug is on (an
+        // allocation per download otherwise spared); the give-up below is logged either way.
+        var resumes = _logger?.IsEnabled(LogLevel.Debug) == true ? new DownloadResumes(_logger, $"{container}/{blob}") : null;
+        using var resumeScope = resumes?.Scope();
         try
         {
             var body = result.Content;
@@ -408,6 +416,9 @@ public sealed class BlobStore : IBlobStore, IDisposable
                 }
                 catch (Exception e) when (Translate(e, "Download", container, blob, ct, condition: IsPreconditionFailure(e)) is { } mapped)
                 {
+                    if (_logger is not null && mapped is StorageUnavailableException)
+                        Log.DownloadGivingUp(_logger, e, $"{container}/{blob}", written,
+                            resumes?.Count ?? (e is AggregateException a ? a.InnerExceptions.Count - 1 : 0), mapped.InnerException?.Message ?? e.Message);
                     throw mapped;
                 }
 

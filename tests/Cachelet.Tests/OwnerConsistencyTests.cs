@@ -192,6 +192,6 @@ public sealed class OwnerConsistencyTests(AzuriteFixture azurite)
         Assert.True(failures.IsEmpty, $"{failures.Count} failures in {reads} reads, {written} writes; first: {failures.FirstOrDefault()}");
         Assert.True(reads > 1000, $"only {reads} reads ran");
         // Reads' pins are released; write-behind uploads hold theirs until done.
-        await Wait.UntilAsync(() => owner.Cache.PinnedBytes == 0 && other.Cache.PinnedBytes == 0, "every pin is released", seconds: 120);
+        await Eventually.TrueAsync(() => owner.Cache.PinnedBytes == 0 && other.Cache.PinnedBytes == 0, "every pin is released", seconds: 120);
     }
 }

@@ -161,7 +161,7 @@ public sealed partial class PeerProtocolTests
             Assert.Equal(0, await intruder.ReceiveAsync(new byte[1]).WaitAsync(Generous));
         }
         Assert.Contains("Refused a peer Get call (bulk connection)", owner.Logs.All, StringComparison.Ordinal);
-        await Wait.UntilAsync(() => owner.Cache.PinnedBytes == 0, "the owner pins nothing");
+        await Eventually.TrueAsync(() => owner.Cache.PinnedBytes == 0, "the owner pins nothing");
     }
 
     [Fact]
@@ -205,7 +205,7 @@ public sealed partial class PeerProtocolTests
             Assert.Equal(data.AsSpan((int)request.Offset, request.Length == 0 ? data.Length : (int)request.Length).ToArray(), viaBulk.Bytes);
             Assert.Equal(viaGrpc.Bytes, viaBulk.Bytes);
         }
-        await Wait.UntilAsync(() => owner.Cache.PinnedBytes == 0, "the owner unpins what it sent");
+        await Eventually.TrueAsync(() => owner.Cache.PinnedBytes == 0, "the owner unpins what it sent");
     }
 
     [Fact]

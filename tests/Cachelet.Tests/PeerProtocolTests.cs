@@ -304,7 +304,7 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
         Assert.False(asked, why);
         Assert.Contains("credentials", e.Message, StringComparison.OrdinalIgnoreCase);
         // The owner logs it when the requester, unable to answer its challenge, hangs up.
-        await Wait.UntilAsync(() => owner.Logs.All.Contains("Refused a peer Get", StringComparison.Ordinal), "the owner logs the refusal");
+        await Eventually.TrueAsync(() => owner.Logs.All.Contains("Refused a peer Get", StringComparison.Ordinal), "the owner logs the refusal");
         Assert.Equal(0, owner.Cache.ObjectCount); // refused before any work
 
         // The other methods are refused too.
@@ -321,7 +321,7 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
         Assert.Contains("Refused a peer Invalidate", owner.Logs.All, StringComparison.Ordinal);
         Assert.Contains("Refused a peer Put", owner.Logs.All, StringComparison.Ordinal);
         Assert.Equal(data, await StorageBytesAsync(name)); // the refused Put changed nothing
-        await Wait.UntilAsync(() => owner.Cache.CachedBytes == 0, "the owner holds nothing");
+        await Eventually.TrueAsync(() => owner.Cache.CachedBytes == 0, "the owner holds nothing");
 
         // The intruder's own reads still work, from storage, counted as a fallback.
         using (var read = await ReadAsync(intruder, name))
@@ -688,12 +688,12 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
         using var giveUp = new CancellationTokenSource();
         var get = reader.Client.GetAsync(owner.Address, new GetRequest { Blob = Ref(name), Fetch = true }, _ => new MemoryStream(), giveUp.Token);
         // The owner is fetching once it has room for the object; the requester leaves then.
-        await Wait.UntilAsync(() => owner.Cache.CachedBytes > 0 || get.IsCompleted, "the owner starts its fetch");
+        await Eventually.TrueAsync(() => owner.Cache.CachedBytes > 0 || get.IsCompleted, "the owner starts its fetch");
         await giveUp.CancelAsync();
         await Assert.ThrowsAnyAsync<OperationCanceledException>(() => get);
 
         // The owner still completes the fetch (it will be asked again), and does not leak a pin.
-        await Wait.UntilAsync(() => Cached(owner, Key(name)) is not null && owner.Cache.PinnedBytes == 0, "the owner caches the object");
+        await Eventually.TrueAsync(() => Cached(owner, Key(name)) is not null && owner.Cache.PinnedBytes == 0, "the owner caches the object");
         Assert.Equal(Sha(data), Sha(Cached(owner, Key(name))!.Extent.Span));
         Assert.Equal(data.Length, owner.Cache.CachedBytes);
         var (header, bytes, _) = await GetAsync(reader.Client, owner.Address, new GetRequest { Blob = Ref(name), Fetch = true });
@@ -713,7 +713,7 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
 
         using var cancel = new CancellationTokenSource();
         var read = node.Cache.ReadAsync(azurite.Store, Container, name, cancel.Token).AsTask();
-        await Wait.UntilAsync(() => node.Cache.CachedBytes > 0 || read.IsCompleted, "the download has room");
+        await Eventually.TrueAsync(() => node.Cache.CachedBytes > 0 || read.IsCompleted, "the download has room");
         await cancel.CancelAsync();
         try
         {
@@ -722,7 +722,7 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
         catch (OperationCanceledException)
         {
         }
-        await Wait.UntilAsync(() => node.Cache.CachedBytes == node.Cache.Index.Bytes, "no extent outside the index", seconds: 10);
+        await Eventually.TrueAsync(() => node.Cache.CachedBytes == node.Cache.Index.Bytes, "no extent outside the index", seconds: 10);
     }
 
     // ---- 7. no convoy behind a large transfer -------------------------------------------------
@@ -778,7 +778,7 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
         Assert.Equal(large.Length, header.RangeLength);
         Assert.Equal(large.Length, stalled.Written);
         Assert.Equal(largeSha, Convert.ToHexString(stalled.Hash()));
-        await Wait.UntilAsync(() => owner.Cache.PinnedBytes == 0, "the owner unpins the large object");
+        await Eventually.TrueAsync(() => owner.Cache.PinnedBytes == 0, "the owner unpins the large object");
     }
 
     // ---- 8. writes to the owner ---------------------------------------------------------------
@@ -863,16 +863,16 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
         if (atOwner != written.ETag)
             Assert.Equal((await azurite.Store.GetPropertiesAsync(Container, name))?.ETag, atOwner);
 
-        await Wait.UntilAsync(async () => (await StorageBytesAsync(name))?.AsSpan().SequenceEqual(data) == true, "storage has the write");
+        await Eventually.TrueAsync(async () => (await StorageBytesAsync(name))?.AsSpan().SequenceEqual(data) == true, "storage has the write");
         var etag = (await azurite.Store.GetPropertiesAsync(Container, name))!.ETag;
-        await Wait.UntilAsync(() => Cached(owner, Key(name))?.ETag == etag, "the owner holds the stored version");
+        await Eventually.TrueAsync(() => Cached(owner, Key(name))?.ETag == etag, "the owner holds the stored version");
         using (var read = await ReadAsync(owner, name))
         {
             Assert.Equal(ReadPath.LocalHit, read.Path);
             Assert.Equal(data, Bytes(read));
         }
         Assert.True(Cached(owner, Key(name))!.Owned);
-        await Wait.UntilAsync(() => writer.Cache.PinnedBytes == 0, "the writer's write-behind is done");
+        await Eventually.TrueAsync(() => writer.Cache.PinnedBytes == 0, "the writer's write-behind is done");
         using (var read = await ReadAsync(writer, name))
             Assert.Equal(data, Bytes(read));
         Assert.Equal(0, writer.Cache.PeerFallbacks);
@@ -896,8 +896,8 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
         Assert.Equal((await azurite.Store.GetPropertiesAsync(Container, name))!.ETag, written.ETag);
         Assert.Equal(v2, await StorageBytesAsync(name));
         Assert.NotEqual(stale, written.ETag);
-        await Wait.UntilAsync(() => Cached(owner, Key(name)) is not { } e || e.ETag == written.ETag, "the owner drops its stale copy");
-        await Wait.UntilAsync(() => owner.Cache.CachedBytes == 0, "the stale copy is freed");
+        await Eventually.TrueAsync(() => Cached(owner, Key(name)) is not { } e || e.ETag == written.ETag, "the owner drops its stale copy");
+        await Eventually.TrueAsync(() => owner.Cache.CachedBytes == 0, "the stale copy is freed");
         using (var read = await ReadAsync(owner, name))
             Assert.Equal(v2, Bytes(read));
     }
@@ -949,7 +949,7 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
         {
             var answer = await RawHttp2.PostAsync(http, owner.Address, PeerClient.PutPath, body, credentials.SignCall(PeerClient.PutPath));
             Assert.True(answer.Status == expected, $"{why}: {answer.Status} ({answer.Message}), expected {expected}");
-            await Wait.UntilAsync(() => owner.Cache.CachedBytes == 0, $"{why}: the owner frees the partial extent");
+            await Eventually.TrueAsync(() => owner.Cache.CachedBytes == 0, $"{why}: the owner frees the partial extent");
             Assert.Equal(0, owner.Cache.ObjectCount);
         }
 
@@ -965,10 +965,10 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
                 await Task.Delay(Timeout.Infinite, ct);
             }, cts.Token);
             await sent.Task.WaitAsync(Generous);
-            await Wait.UntilAsync(() => owner.Cache.CachedBytes > 0 || put.IsCompleted, "the owner took room for the Put");
+            await Eventually.TrueAsync(() => owner.Cache.CachedBytes > 0 || put.IsCompleted, "the owner took room for the Put");
             await cts.CancelAsync();
             await Assert.ThrowsAnyAsync<Exception>(() => put);
-            await Wait.UntilAsync(() => owner.Cache.CachedBytes == 0, "the owner frees the abandoned Put's extent");
+            await Eventually.TrueAsync(() => owner.Cache.CachedBytes == 0, "the owner frees the abandoned Put's extent");
         }
 
         Assert.Null(await azurite.Store.GetPropertiesAsync(Container, name));
@@ -1114,6 +1114,6 @@ public sealed partial class PeerProtocolTests(AzuriteFixture azurite)
         using (var again = (await node.Cache.ReadAsync(slow, Container, name, default))!.Value)
             Assert.Equal(ReadPath.LocalHit, again.Path);
         Assert.Equal(1, slow.Downloads); // fetched once, and cached
-        await Wait.UntilAsync(() => node.Cache.PinnedBytes == 0, "the abandoned reader's pin is released");
+        await Eventually.TrueAsync(() => node.Cache.PinnedBytes == 0, "the abandoned reader's pin is released");
     }
 }

@@ -150,7 +150,7 @@ public sealed partial class PeerProtocolTests
                 // reset by the server: what arrived before counts
             }
         });
-        await Wait.UntilAsync(refused, "the owner refuses the replay");
+        await Eventually.TrueAsync(refused, "the owner refuses the replay");
         // Anything the server still sends arrives well within this; it never sends the object here.
         await Task.WhenAny(receiving, Task.Delay(TimeSpan.FromSeconds(1)));
         socket.Shutdown(SocketShutdown.Both);

@@ -27,21 +27,6 @@ namespace FaaST.Cachelet.Tests;
 [CollectionDefinition("azurite", DisableParallelization = true)]
 public sealed class AzuriteCollection : ICollectionFixture<AzuriteFixture>;
 
-/// <summary>Warnings and errors a test wants to see.</summary>
-public sealed class ListLogger : ILogger, ILoggerProvider
-{
-    public ConcurrentQueue<string> Lines { get; } = new();
-    public IDisposable? BeginScope<TState>(TState state) where TState : notnull => null;
-    public bool IsEnabled(LogLevel logLevel) => logLevel >= LogLevel.Information;
-    public void Log<TState>(LogLevel logLevel, EventId eventId, TState state, Exception? exception, Func<TState, Exception?, string> formatter) =>
-        Lines.Enqueue($"{logLevel}: {formatter(state, exception)}");
-    public ILogger CreateLogger(string categoryName) => this;
-    public void Dispose()
-    {
-    }
-    public string All => string.Join("\n", Lines);
-}
-
 /// <summary>Ownership fixed by a test: keys listed map to a peer, everything else to this instance.</summary>
 public sealed class FixedOwners(string self) : IOwnerDirectory
 {
@@ -87,7 +72,7 @@ public sealed class PeerNode : IAsyncDisposable
     public static async Task<PeerNode> StartAsync(string id, IBlobStore store, CachePolicy? policy = null, TimeSpan? timeout = null, PeerAuth? credentials = null,
         TimeSpan? fetchTimeout = null, bool bulkTransfers = true)
     {
-        var logs = new ListLogger();
+        var logs = new ListLogger(LogLevel.Information); // what a test looks for: information, warnings and errors
         var cache = new BlobCache($"{App}-{id}-{Guid.NewGuid():N}"[..24], policy ?? new CachePolicy(), logs);
         var builder = WebApplication.CreateSlimBuilder();
         builder.Logging.ClearProviders();
@@ -375,32 +360,6 @@ public sealed class GatedStream(long blockAfter) : Stream
             _gate.Dispose();
         }
         base.Dispose(disposing);
-    }
-}
-
-public static class Wait
-{
-    /// <summary>Polls <paramref name="condition"/> until it holds; fails with <paramref name="what"/> after a generous deadline.</summary>
-    public static async Task UntilAsync(Func<bool> condition, string what, int seconds = 60)
-    {
-        var deadline = DateTime.UtcNow.AddSeconds(seconds);
-        while (!condition())
-        {
-            if (DateTime.UtcNow > deadline)
-                Assert.Fail($"gave up waiting ({seconds} s) until {what}");
-            await Task.Delay(20);
-        }
-    }
-
-    public static async Task UntilAsync(Func<Task<bool>> condition, string what, int seconds = 60)
-    {
-        var deadline = DateTime.UtcNow.AddSeconds(seconds);
-        while (!await condition())
-        {
-            if (DateTime.UtcNow > deadline)
-                Assert.Fail($"gave up waiting ({seconds} s) until {what}");
-            await Task.Delay(50);
-        }
     }
 }
 

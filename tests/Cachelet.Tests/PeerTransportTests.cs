@@ -104,6 +104,6 @@ public sealed partial class PeerProtocolTests
         var refused = await Assert.ThrowsAsync<PeerException>(() => stranger.GetAsync(owner.Address, new GetRequest { Blob = Ref(objects[0].Name) }, _ => new MemoryStream(), default));
         Assert.Contains("credentials", refused.Message, StringComparison.Ordinal);
         Assert.Equal(1, stranger.LookupFailures);
-        await Wait.UntilAsync(() => owner.Logs.All.Contains("Refused a peer Lookup call", StringComparison.Ordinal), "the owner logs the refused lookup");
+        await Eventually.TrueAsync(() => owner.Logs.All.Contains("Refused a peer Lookup call", StringComparison.Ordinal), "the owner logs the refused lookup");
     }
 }

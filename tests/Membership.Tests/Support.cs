@@ -15,38 +15,6 @@ public sealed class MembershipCollection : ICollectionFixture<AzuriteFixture>
     public const string Name = "Membership on Azurite";
 }
 
-/// <summary>Polling with generous deadlines: tests never assert on timing.</summary>
-internal static class Eventually
-{
-    public static async Task TrueAsync(Func<bool> condition, string what, Func<string>? state = null, int seconds = 30)
-    {
-        var clock = Stopwatch.StartNew();
-        while (!condition())
-        {
-            if (clock.Elapsed > TimeSpan.FromSeconds(seconds))
-            {
-                Assert.Fail($"Not within {seconds} s: {what}.{(state is null ? "" : " State: " + state())}");
-            }
-
-            await Task.Delay(50);
-        }
-    }
-
-    public static async Task TrueAsync(Func<Task<bool>> condition, string what, int seconds = 30)
-    {
-        var clock = Stopwatch.StartNew();
-        while (!await condition())
-        {
-            if (clock.Elapsed > TimeSpan.FromSeconds(seconds))
-            {
-                Assert.Fail($"Not within {seconds} s: {what}.");
-            }
-
-            await Task.Delay(50);
-        }
-    }
-}
-
 /// <summary>
 /// A fake clock for membership services and observers: the test steps it one heartbeat interval (plus the jitter)
 /// at a time, and only once every loop waits for its next round, so that each loop runs exactly one round per step
@@ -90,21 +58,6 @@ internal sealed class Clock(TimeSpan interval) : FakeTimeProvider(new DateTimeOf
     private static Task AllWaitingAsync(IReadOnlyList<MembershipService> services, IReadOnlyList<MembershipObserver>? observers) =>
         Eventually.TrueAsync(() => services.All(s => s.Waiting) && (observers ?? []).All(o => o.Waiting),
             "every membership loop waits for its next round");
-}
-
-/// <summary>Keeps what was logged, to assert on it and to explain failures.</summary>
-internal sealed class ListLogger : ILogger
-{
-    public ConcurrentQueue<string> Lines { get; } = new();
-
-    public IDisposable? BeginScope<TState>(TState state) where TState : notnull => null;
-
-    public bool IsEnabled(LogLevel logLevel) => true;
-
-    public void Log<TState>(LogLevel logLevel, EventId eventId, TState state, Exception? exception, Func<TState, Exception?, string> formatter) =>
-        Lines.Enqueue($"{logLevel}: {formatter(state, exception)}");
-
-    public bool Contains(string text) => Lines.Any(l => l.Contains(text, StringComparison.Ordinal));
 }
 
 /// <summary>A store that can be made unreachable for a while (like a wrong endpoint or a network cut).</summary>

@@ -195,7 +195,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         var post = await host.Http.PostAsync($"/api/ingest/{name}", new StringContent(words));
         Assert.Equal(HttpStatusCode.Accepted, post.StatusCode);
         string? clean = null;
-        await HostUnderTest.EventuallyAsync(async () =>
+        await Eventually.TrueAsync(async () =>
         {
             var blob = await host.Blobs!.DownloadAsync("pipeline-clean", name);
             clean = blob is null ? null : Encoding.UTF8.GetString(blob.Data);
@@ -216,7 +216,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         var name = $"wb-{Guid.NewGuid():N}";
         await host.Blobs!.CreateContainerIfNotExistsAsync("data");
         await host.Http.PostAsync($"/api/write/{name}", new ByteArrayContent(data));
-        await HostUnderTest.EventuallyAsync(async () => (await host.Blobs.DownloadAsync("data", name))?.Data.SequenceEqual(data) == true,
+        await Eventually.TrueAsync(async () => (await host.Blobs.DownloadAsync("data", name))?.Data.SequenceEqual(data) == true,
             "the write-behind upload");
     }
 
@@ -327,7 +327,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         var orphan = Path.Combine(directory, $"w{pid}-77");
         await File.WriteAllBytesAsync(orphan, new byte[4096]);
         Assert.Equal(HttpStatusCode.ServiceUnavailable, (await host.Http.GetAsync("/api/Die")).StatusCode);
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult(!File.Exists(orphan)), "the dead worker's output file to be swept");
+        await Eventually.TrueAsync(() => Task.FromResult(!File.Exists(orphan)), "the dead worker's output file to be swept");
     }
 
     private const string NodeWrite = """
@@ -363,7 +363,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         var writer = host.Host.WorkerProcessIds.Single();
 
         Assert.Equal(HttpStatusCode.ServiceUnavailable, (await host.Http.GetAsync("/api/Die")).StatusCode);
-        await HostUnderTest.EventuallyAsync(
+        await Eventually.TrueAsync(
             () => Task.FromResult(host.Host.WorkerProcessIds is [var next] && next != writer), "the worker to be replaced");
 
         var read = await host.Http.GetAsync($"/api/read/{name}");
@@ -393,7 +393,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         try
         {
             Assert.Equal(HttpStatusCode.ServiceUnavailable, (await host.Http.GetAsync("/api/Die")).StatusCode);
-            await HostUnderTest.EventuallyAsync(
+            await Eventually.TrueAsync(
                 () => Task.FromResult(host.Host.WorkerProcessIds is [var next] && next != pid), "the worker to be replaced (after the sweep)");
             Assert.True(File.Exists(victim), "the sweep deleted a file through the link");
         }
@@ -437,7 +437,7 @@ public sealed class CacheletTests(AzuriteFixture azurite)
             await host.Http.GetStringAsync($"/api/read/{name}");
         }
         Assert.Equal("1", await host.Http.GetStringAsync("/api/Grow"));
-        await HostUnderTest.EventuallyAsync(async () => (await CacheStatus(host)).Evictions > 0, "the memory daemon to evict");
+        await Eventually.TrueAsync(async () => (await CacheStatus(host)).Evictions > 0, "the memory daemon to evict");
     }
 
     [Fact]
@@ -507,10 +507,10 @@ public sealed class CacheletTests(AzuriteFixture azurite)
             await Put(host, name, Random(1000));
             await host.Http.GetStringAsync($"/api/read/{name}");
             await host.Http.GetStringAsync($"/api/read/{name}");
-            await HostUnderTest.EventuallyAsync(() => Task.FromResult(
+            await Eventually.TrueAsync(() => Task.FromResult(
                 received.TryGetValue("metrics", out var m) && m.Contains("faast.cachelet.reads", StringComparison.Ordinal) && m.Contains("local_hit", StringComparison.Ordinal)),
                 "OTLP metrics with faast.cachelet.reads");
-            await HostUnderTest.EventuallyAsync(() => Task.FromResult(
+            await Eventually.TrueAsync(() => Task.FromResult(
                 received.TryGetValue("traces", out var t) && t.Contains("cachelet.read", StringComparison.Ordinal)), "an OTLP span per binding read");
         }
         finally

@@ -209,7 +209,7 @@ public sealed class DistributedTests(AzuriteFixture azurite)
         // The stranger gives up as soon as the owner's proof does not match; the owner logs its refusal
         // when it then sees the connection end, a moment later (CI once read the log too early).
         var logFile = Path.Combine(Path.GetDirectoryName(app.Directory)!, "logs", "instance-0.log");
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult(File.ReadAllText(logFile).Contains("Refused a peer Get call", StringComparison.Ordinal)),
+        await Eventually.TrueAsync(() => Task.FromResult(File.ReadAllText(logFile).Contains("Refused a peer Get call", StringComparison.Ordinal)),
             "the owner to log the refused peer call");
     }
 

@@ -38,7 +38,7 @@ public sealed class FaultTests(AzuriteFixture azurite)
         var id = error.GetProperty("invocationId").GetString()!;
         Assert.True(Guid.TryParse(id, out _));
         Assert.Contains("bad things", error.GetProperty("error").GetString());
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult(host.Logs.All.Contains(id) && host.Logs.All.Contains("Traceback")), "the stack trace in the log");
+        await Eventually.TrueAsync(() => Task.FromResult(host.Logs.All.Contains(id) && host.Logs.All.Contains("Traceback")), "the stack trace in the log");
     }
 
     [Fact]

@@ -102,11 +102,11 @@ public sealed class HostLifecycleTests(AzuriteFixture azurite)
             await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
             using var other = new HttpClient { BaseAddress = host.Host.BaseAddress };
             var slow = host.Http.GetAsync("/api/Slow");
-            await HostUnderTest.EventuallyAsync(() => Task.FromResult(File.Exists(Path.Combine(markers.FullName, "started"))), "the slow function to start");
+            await Eventually.TrueAsync(() => Task.FromResult(File.Exists(Path.Combine(markers.FullName, "started"))), "the slow function to start");
 
             var stopping = host.Host.DisposeAsync().AsTask();
             HttpResponseMessage? refused = null;
-            await HostUnderTest.EventuallyAsync(async () =>
+            await Eventually.TrueAsync(async () =>
             {
                 var response = await other.GetAsync("/api/Hello");
                 if (response.StatusCode != HttpStatusCode.ServiceUnavailable)

@@ -183,7 +183,7 @@ public sealed class HttpInputTests(AzuriteFixture azurite)
         // A function logs a route value with a CR and an LF.
         Assert.Equal("said", await host.Http.GetStringAsync("/api/say/y%0D%0Aforged"));
 
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult(host.Logs.All.Contains("saying y")), "the function's log line");
+        await Eventually.TrueAsync(() => Task.FromResult(host.Logs.All.Contains("saying y")), "the function's log line");
         var lines = host.Logs.Lines.ToArray();
         var rejection = Assert.Single(lines, l => l.Contains("rejected with 400", StringComparison.Ordinal));
         Assert.Contains("x\\r12:00:00", rejection);

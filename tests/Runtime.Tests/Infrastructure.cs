@@ -78,18 +78,6 @@ public sealed class HostUnderTest : IAsyncDisposable
         return new HostUnderTest(host, logs, cs is null ? null : new BlobStore(cs));
     }
 
-    /// <summary>Polls until <paramref name="condition"/> holds; fails with <paramref name="what"/> after the deadline.</summary>
-    public static async Task EventuallyAsync(Func<Task<bool>> condition, string what, double seconds = 20)
-    {
-        var deadline = DateTime.UtcNow.AddSeconds(seconds);
-        while (!await condition())
-        {
-            if (DateTime.UtcNow > deadline)
-                Assert.Fail($"timed out waiting for {what}");
-            await Task.Delay(50);
-        }
-    }
-
     public async ValueTask DisposeAsync()
     {
         Http.Dispose();

@@ -76,7 +76,7 @@ public sealed partial class PeerSecurityTests(AzuriteFixture azurite)
         Assert.Contains("Refused a peer Stats call", host.Logs.All, StringComparison.Ordinal);
         // The requester gives up as soon as the owner's proof does not match; the owner logs its refusal
         // when it then sees the connection end, which may be a moment after the client threw.
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult(host.Logs.All.Contains("Refused a peer Get call (bulk connection)", StringComparison.Ordinal)),
+        await Eventually.TrueAsync(() => Task.FromResult(host.Logs.All.Contains("Refused a peer Get call (bulk connection)", StringComparison.Ordinal)),
             "the owner to log the refused bulk connection");
     }
 
@@ -249,8 +249,8 @@ public sealed partial class PeerSecurityTests(AzuriteFixture azurite)
             process.Kill(); // SIGKILL: the host itself, no cleanup of its own, no process-tree kill
             await process.WaitForExitAsync();
 
-            await HostUnderTest.EventuallyAsync(() => Task.FromResult(!Listening(port)), $"Azurite's port {port} to be free after the host was killed");
-            await HostUnderTest.EventuallyAsync(() => Task.FromResult(workers.All(w => !Alive(w))), "the workers to end after the host was killed");
+            await Eventually.TrueAsync(() => Task.FromResult(!Listening(port)), $"Azurite's port {port} to be free after the host was killed");
+            await Eventually.TrueAsync(() => Task.FromResult(workers.All(w => !Alive(w))), "the workers to end after the host was killed");
             // Nothing holds the port: it can be bound again.
             using var rebind = new TcpListener(IPAddress.Loopback, port);
             rebind.Start();

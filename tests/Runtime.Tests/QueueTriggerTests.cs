@@ -80,7 +80,7 @@ public sealed class QueueTriggerTests(QueueAzuriteFixture azurite)
         await host.Blobs!.CreateContainerIfNotExistsAsync(inContainer);
         await host.Blobs.UploadAsync(inContainer, name, Encoding.UTF8.GetBytes("hello queues"));
         string? result = null;
-        await HostUnderTest.EventuallyAsync(async () => (result = await ReadAsync(host.Blobs, "qout", name)) is not null, "qout/" + name);
+        await Eventually.TrueAsync(async () => (result = await ReadAsync(host.Blobs, "qout", name)) is not null, "qout/" + name);
         Assert.Equal("HELLO QUEUES|1|True", result);
         // Taken from the queue and deleted: nothing left for another instance to run.
         Assert.Empty(await azurite.CreateQueueStore().PeekAsync(queue, 32));
@@ -108,9 +108,9 @@ public sealed class QueueTriggerTests(QueueAzuriteFixture azurite)
         var good = Unique("ok-");
         await queues.SendAsync(queue, B64($$"""{"name": "{{good}}"}"""));
         await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
-        await HostUnderTest.EventuallyAsync(async () => await ReadAsync(host.Blobs!, "done", good) is not null, "done/" + good);
+        await Eventually.TrueAsync(async () => await ReadAsync(host.Blobs!, "done", good) is not null, "done/" + good);
         IReadOnlyList<string> poisoned = [];
-        await HostUnderTest.EventuallyAsync(async () =>
+        await Eventually.TrueAsync(async () =>
         {
             try
             {
@@ -124,7 +124,7 @@ public sealed class QueueTriggerTests(QueueAzuriteFixture azurite)
         }, queue + "-poison to hold both bad messages");
         // Moved as they were (still encoded), and gone from the work queue.
         Assert.Equal(new[] { "this is not base64!", B64("""{"other": 1}""") }.Order(), poisoned.Order());
-        await HostUnderTest.EventuallyAsync(async () => (await queues.PeekAsync(queue, 32)).Count == 0, queue + " to be empty");
+        await Eventually.TrueAsync(async () => (await queues.PeekAsync(queue, 32)).Count == 0, queue + " to be empty");
         var logs = host.Logs.All;
         Assert.Contains("is not valid base64, which extensions.queues.messageEncoding \"base64\" (the default) expects", logs, StringComparison.Ordinal);
         Assert.Contains("needs a value for {name}", logs, StringComparison.Ordinal);
@@ -153,7 +153,7 @@ public sealed class QueueTriggerTests(QueueAzuriteFixture azurite)
         await queues.SendAsync(input, "plain text");
         await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
         IReadOnlyList<string> copies = [];
-        await HostUnderTest.EventuallyAsync(async () =>
+        await Eventually.TrueAsync(async () =>
         {
             try
             {
@@ -197,14 +197,14 @@ public sealed class QueueTriggerTests(QueueAzuriteFixture azurite)
                 return "taken " + msg
             """));
         await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult(host.Logs.All.Contains($"listens on queue {queue}", StringComparison.Ordinal)), "the listener");
+        await Eventually.TrueAsync(() => Task.FromResult(host.Logs.All.Contains($"listens on queue {queue}", StringComparison.Ordinal)), "the listener");
         // Empty polls double the wait from 100 ms: after 7 s the poller sleeps until about 12.7 s.
         await Task.Delay(TimeSpan.FromSeconds(7));
         var value = Unique("v");
         var clock = Stopwatch.StartNew();
         Assert.Equal(HttpStatusCode.OK, (await host.Http.GetAsync($"/api/Send?v={value}")).StatusCode);
         string? taken = null;
-        await HostUnderTest.EventuallyAsync(async () => (taken = await ReadAsync(host.Blobs!, "fastout", value)) is not null, "fastout/" + value, seconds: 4);
+        await Eventually.TrueAsync(async () => (taken = await ReadAsync(host.Blobs!, "fastout", value)) is not null, "fastout/" + value, seconds: 4);
         Assert.Equal("taken " + value, taken);
         Assert.True(clock.Elapsed < TimeSpan.FromSeconds(4), $"took {clock.Elapsed}");
         Assert.Empty(await azurite.CreateQueueStore().PeekAsync(queue, 32));
@@ -233,7 +233,7 @@ public sealed class QueueTriggerTests(QueueAzuriteFixture azurite)
         var first = Unique("a");
         await queues.SendAsync(queue, B64(first));
         var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult(host.Logs.All.Contains("busy-started " + first, StringComparison.Ordinal)), "the first invocation");
+        await Eventually.TrueAsync(() => Task.FromResult(host.Logs.All.Contains("busy-started " + first, StringComparison.Ordinal)), "the first invocation");
         var second = Unique("b");
         await queues.SendAsync(queue, B64(second));
         await host.DisposeAsync();
@@ -272,7 +272,7 @@ public sealed class QueueTriggerTests(QueueAzuriteFixture azurite)
         var first = await HostProcess.StartAsync(app.Directory, azurite.ConnectionString, ["--no-peers"]);
         try
         {
-            await HostUnderTest.EventuallyAsync(() => Task.FromResult(first.Output.Any(l => l.Contains($"slow-started {value} attempt 1", StringComparison.Ordinal))),
+            await Eventually.TrueAsync(() => Task.FromResult(first.Output.Any(l => l.Contains($"slow-started {value} attempt 1", StringComparison.Ordinal))),
                 "the first attempt to start", seconds: 60);
             using var process = Process.GetProcessById(first.ProcessId);
             process.Kill(entireProcessTree: true);
@@ -285,8 +285,8 @@ public sealed class QueueTriggerTests(QueueAzuriteFixture azurite)
         await using var second = await HostProcess.StartAsync(app.Directory, azurite.ConnectionString, ["--no-peers"]);
         using var blobs = new BlobStore(azurite.ConnectionString);
         string? done = null;
-        await HostUnderTest.EventuallyAsync(async () => (done = await ReadAsync(blobs, "slowdone", value)) is not null, "slowdone/" + value, seconds: 60);
+        await Eventually.TrueAsync(async () => (done = await ReadAsync(blobs, "slowdone", value)) is not null, "slowdone/" + value, seconds: 60);
         Assert.Equal("2", done);
-        await HostUnderTest.EventuallyAsync(async () => (await queues.PeekAsync(queue, 32)).Count == 0, queue + " to be empty");
+        await Eventually.TrueAsync(async () => (await queues.PeekAsync(queue, 32)).Count == 0, queue + " to be empty");
     }
 }

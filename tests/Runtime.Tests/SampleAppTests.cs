@@ -70,7 +70,7 @@ public sealed class SampleAppTests(AzuriteFixture azurite)
         var post = await host.Http.PostAsync($"/api/ingest/{name}", new StringContent("Hello   WORLD\n of  Functions"));
         Assert.Equal(HttpStatusCode.Accepted, post.StatusCode);
         string? clean = null;
-        await HostUnderTest.EventuallyAsync(async () =>
+        await Eventually.TrueAsync(async () =>
         {
             var blob = await host.Blobs!.DownloadAsync("pipeline-clean", name);
             clean = blob is null ? null : Encoding.UTF8.GetString(blob.Data);
@@ -89,7 +89,7 @@ public sealed class SampleAppTests(AzuriteFixture azurite)
         var name = $"external-{Guid.NewGuid():N}.txt";
         await host.Blobs!.CreateContainerIfNotExistsAsync("pipeline-raw");
         await host.Blobs.UploadAsync("pipeline-raw", name, Encoding.UTF8.GetBytes("FROM  Outside"));
-        await HostUnderTest.EventuallyAsync(async () => await host.Blobs.GetPropertiesAsync("pipeline-clean", name) is not null,
+        await Eventually.TrueAsync(async () => await host.Blobs.GetPropertiesAsync("pipeline-clean", name) is not null,
             "the polled blob trigger to write pipeline-clean/" + name);
         var blob = await host.Blobs.DownloadAsync("pipeline-clean", name);
         Assert.Equal("from outside", Encoding.UTF8.GetString(blob!.Data));

@@ -114,7 +114,7 @@ public sealed class TelemetryTests(AzuriteFixture azurite)
         Assert.Equal("ok", await host.Http.GetStringAsync("/api/Ok"));
         using (var worker = Process.GetProcessById(host.Host.WorkerProcessIds.Single()))
             worker.Kill();
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult(host.Host.ReadyWorkers == 0), "the host to see its worker gone");
+        await Eventually.TrueAsync(() => Task.FromResult(host.Host.ReadyWorkers == 0), "the host to see its worker gone");
 
         // No worker for a few seconds (the restart delay): the invocation waits for one.
         var waiting = host.Http.GetStringAsync("/api/Ok");
@@ -148,7 +148,7 @@ public sealed class TelemetryTests(AzuriteFixture azurite)
         Assert.Equal("5000", await response.Content.ReadAsStringAsync());
 
         Activity[] trace = [];
-        await HostUnderTest.EventuallyAsync(() =>
+        await Eventually.TrueAsync(() =>
         {
             lock (spans)
                 trace = spans.Where(s => s.TraceId == traceId).ToArray();
@@ -280,7 +280,7 @@ public sealed class TelemetryTests(AzuriteFixture azurite)
         Assert.Equal("ok", await host.Http.GetStringAsync("/api/OtlpProbe"));
 
         // OTLP/protobuf carries names as plain UTF-8: the span's name and the counter's name are in the bodies.
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult(
+        await Eventually.TrueAsync(() => Task.FromResult(
             collector.Received("/v1/traces", "invoke OtlpProbe") && collector.Received("/v1/metrics", "faast.invocations")),
             "the collector to receive the invocation's span and the host's metrics");
         Assert.Contains($"Exporting traces and metrics over OTLP to {collector.Endpoint}", host.Logs.All);
@@ -355,7 +355,7 @@ public sealed class TelemetryTests(AzuriteFixture azurite)
         Scrape? last = null;
         try
         {
-            await HostUnderTest.EventuallyAsync(async () =>
+            await Eventually.TrueAsync(async () =>
             {
                 using var response = await host.Http.GetAsync("/metrics");
                 Assert.Equal(HttpStatusCode.OK, response.StatusCode);

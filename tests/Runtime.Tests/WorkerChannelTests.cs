@@ -154,7 +154,7 @@ public sealed class WorkerChannelTests : IDisposable
     internal static async Task<(int Port, string Id)> NextWorkerAsync(string reports)
     {
         string? file = null;
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult((file = Directory.EnumerateFiles(reports, "*.worker").FirstOrDefault()) is not null),
+        await Eventually.TrueAsync(() => Task.FromResult((file = Directory.EnumerateFiles(reports, "*.worker").FirstOrDefault()) is not null),
             "the host to start a worker", seconds: 60);
         var port = int.Parse(await File.ReadAllTextAsync(file!), System.Globalization.CultureInfo.InvariantCulture);
         File.Delete(file!);

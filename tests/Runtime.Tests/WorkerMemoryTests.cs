@@ -79,7 +79,7 @@ public sealed class WorkerMemoryTests(AzuriteFixture azurite)
         using (var body = new ByteArrayContent(second))
             (await host.Http.PostAsync($"/api/write/{name}", body)).EnsureSuccessStatusCode();
         Assert.Equal(Answer(second), await host.Http.GetStringAsync($"/api/read/{name}"));
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult(!MappedFrom(pid, directory).Any(l => l.EndsWith("(deleted)", StringComparison.Ordinal))),
+        await Eventually.TrueAsync(() => Task.FromResult(!MappedFrom(pid, directory).Any(l => l.EndsWith("(deleted)", StringComparison.Ordinal))),
             "the worker to unmap the deleted file: " + string.Join(" | ", MappedFrom(pid, directory)));
     }
 
@@ -97,7 +97,7 @@ public sealed class WorkerMemoryTests(AzuriteFixture azurite)
             if (!returned)
                 Assert.True(RssAnonBytes(pid) > 200L << 20, $"the heap should stay grown while idle < {idleSeconds} s; RssAnon {RssAnonBytes(pid)}");
             else
-                await HostUnderTest.EventuallyAsync(() => Task.FromResult(RssAnonBytes(pid) < 100L << 20),
+                await Eventually.TrueAsync(() => Task.FromResult(RssAnonBytes(pid) < 100L << 20),
                     $"the idle worker to give its heap back (RssAnon {RssAnonBytes(pid)})");
         }
     }

@@ -128,7 +128,7 @@ public sealed class WorkerPoolTests : IAsyncLifetime
         var before = Assert.Single(pool.WorkerProcessIds);
 
         System.Diagnostics.Process.GetProcessById(before).Kill();
-        await HostUnderTest.EventuallyAsync(() => Task.FromResult(pool.ReadyWorkers == 1 && pool.WorkerProcessIds is [var pid] && pid != before),
+        await Eventually.TrueAsync(() => Task.FromResult(pool.ReadyWorkers == 1 && pool.WorkerProcessIds is [var pid] && pid != before),
             "the worker to restart", seconds: 60);
 
         var (pid, setting, cwd) = await WhoAnswersAsync(pool, whoAmI);

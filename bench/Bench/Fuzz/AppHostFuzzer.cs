@@ -19,48 +19,37 @@ public static partial class AppHostFuzzer
         var result = new TargetResult("host-apps", seed);
         var clock = Stopwatch.StartNew();
         var source = Path.Combine(home, "bench", "apps", "fuzz-app");
-        var gate = new object();
-        long next = 0;
-        async Task Loop()
-        {
-            while (true)
-            {
-                long i;
-                lock (gate)
-                {
-                    if (next >= count || clock.Elapsed > budget)
-                        return;
-                    i = next++;
-                }
-                var target = ConfigFuzzer.Targets[i % ConfigFuzzer.Targets.Length];
-                var input = ConfigFuzzer.Input(target, seed, i);
-                var app = Path.Combine(work, "apps", i.ToString(System.Globalization.CultureInfo.InvariantCulture), "fuzz-app");
-                foreach (var file in Directory.EnumerateFiles(source, "*", SearchOption.AllDirectories))
-                {
-                    var to = Path.Combine(app, Path.GetRelativePath(source, file));
-                    Directory.CreateDirectory(Path.GetDirectoryName(to)!);
-                    File.Copy(file, to);
-                }
-                var mutated = target == "function.json" ? Path.Combine(app, "Echo", "function.json") : Path.Combine(app, target);
-                await File.WriteAllBytesAsync(mutated, input);
-                var (outcome, counter) = await RunOneAsync(home, app, storage, mutated);
-                lock (gate)
-                {
-                    result.Count(counter);
-                    result.Add(outcome, i, _ => $"{target} (config input {i} of seed {seed}): {ConfigFuzzer.Printable(input)}");
-                }
-                try
-                {
-                    Directory.Delete(Path.GetDirectoryName(app)!, recursive: true);
-                }
-                catch (IOException)
-                {
-                    // best effort; the run's folder goes at the end anyway
-                }
-            }
-        }
         // Two at a time: each host start is mostly waiting (process start, worker start).
-        await Task.WhenAll(Task.Run(Loop), Task.Run(Loop));
+        var gate = new object();
+        var next = await FuzzRun.ForEachInputAsync(2, count, clock, budget, async i =>
+        {
+            var target = ConfigFuzzer.Targets[i % ConfigFuzzer.Targets.Length];
+            var input = ConfigFuzzer.Input(target, seed, i);
+            var app = Path.Combine(work, "apps", i.ToString(System.Globalization.CultureInfo.InvariantCulture), "fuzz-app");
+            foreach (var file in Directory.EnumerateFiles(source, "*", SearchOption.AllDirectories))
+            {
+                var to = Path.Combine(app, Path.GetRelativePath(source, file));
+                Directory.CreateDirectory(Path.GetDirectoryName(to)!);
+                File.Copy(file, to);
+            }
+            var mutated = target == "function.json" ? Path.Combine(app, "Echo", "function.json") : Path.Combine(app, target);
+            await File.WriteAllBytesAsync(mutated, input);
+            var (outcome, counter) = await RunOneAsync(home, app, storage, mutated);
+            lock (gate)
+            {
+                result.Count(counter);
+                result.Add(outcome, i, _ => $"{target} (config input {i} of seed {seed}): {ConfigFuzzer.Printable(input)}");
+            }
+            try
+            {
+                Directory.Delete(Path.GetDirectoryName(app)!, recursive: true);
+            }
+            catch (IOException)
+            {
+                // best effort; the run's folder goes at the end anyway
+            }
+            return true;
+        });
         if (next < count)
             result.Stopped = $"time bound of {budget.TotalSeconds:0} s reached after {next} apps";
         result.Seconds = clock.Elapsed.TotalSeconds;

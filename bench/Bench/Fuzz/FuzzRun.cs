@@ -60,6 +60,35 @@ public static class FuzzRun
         return (int)(z ^ (z >> 31));
     }
 
+    /// <summary>
+    /// Runs <paramref name="body"/> for inputs 0, 1, 2, ... on <paramref name="loops"/> loops at once, each taking
+    /// the next index, until <paramref name="count"/> inputs were taken or <paramref name="budget"/> (on
+    /// <paramref name="clock"/>) ran out; a body that answers false ends its loop (the target went down).
+    /// Returns how many inputs were taken.
+    /// </summary>
+    public static async Task<long> ForEachInputAsync(int loops, long count, Stopwatch clock, TimeSpan budget, Func<long, Task<bool>> body)
+    {
+        var gate = new object();
+        long next = 0;
+        async Task Loop()
+        {
+            while (true)
+            {
+                long i;
+                lock (gate)
+                {
+                    if (next >= count || clock.Elapsed > budget)
+                        return;
+                    i = next++;
+                }
+                if (!await body(i))
+                    return;
+            }
+        }
+        await Task.WhenAll(Enumerable.Range(0, loops).Select(_ => Task.Run(Loop)));
+        return next;
+    }
+
     /// <summary>Runs <paramref name="count"/> inputs of one config target (or fewer if <paramref name="budget"/> runs out).</summary>
     public static TargetResult Config(ConfigFuzzer fuzzer, string target, int seed, int count, TimeSpan budget, bool minimize = true)
     {

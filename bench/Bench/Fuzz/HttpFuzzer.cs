@@ -38,29 +38,18 @@ public static partial class HttpFuzzer
         var result = new TargetResult("http", seed);
         var clock = Stopwatch.StartNew();
         var gate = new object();
-        long next = 0;
-        async Task Loop()
+        var next = await FuzzRun.ForEachInputAsync(concurrency, count, clock, budget, async i =>
         {
-            while (true)
+            var request = Generate(new Random(FuzzRun.Mix(seed, 0x4854, i)));
+            var (outcome, counter) = await SendAsync(host, request);
+            lock (gate)
             {
-                long i;
-                lock (gate)
-                {
-                    if (next >= count || clock.Elapsed > budget)
-                        return;
-                    i = next++;
-                }
-                var request = Generate(new Random(FuzzRun.Mix(seed, 0x4854, i)));
-                var (outcome, counter) = await SendAsync(host, request);
-                lock (gate)
-                {
-                    if (counter is not null)
-                        result.Count(counter);
-                    result.Add(outcome, i, _ => Printable(request.Bytes));
-                }
+                if (counter is not null)
+                    result.Count(counter);
+                result.Add(outcome, i, _ => Printable(request.Bytes));
             }
-        }
-        await Task.WhenAll(Enumerable.Range(0, concurrency).Select(_ => Task.Run(Loop)));
+            return true;
+        });
         if (next < count)
             result.Stopped = $"time bound of {budget.TotalSeconds:0} s reached after {next} requests";
         result.Seconds = clock.Elapsed.TotalSeconds;

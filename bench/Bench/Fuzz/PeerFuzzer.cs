@@ -33,47 +33,36 @@ public static class PeerFuzzer
         var peer = new Uri($"http://127.0.0.1:{host.PeerPort}/");
         using var grpc = new RawGrpc();
         var gate = new object();
-        long next = 0;
-        async Task Loop()
+        var next = await FuzzRun.ForEachInputAsync(4, count, clock, budget, async i =>
         {
-            while (true)
+            var r = new Random(FuzzRun.Mix(seed, 0x5052, i));
+            var method = r.Next(12) == 0 ? new[] { "Nope", "get", "", "Get/x" }[r.Next(4)] : Methods[r.Next(Methods.Length)];
+            var path = r.Next(25) == 0 ? "/faast.peer.v1.Other/" + method : "/faast.peer.v1.CacheletPeer/" + method;
+            var kind = r.Next(10);
+            // A fresh signed credential (accepted once), none, or one that must be refused: garbage, a
+            // signature altered, cut short, made for another method, or signed under another secret.
+            var signed = auth.SignCall(path);
+            var authorization = kind < 6 ? signed : kind < 8 ? null : r.Next(7) switch
             {
-                long i;
-                lock (gate)
-                {
-                    if (next >= count || clock.Elapsed > budget)
-                        return;
-                    i = next++;
-                }
-                var r = new Random(FuzzRun.Mix(seed, 0x5052, i));
-                var method = r.Next(12) == 0 ? new[] { "Nope", "get", "", "Get/x" }[r.Next(4)] : Methods[r.Next(Methods.Length)];
-                var path = r.Next(25) == 0 ? "/faast.peer.v1.Other/" + method : "/faast.peer.v1.CacheletPeer/" + method;
-                var kind = r.Next(10);
-                // A fresh signed credential (accepted once), none, or one that must be refused: garbage, a
-                // signature altered, cut short, made for another method, or signed under another secret.
-                var signed = auth.SignCall(path);
-                var authorization = kind < 6 ? signed : kind < 8 ? null : r.Next(7) switch
-                {
-                    0 => "FaaST-Peer AAAA",
-                    1 => PeerAuth.Scheme,
-                    2 => "Basic x",
-                    3 => signed + "x",
-                    4 => signed[..^2],
-                    5 => auth.SignCall(path + "x"),
-                    _ => new PeerAuth("another secret"u8, appName).SignCall(path),
-                };
-                var contentType = r.Next(40) == 0 ? new[] { "text/plain", "application/grpc+json", "application/json" }[r.Next(3)] : "application/grpc";
-                var body = Body(r, method, account);
-                var reply = await grpc.CallAsync(peer, path, body, authorization, contentType, TimeSpan.FromSeconds(20));
-                var outcome = Judge(reply, ReferenceEquals(authorization, signed), method, path);
-                lock (gate)
-                {
-                    result.Count(reply.GrpcStatus is { } s ? $"grpc_status_{s}" : $"http_{reply.HttpStatus}");
-                    result.Add(outcome, i, _ => $"{path} auth={(ReferenceEquals(authorization, signed) ? "right" : authorization ?? "none")} body(base64)={Convert.ToBase64String(body.Length > 2000 ? body[..2000] : body)}");
-                }
+                0 => "FaaST-Peer AAAA",
+                1 => PeerAuth.Scheme,
+                2 => "Basic x",
+                3 => signed + "x",
+                4 => signed[..^2],
+                5 => auth.SignCall(path + "x"),
+                _ => new PeerAuth("another secret"u8, appName).SignCall(path),
+            };
+            var contentType = r.Next(40) == 0 ? new[] { "text/plain", "application/grpc+json", "application/json" }[r.Next(3)] : "application/grpc";
+            var body = Body(r, method, account);
+            var reply = await grpc.CallAsync(peer, path, body, authorization, contentType, TimeSpan.FromSeconds(20));
+            var outcome = Judge(reply, ReferenceEquals(authorization, signed), method, path);
+            lock (gate)
+            {
+                result.Count(reply.GrpcStatus is { } s ? $"grpc_status_{s}" : $"http_{reply.HttpStatus}");
+                result.Add(outcome, i, _ => $"{path} auth={(ReferenceEquals(authorization, signed) ? "right" : authorization ?? "none")} body(base64)={Convert.ToBase64String(body.Length > 2000 ? body[..2000] : body)}");
             }
-        }
-        await Task.WhenAll(Enumerable.Range(0, 4).Select(_ => Task.Run(Loop)));
+            return true;
+        });
         if (next < count)
             result.Stopped = $"time bound of {budget.TotalSeconds:0} s reached after {next} calls";
         result.Seconds = clock.Elapsed.TotalSeconds;
@@ -190,36 +179,25 @@ public static class PeerFuzzer
         var clock = Stopwatch.StartNew();
         var auth = new PeerAuth(Encoding.UTF8.GetBytes(FuzzHost.PeerSecret), appName);
         var gate = new object();
-        long next = 0;
-        async Task Loop()
+        var next = await FuzzRun.ForEachInputAsync(4, count, clock, budget, async i =>
         {
-            while (true)
+            var r = new Random(FuzzRun.Mix(seed, 0x424B, i));
+            var connection = BulkConnection(r, auth, account);
+            var (received, counter) = await ExchangeAsync(host.PeerPort, connection);
+            var (bytes, authenticated) = (connection.Hello, connection.Authenticated);
+            lock (gate)
             {
-                long i;
-                lock (gate)
-                {
-                    if (next >= count || clock.Elapsed > budget)
-                        return;
-                    i = next++;
-                }
-                var r = new Random(FuzzRun.Mix(seed, 0x424B, i));
-                var connection = BulkConnection(r, auth, account);
-                var (received, counter) = await ExchangeAsync(host.PeerPort, connection);
-                var (bytes, authenticated) = (connection.Hello, connection.Authenticated);
-                lock (gate)
-                {
-                    result.Count(counter);
-                    // A connection is judged by the host afterwards (checked every 500 connections and at the
-                    // end); on its own it may be answered or dropped, as long as it ends.
-                    result.Add(counter == "bulk_no_end_within_10s"
-                        ? Outcome.Crash("a bulk connection the host neither answered nor closed within 10 s after the requester finished", $"{received} bytes received")
-                        : authenticated && received > 0 ? Outcome.Accepted : Outcome.Rejected, i, _ => "base64:" + Convert.ToBase64String(bytes.Length > 2000 ? bytes[..2000] : bytes));
-                }
-                if (i % 500 == 499 && host.Process.HasExited)
-                    return;
+                result.Count(counter);
+                // A connection is judged by the host afterwards (checked every 500 connections and at the
+                // end); on its own it may be answered or dropped, as long as it ends.
+                result.Add(counter == "bulk_no_end_within_10s"
+                    ? Outcome.Crash("a bulk connection the host neither answered nor closed within 10 s after the requester finished", $"{received} bytes received")
+                    : authenticated && received > 0 ? Outcome.Accepted : Outcome.Rejected, i, _ => "base64:" + Convert.ToBase64String(bytes.Length > 2000 ? bytes[..2000] : bytes));
             }
-        }
-        await Task.WhenAll(Enumerable.Range(0, 4).Select(_ => Task.Run(Loop)));
+            if (i % 500 == 499 && host.Process.HasExited)
+                return false;
+            return true;
+        });
         if (next < count)
             result.Stopped = $"time bound of {budget.TotalSeconds:0} s reached after {next} connections";
         result.Seconds = clock.Elapsed.TotalSeconds;

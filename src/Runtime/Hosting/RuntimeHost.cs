@@ -118,9 +118,9 @@ public sealed class RuntimeHost : IAsyncDisposable
         {
             var logger = loggers.CreateLogger("FaaST.Host");
             foreach (var f in app.Functions.Where(f => f.Error is not null))
-                logger.LogError("Function {Function} is disabled: {Error}", f.Name, f.Error);
+                Log.FunctionDisabled(logger, f.Name, f.Error);
             foreach (var warning in app.Warnings)
-                logger.LogWarning("{Warning}", warning);
+                Log.AppWarning(logger, warning);
             host = new RuntimeHost(app, HostOptions.Resolve(options, app, logger), web, loggers, options.Participants);
         }
         catch
@@ -199,8 +199,8 @@ public sealed class RuntimeHost : IAsyncDisposable
             };
             lines.Add($"  {f.Name}{state}: {detail}");
         }
-        _logger.LogInformation("Functions:\n{Functions}", string.Join("\n", lines));
-        _logger.LogInformation("Host started: {Workers} {Runtime} worker(s), listening on {Address}", ReadyWorkers, App.WorkerRuntime, BaseAddress);
+        Log.FunctionsListed(_logger, string.Join("\n", lines));
+        Log.HostStarted(_logger, ReadyWorkers, App.WorkerRuntime, BaseAddress);
     }
 
     /// <summary>

@@ -45,6 +45,10 @@ internal static class HttpTriggerEndpoints
 
     private sealed class Handler(FunctionDefinition function, FunctionInvoker invoker, long maxBody, ILogger logger)
     {
+        // Warnings a request can cause, one a second per function (a client or a function repeats them).
+        private readonly Cachelet.LogGate _responseLog = Cachelet.LogGate.PerSecond();
+        private readonly Cachelet.LogGate _rejectedLog = Cachelet.LogGate.PerSecond();
+
         public async Task HandleAsync(HttpContext context)
         {
             if (function.Disabled)
@@ -73,7 +77,7 @@ internal static class HttpTriggerEndpoints
                     throw;
                 }
                 answered = true;
-                await WriteResponseAsync(context, result, logger);
+                await WriteResponseAsync(context, result, logger, _responseLog);
             }
             catch (Exception e) when (!context.Response.HasStarted)
             {
@@ -219,7 +223,7 @@ internal static class HttpTriggerEndpoints
             };
         }
 
-        private static async Task WriteResponseAsync(HttpContext context, TypedData? result, ILogger logger)
+        private static async Task WriteResponseAsync(HttpContext context, TypedData? result, ILogger logger, Cachelet.LogGate gate)
         {
             var response = context.Response;
             if (result is null || result.DataCase == TypedData.DataOneofCase.None)
@@ -236,8 +240,8 @@ internal static class HttpTriggerEndpoints
                 if (status is < 200 or > 599)
                 {
                     // Kestrel refuses it once the response has started, and the client would get no answer at all.
-                    logger.LogWarning("function {Function} answered with status {Status}, which is not a final HTTP status; 500 sent instead",
-                        LogText.Escape(context.GetEndpoint()?.DisplayName), status);
+                    if (Log.Pass(logger, gate, LogLevel.Warning, "status not final"))
+                        Log.StatusNotFinal(logger, LogText.Escape(context.GetEndpoint()?.DisplayName), status);
                     status = StatusCodes.Status500InternalServerError;
                 }
                 response.StatusCode = status;
@@ -249,11 +253,21 @@ internal static class HttpTriggerEndpoints
                     {
                         // A CR/LF or a non-ASCII character would make Kestrel throw mid-response (found by the
                         // fuzzer: the client got no response); a header it cannot send is dropped and logged.
-                        logger.LogWarning("function {Function} set a response header that HTTP cannot carry ({Name}: {Value}); it was dropped",
-                            LogText.Escape(context.GetEndpoint()?.DisplayName), LogText.Escape(name), LogText.Escape(value));
+                        if (Log.Pass(logger, gate, LogLevel.Warning, "header dropped"))
+                            Log.HeaderDropped(logger, LogText.Escape(context.GetEndpoint()?.DisplayName), LogText.Escape(name), LogText.Escape(value));
                         continue;
                     }
                     response.Headers[name] = value;
+                }
+                // Several Set-Cookie headers (the map holds one value a name; cookies cannot be comma-joined).
+                foreach (var cookie in http.SetCookies)
+                {
+                    if (!IsFieldValue(cookie))
+                    {
+                        Log.SetCookieDropped(logger, LogText.Escape(context.GetEndpoint()?.DisplayName), LogText.Escape(cookie));
+                        continue;
+                    }
+                    response.Headers.Append("Set-Cookie", cookie);
                 }
                 (body, contentType) = http.Body is { } b ? BodyOf(b) : (ReadOnlyMemory<byte>.Empty, null);
             }
@@ -265,9 +279,8 @@ internal static class HttpTriggerEndpoints
             {
                 // No body may follow (RFC 9110 §6.4.1); writing one throws inside Kestrel and the client gets
                 // nothing (found by the fuzzer). What the function returned is dropped.
-                if (body.Length > 0)
-                    logger.LogDebug("function {Function} returned a body with status {Status}, which has none; it was not sent",
-                        LogText.Escape(context.GetEndpoint()?.DisplayName), response.StatusCode);
+                if (body.Length > 0 && Log.Pass(logger, gate, LogLevel.Debug, "body not sent"))
+                    Log.BodyNotSent(logger, LogText.Escape(context.GetEndpoint()?.DisplayName), response.StatusCode);
                 return;
             }
             if (contentType is not null && !response.Headers.ContainsKey("Content-Type"))
@@ -335,13 +348,13 @@ internal static class HttpTriggerEndpoints
             // object, whose ToString() would print its message raw.
             var logged = LogText.Escape(message);
             if (e is FunctionFailedException f)
-                logger.LogError("Executed {Function} ({InvocationId}) failed: {Message}\n{Stack}", function.Name, invocation.InvocationId, logged, f.WorkerStackTrace);
+                Log.InvocationFailed(logger, function.Name, invocation.InvocationId, logged, f.WorkerStackTrace);
             else if (status >= 500 && e is not (FunctionTimeoutException or WorkerUnavailableException or StorageUnavailableException or FunctionUnavailableException))
-                logger.LogError("Executed {Function} ({InvocationId}) failed with {Status}: {Message}\n{Stack}", function.Name, invocation.InvocationId, status, logged, e.StackTrace);
+                Log.InvocationFailedWithStack(logger, function.Name, invocation.InvocationId, status, logged, e.StackTrace);
             else if (status >= 500)
-                logger.LogError("Executed {Function} ({InvocationId}) failed with {Status}: {Message}", function.Name, invocation.InvocationId, status, logged);
-            else
-                logger.LogWarning("Request to {Function} ({InvocationId}) rejected with {Status}: {Message}", function.Name, invocation.InvocationId, status, logged);
+                Log.InvocationFailedWithStatus(logger, function.Name, invocation.InvocationId, status, logged);
+            else if (Log.Pass(logger, _rejectedLog, LogLevel.Warning, "request rejected"))
+                Log.RequestRejected(logger, function.Name, invocation.InvocationId, status, logged);
             context.Response.StatusCode = status;
             context.Response.Headers["x-faast-invocation-id"] = invocation.InvocationId;
             await context.Response.WriteAsJsonAsync(new ErrorBody(message, invocation.InvocationId, function.Name), ErrorJson.Default.ErrorBody, cancellationToken: CancellationToken.None);

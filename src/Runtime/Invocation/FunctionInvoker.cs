@@ -24,6 +24,7 @@ internal sealed class FunctionInvoker
     private readonly WorkerPool _workers;
     private readonly IBlobBindingProvider _blobs;
     private readonly ILogger _logger;
+    private readonly Cachelet.LogGate _undeclaredOutputLog = Cachelet.LogGate.PerSecond();
     private readonly Dictionary<string, FunctionPlan> _plans;
 
     public FunctionInvoker(FunctionApp app, WorkerPool workers, IBlobBindingProvider blobs, HostMetrics metrics, ILogger logger)
@@ -146,7 +147,8 @@ internal sealed class FunctionInvoker
         {
             if (!plan.Outputs.TryGetValue(output.Name, out var binding))
             {
-                _logger.LogWarning("Function {Function} set output \"{Name}\", which function.json does not declare; ignored", function.Name, Http.LogText.Escape(output.Name));
+                if (Log.Pass(_logger, _undeclaredOutputLog, LogLevel.Warning, "undeclared output"))
+                    Log.UndeclaredOutput(_logger, function.Name, Http.LogText.Escape(output.Name));
                 continue;
             }
             if (binding.Type == BindingMetadata.Http)

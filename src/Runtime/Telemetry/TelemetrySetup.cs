@@ -114,14 +114,11 @@ internal static class TelemetrySetup
         {
             var shadowing = FunctionsAnswering(web, MetricsPath, HttpMethods.Get);
             if (shadowing.Count > 0)
-                logger.LogWarning("Function {Functions} answers GET {Path} (host.json routePrefix is \"{Prefix}\"), so the Prometheus scrape endpoint is not served there; " +
-                    "give the functions a routePrefix, or read the metrics over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT)",
-                    string.Join(", ", shadowing), MetricsPath, prefix);
+                Log.MetricsShadowed(logger, string.Join(", ", shadowing), MetricsPath, prefix);
         }
         var export = web.Services.GetRequiredService<TelemetryExport>();
         if (export.Traces || export.Metrics)
-            logger.LogInformation("Exporting {Signals} over OTLP to {Endpoint}",
-                export.Traces && export.Metrics ? "traces and metrics" : export.Traces ? "traces" : "metrics",
+            Log.OtlpExporting(logger, export.Traces && export.Metrics ? "traces and metrics" : export.Traces ? "traces" : "metrics",
                 export.Endpoint ?? "the OTLP default endpoint");
     }
 

@@ -26,6 +26,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
     private readonly StorageAccounts _accounts;
     private readonly IBlobBindingProvider _blobs;
     private readonly ILogger _logger;
+    private readonly Cachelet.LogGate _receiptLog = Cachelet.LogGate.PerSecond();
     private readonly string _hostId;
     private readonly Watch[] _watches;
     private readonly Channel<Work> _queue = Channel.CreateUnbounded<Work>();
@@ -132,7 +133,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
             catch (Exception e) when (e is StorageUnavailableException or BlobStorageException or HttpRequestException)
             {
                 if (failures++ == 0)
-                    _logger.LogWarning("Blob trigger scan of container {Container} failed: {Message}; will keep trying", first.Container, e.Message);
+                    Log.BlobScanFailed(_logger, e, first.Container, e.Message);
             }
             catch (OperationCanceledException) when (stop.IsCancellationRequested)
             {
@@ -184,13 +185,13 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
                 blob = await _blobs.ReadAsync(address, invocation, stop);
             if (blob is null)
             {
-                _logger.LogInformation("Blob {Path} was deleted before {Function} ran; skipped", LogText.Escape(path), function.Name);
+                Log.BlobDeletedBeforeRun(_logger, LogText.Escape(path), function.Name);
             }
             else
             {
-                _logger.LogInformation("Executing {Function} ({InvocationId}) for blob {Path}", function.Name, invocation.InvocationId, LogText.Escape(path));
+                Log.BlobExecuting(_logger, function.Name, invocation.InvocationId, LogText.Escape(path));
                 await _invoker.InvokeAsync(function, invocation, new TypedData { Blob = blob }, stop);
-                _logger.LogInformation("Executed {Function} ({InvocationId}) for blob {Path}", function.Name, invocation.InvocationId, LogText.Escape(path));
+                Log.BlobExecuted(_logger, function.Name, invocation.InvocationId, LogText.Escape(path));
             }
             await WriteReceiptAsync(watch, work.BlobName, work.ETag, key, stop);
         }
@@ -204,13 +205,11 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
             var detail = e is FunctionFailedException f ? $"{LogText.Escape(f.Message)}\n{LogText.EscapeKeepingLines(f.WorkerStackTrace)}" : LogText.Escape(e.Message);
             if (work.Attempt < _app.Host.BlobMaxDequeueCount)
             {
-                _logger.LogError("Executed {Function} ({InvocationId}) for blob {Blob} failed (attempt {Attempt} of {Max}): {Error}",
-                    function.Name, invocation.InvocationId, LogText.Escape(work.BlobName), work.Attempt, _app.Host.BlobMaxDequeueCount, detail);
+                Log.BlobInvocationFailed(_logger, function.Name, invocation.InvocationId, LogText.Escape(work.BlobName), work.Attempt, _app.Host.BlobMaxDequeueCount, detail);
                 _ = RetryLaterAsync(work with { Attempt = work.Attempt + 1, Content = null }, stop);
                 return;
             }
-            _logger.LogError("Giving up on {Function} for blob {Blob} after {Max} attempts: {Error}",
-                function.Name, LogText.Escape(work.BlobName), work.Attempt, detail);
+            Log.BlobGivingUp(_logger, function.Name, LogText.Escape(work.BlobName), work.Attempt, detail);
             await WriteReceiptAsync(watch, work.BlobName, work.ETag, key, stop);
         }
     }
@@ -249,8 +248,10 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         }
         catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
         {
-            _logger.LogWarning("Could not store the receipt for {Blob}: {Message}; a restart may run {Function} for it again",
-                LogText.Escape(blobName), LogText.Escape(e.Message), watch.Function.Name);
+            // Once per blob while storage is down: gated. The name may come from a request, so the escaped
+            // message is logged, not the exception (storage's own give-up line carries its stack).
+            if (Log.Pass(_logger, _receiptLog, LogLevel.Warning, "receipt not stored"))
+                Log.ReceiptNotStored(_logger, LogText.Escape(blobName), LogText.Escape(e.Message), watch.Function.Name);
         }
     }
 
@@ -279,7 +280,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         }
         catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
         {
-            _logger.LogWarning("Could not read blob receipts for {Function}: {Message}", watch.Function.Name, e.Message);
+            Log.ReceiptsNotRead(_logger, e, watch.Function.Name, e.Message);
         }
     }
 

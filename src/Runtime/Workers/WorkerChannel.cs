@@ -29,6 +29,7 @@ internal sealed class WorkerChannel
     private readonly ConcurrentDictionary<string, Pending> _invocations = new(StringComparer.Ordinal);
     private readonly ConcurrentDictionary<string, TaskCompletionSource<StreamingMessage>> _waiting = new(StringComparer.Ordinal);
     private readonly ILogger _logger;
+    private readonly Cachelet.LogGate _unexpectedLog = Cachelet.LogGate.PerSecond();
     private readonly Action<RpcLog, string?> _onLog;
     private int _inFlight;
     private readonly TaskCompletionSource _closed = new(TaskCreationOptions.RunContinuationsAsynchronously);
@@ -170,7 +171,8 @@ internal sealed class WorkerChannel
                     waiter.TrySetResult(message);
                 break;
             default:
-                _logger.LogWarning("Worker {WorkerId} sent an unexpected {Kind} message; ignored", WorkerId, message.ContentCase);
+                if (Log.Pass(_logger, _unexpectedLog, LogLevel.Warning, "unexpected worker message"))
+                    Log.UnexpectedWorkerMessage(_logger, WorkerId, message.ContentCase);
                 break;
         }
     }

@@ -130,7 +130,7 @@ public sealed record WorkerIdentity(string UserName, int UserId, int GroupId)
         if (mode == IsolationMode.Off)
         {
             reason = "isolation is off (--isolation off)";
-            logger.LogInformation("Workers run as the host's user ({User}): {Reason}", Environment.UserName, reason);
+            Log.WorkersRunAsHostUser(logger, Environment.UserName, reason);
             return null;
         }
         WorkerIdentity? identity = null;
@@ -154,16 +154,12 @@ public sealed record WorkerIdentity(string UserName, int UserId, int GroupId)
         }
         if (reason.Length == 0)
         {
-            logger.LogInformation("Workers run as {User} (uid {Uid}, gid {Gid}), which owns the app's shared-memory segments",
-                identity!.UserName, identity.UserId, identity.GroupId);
+            Log.WorkersRunAs(logger, identity!.UserName, identity.UserId, identity.GroupId);
             return identity;
         }
         if (mode == IsolationMode.Required)
             throw new AppConfigException($"--isolation required: {reason}");
-        if (Environment.IsPrivilegedProcess)
-            logger.LogWarning("{Reason}; workers run as the host user without isolation", reason);
-        else
-            logger.LogInformation("{Reason}; workers run as the host user without isolation", reason);
+        Log.IsolationUnavailable(logger, Environment.IsPrivilegedProcess ? LogLevel.Warning : LogLevel.Information, reason);
         return null;
     }
 

@@ -103,7 +103,7 @@ internal sealed partial class WorkerPool : IAsyncDisposable
                 $"{Describe(_options.Identity)}, and a worker cannot change its user after it starts: start the standby pool as the app's user, or with isolation off");
         if (!_specialized.TrySetResult(specialization))
             throw new InvalidOperationException($"the worker pool already runs the app {Specialization!.App.Name}; a worker is specialised once");
-        _logger.LogInformation("Specialising the {Runtime} workers to the app {App}", _options.Runtime, specialization.App.Name);
+        Log.WorkersSpecialising(_logger, _options.Runtime, specialization.App.Name);
         return WaitAsync(() => _slots.All(s => s.IsReady), _options.StartupTimeout, ct);
 
         static string Describe(WorkerIdentity? identity) => identity is null ? "the host's user" : $"{identity.UserName} (uid {identity.UserId})";

@@ -70,7 +70,7 @@ internal sealed partial class WorkerPool
                 catch (Exception e)
                 {
                     LastError = e.Message;
-                    pool._logger.LogError("Worker {Index} failed: {Reason}", index, e.Message);
+                    Log.WorkerFailed(pool._logger, e, index, e.Message);
                 }
                 finally
                 {
@@ -85,7 +85,7 @@ internal sealed partial class WorkerPool
                     break;
                 if (DateTime.UtcNow - started > pool._options.StableAfter)
                     delay = pool._options.RestartDelay;
-                pool._logger.LogWarning("Restarting worker {Index} in {Delay} ms", index, (int)delay.TotalMilliseconds);
+                Log.WorkerRestarting(pool._logger, index, (int)delay.TotalMilliseconds);
                 pool.Metrics?.WorkerRestarted();
                 try
                 {
@@ -139,7 +139,7 @@ internal sealed partial class WorkerPool
             pool.SignalReadyChanged();
             var ended = Task.WhenAny(exited, channel.Closed, Task.Delay(Timeout.Infinite, stopping));
             if (startedFor is null)
-                pool._logger.LogInformation("Worker {WorkerId} (pid {Pid}) is up on standby", workerId, process.Id);
+                Log.WorkerOnStandby(pool._logger, workerId, process.Id);
             // On standby until the pool has an app (or the worker ends first).
             if (await Task.WhenAny(pool._specialized.Task, ended) == pool._specialized.Task)
             {
@@ -147,7 +147,7 @@ internal sealed partial class WorkerPool
                 LastError = null;
                 Ready = channel;
                 pool.SignalReadyChanged();
-                pool._logger.LogInformation("Worker {WorkerId} (pid {Pid}) is ready", workerId, process.Id);
+                Log.WorkerReady(pool._logger, workerId, process.Id);
             }
             var end = await ended;
             Ready = null;
@@ -198,7 +198,7 @@ internal sealed partial class WorkerPool
             channel.SharedMemoryRelease = channel.SharedMemory &&
                 response.Capabilities.TryGetValue(WorkerCapabilities.SharedMemoryRelease, out var release) && release == "1";
             if (app.Capabilities.ContainsKey(WorkerCapabilities.SharedMemory) && !channel.SharedMemory)
-                pool._logger.LogWarning("Worker {WorkerId} declined shared memory; blobs reach it inline", channel.WorkerId);
+                Log.SharedMemoryDeclined(pool._logger, channel.WorkerId);
             await Task.WhenAll(app.App.Runnable.Select(f => LoadAsync(channel, f, ct)));
         }
 
@@ -225,7 +225,7 @@ internal sealed partial class WorkerPool
             }
             var error = result?.Exception?.Message is { Length: > 0 } m ? m : result?.Result ?? "the worker refused to load it";
             if (pool._loadErrors.TryAdd(function.Name, error))
-                pool._logger.LogError("Function {Function} could not be loaded: {Error}", function.Name, error);
+                Log.FunctionLoadFailed(pool._logger, function.Name, error);
         }
 
         private static BindingInfo ToBindingInfo(BindingMetadata b) => new()
@@ -294,7 +294,7 @@ internal sealed partial class WorkerPool
         /// <summary>Kills the current worker (it hung); the loop starts a new one.</summary>
         public void Recycle(string reason)
         {
-            pool._logger.LogWarning("Recycling worker {Index}: {Reason}", index, reason);
+            Log.WorkerRecycling(pool._logger, index, reason);
             LastError = reason;
             Ready = null;
             pool.SignalReadyChanged();
@@ -318,7 +318,7 @@ internal sealed partial class WorkerPool
                 }
                 catch (TimeoutException)
                 {
-                    pool._logger.LogWarning("Worker {Index} did not stop within {Grace}; killing it", index, grace);
+                    Log.WorkerStopTimedOut(pool._logger, index, grace);
                 }
             }
             KillProcess();

@@ -96,6 +96,33 @@ function hasHeader(headers, lowerName) {
   return false;
 }
 
+const SAME_SITE = { strict: 'Strict', lax: 'Lax', none: 'None' };
+
+// A v3 response cookie ({ name, value, domain, path, expires, secure, httpOnly, sameSite,
+// maxAge }) as a Set-Cookie header value (RFC 6265 §4.1).
+function serializeCookie(cookie) {
+  if (!cookie || typeof cookie !== 'object' || typeof cookie.name !== 'string' || cookie.name === '') {
+    throw new Error(`invalid cookie in the response's cookies: ${JSON.stringify(cookie)} (expected { name, value, ... })`);
+  }
+  let text = `${cookie.name}=${cookie.value === undefined || cookie.value === null ? '' : String(cookie.value)}`;
+  if (cookie.domain) text += `; Domain=${cookie.domain}`;
+  if (cookie.path) text += `; Path=${cookie.path}`;
+  if (cookie.expires !== undefined && cookie.expires !== null) {
+    const date = cookie.expires instanceof Date ? cookie.expires : new Date(cookie.expires);
+    if (Number.isNaN(date.getTime())) throw new Error(`invalid expires of cookie '${cookie.name}': ${JSON.stringify(cookie.expires)}`);
+    text += `; Expires=${date.toUTCString()}`;
+  }
+  if (cookie.maxAge !== undefined && cookie.maxAge !== null) text += `; Max-Age=${Math.trunc(Number(cookie.maxAge))}`;
+  if (cookie.secure) text += '; Secure';
+  if (cookie.httpOnly) text += '; HttpOnly';
+  if (cookie.sameSite) {
+    const sameSite = SAME_SITE[String(cookie.sameSite).toLowerCase()];
+    if (!sameSite) throw new Error(`invalid sameSite of cookie '${cookie.name}': ${JSON.stringify(cookie.sameSite)} (Strict, Lax or None)`);
+    text += `; SameSite=${sameSite}`;
+  }
+  return text;
+}
+
 // JS -> TypedData for an http output ({status|statusCode, headers, body}, or context.res).
 function toHttpTypedData(value) {
   if (value === null || value === undefined) return NULL_TYPED;
@@ -123,8 +150,20 @@ function toHttpTypedData(value) {
     for (const key in headers) {
       const v = headers[key];
       if (v === undefined || v === null) continue;
+      if (key.length === 10 && key.toLowerCase() === 'set-cookie') {
+        // One Set-Cookie header each: cookie values cannot be joined with commas.
+        if (!http.set_cookies) http.set_cookies = [];
+        if (Array.isArray(v)) for (const c of v) http.set_cookies.push(String(c));
+        else http.set_cookies.push(String(v));
+        continue;
+      }
       http.headers[key] = Array.isArray(v) ? v.join(', ') : String(v);
     }
+  }
+  const cookies = value.cookies;
+  if (Array.isArray(cookies) && cookies.length > 0) {
+    if (!http.set_cookies) http.set_cookies = [];
+    for (const cookie of cookies) http.set_cookies.push(serializeCookie(cookie));
   }
 
   const body = value.body;

@@ -31,17 +31,32 @@ async function requireScript(scriptFile) {
   }
 }
 
+// "name" for functions, "name (type)" for anything else: what a load error shows of a module.
 function listExports(obj) {
   const keys = obj && (typeof obj === 'object' || typeof obj === 'function') ? Object.keys(obj) : [];
-  return keys.length ? keys.join(', ') : 'none';
+  if (!keys.length) return obj === undefined || obj === null || typeof obj === 'object' ? 'none' : `none; the module is a ${typeof obj}`;
+  return keys.map((k) => {
+    const v = obj[k];
+    if (typeof v === 'function') return k;
+    return `${k} (${v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v})`;
+  }).join(', ');
 }
 
-// Returns { fn, thisArg } or throws LoadError naming the function, the file and the problem.
+// Returns { fn, thisArg } or throws LoadError naming the function, the file and the exports.
+// The rules of the Azure Functions Node v3 worker:
+//   1. entryPoint (function.json) when given: that export, which must be a function;
+//   2. module.exports when it is itself a function;
+//   3. the only exported function, `default` included: TypeScript's `export default f`
+//      compiles to `exports.default = f` (its `__esModule` marker is not enumerable, and
+//      not a function if it were);
+//   4. among several: one named `run`, else `index`;
+//   otherwise a load error.
+// An ES module (.mjs, "type": "module") with a function as its default export uses it (as
+// before); a default-exported object with no named exports is treated as the exports.
 function resolveEntryPoint(mod, esm, entryPoint, name, scriptFile) {
   let exportsObj = mod;
   if (esm) {
     if (!entryPoint && typeof mod.default === 'function') return { fn: mod.default, thisArg: mod };
-    // ESM namespace: named exports, or the members of a default-exported object.
     const named = Object.keys(mod).filter((k) => k !== 'default');
     if (named.length === 0 && mod.default && typeof mod.default === 'object') exportsObj = mod.default;
   }
@@ -57,16 +72,16 @@ function resolveEntryPoint(mod, esm, entryPoint, name, scriptFile) {
   if (typeof exportsObj === 'function') return { fn: exportsObj, thisArg: undefined };
 
   if (exportsObj && typeof exportsObj === 'object') {
-    const fnKeys = Object.keys(exportsObj).filter((k) => k !== 'default' && typeof exportsObj[k] === 'function');
+    const fnKeys = Object.keys(exportsObj).filter((k) => typeof exportsObj[k] === 'function');
     if (fnKeys.length === 1) return { fn: exportsObj[fnKeys[0]], thisArg: exportsObj };
     for (const conventional of ['run', 'index']) {
       if (typeof exportsObj[conventional] === 'function') return { fn: exportsObj[conventional], thisArg: exportsObj };
     }
     if (fnKeys.length > 1) {
-      throw new LoadError(`Function '${name}': '${scriptFile}' exports several functions (${fnKeys.join(', ')}) and none is named 'run' or 'index'; set entryPoint to choose one`);
+      throw new LoadError(`Function '${name}': '${scriptFile}' exports several functions (${fnKeys.join(', ')}) and none is named 'run' or 'index'; set entryPoint in function.json to choose one (exports: ${listExports(exportsObj)})`);
     }
   }
-  throw new LoadError(`Function '${name}': '${scriptFile}' does not export a function (exports: ${listExports(exportsObj)}); export a function via module.exports, a single function, or one named 'run' or 'index', or set entryPoint`);
+  throw new LoadError(`Function '${name}': '${scriptFile}' does not export a function (exports: ${listExports(exportsObj)}); export one function (module.exports = f, exports.f = f, or export default f), or one named 'run' or 'index', or set entryPoint in function.json`);
 }
 
 function isTriggerType(type) {

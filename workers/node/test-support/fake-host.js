@@ -266,7 +266,7 @@ function decode(td) {
     case 'bytes': return { kind: 'bytes', value: Buffer.from(td.bytes) };
     case 'http': {
       const h = td.http;
-      return { kind: 'http', status: h.status_code, headers: h.headers, body: decode(h.body) };
+      return { kind: 'http', status: h.status_code, headers: h.headers, setCookies: h.set_cookies || [], body: decode(h.body) };
     }
     default: return { kind: td.data, value: td[td.data] };
   }

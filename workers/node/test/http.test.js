@@ -32,6 +32,14 @@ const APP = {
       case 'methods': context.res.status(202).set('X-M', 'v').json({ ok: true }); break;
       case 'bindings': context.bindings.res = { status: 203, body: 'via bindings' }; context.res = { status: 500 }; break;
       case 'bad-status': context.res = { status: 'teapot' }; break;
+      case 'cookies': context.res = {
+        headers: { 'Set-Cookie': ['a=1; Path=/', 'b=2'], 'x-list': ['p', 'q'] },
+        cookies: [
+          { name: 'session', value: 'abc', path: '/', httpOnly: true, secure: true, sameSite: 'Lax', maxAge: 3600 },
+          { name: 'gone', value: '', expires: new Date(Date.UTC(2020, 0, 2, 3, 4, 5)), domain: 'example.com' },
+        ],
+        body: 'cookies' }; break;
+      case 'bad-cookie': context.res = { cookies: [{ value: 'no name' }] }; break;
     }
   };`,
   'callback/index.js': `module.exports = function (context, req) {
@@ -178,6 +186,23 @@ describe('http trigger', () => {
     const r = await host.invoke('respond', { input_data: [{ name: 'req', data: typed.http({ query: { mode: 'bad-status' } }) }] });
     assert.equal(r.result.status, 'FAILURE');
     assert.match(r.result.exception.message, /invalid HTTP status code/);
+  });
+
+  test('response: Set-Cookie headers and v3 cookies go out as one Set-Cookie header each', async () => {
+    const res = httpOut(await invokeHttp('respond', { query: { mode: 'cookies' } }));
+    assert.deepEqual([...res.setCookies], [
+      'a=1; Path=/',
+      'b=2',
+      'session=abc; Path=/; Max-Age=3600; Secure; HttpOnly; SameSite=Lax',
+      'gone=; Domain=example.com; Expires=Thu, 02 Jan 2020 03:04:05 GMT',
+    ]);
+    assert.deepEqual({ ...res.headers }, { 'x-list': 'p, q' });
+  });
+
+  test('response: a cookie without a name fails the invocation, saying so', async () => {
+    const r = await host.invoke('respond', { input_data: [{ name: 'req', data: typed.http({ query: { mode: 'bad-cookie' } }) }] });
+    assert.equal(r.result.status, 'FAILURE');
+    assert.match(r.result.exception.message, /invalid cookie/);
   });
 
   test('callback style: context.res + context.done()', async () => {

@@ -25,6 +25,21 @@ const APP = {
   'throws/index.js': `throw new Error('module init failed on purpose');`,
   'esm/index.mjs': `export default async function (context, t) { return 'esm:' + t; }`,
   'esm2/index.mjs': `export async function handler(context, t) { return 'esm2:' + t; }`,
+  // What tsc emits for `export default f` (module: commonjs): a non-enumerable __esModule marker.
+  'tsdefault/index.js': `"use strict";
+    Object.defineProperty(exports, "__esModule", { value: true });
+    const httpTrigger = async function (context, t) { return 'ts:' + t; };
+    exports.default = httpTrigger;`,
+  // Other transpilers (Babel's loose mode) make the marker enumerable: still not a function.
+  'tsloose/index.js': `exports.__esModule = true; exports.default = async function (context, t) { return 'loose:' + t; };`,
+  'tsobject/index.js': `"use strict";
+    Object.defineProperty(exports, "__esModule", { value: true });
+    exports.default = { answer: 42 };`,
+  'tsseveral/index.js': `"use strict";
+    Object.defineProperty(exports, "__esModule", { value: true });
+    exports.helper = function () { return 'wrong'; };
+    exports.default = async function (context, t) { return 'tsseveral:' + t; };`,
+  'number/index.js': `module.exports = 42;`,
   'env/index.js': `module.exports = async function () { return JSON.stringify({ cwd: process.cwd(), setting: process.env.MY_APP_SETTING }); };`,
 };
 
@@ -93,6 +108,37 @@ describe('function loading', () => {
     const r = await invoked;
     assert.equal(r.result.status, 'SUCCESS', r.result.exception && r.result.exception.message);
     assert.equal(r.return_value.string, 'esm2:w');
+  });
+
+  test('a TypeScript default export (exports.default with __esModule) is the entry point', async () => {
+    await loadOk('f-tsdefault', 'tsdefault', 'tsdefault/index.js');
+    assert.equal(await call('f-tsdefault'), 'ts:v');
+  });
+
+  test('an enumerable __esModule marker does not count as a second export', async () => {
+    await loadOk('f-tsloose', 'tsloose', 'tsloose/index.js');
+    assert.equal(await call('f-tsloose'), 'loose:v');
+  });
+
+  test("entry_point 'default' picks the default export among several functions", async () => {
+    await loadOk('f-tsseveral-default', 'tsseveral', 'tsseveral/index.js', 'default');
+    assert.equal(await call('f-tsseveral-default'), 'tsseveral:v');
+  });
+
+  test('a default export that is not a function is a load error naming the file and the exports', async () => {
+    const message = await loadFails('f-tsobject', 'tsobject', 'tsobject/index.js');
+    assert.match(message, /does not export a function \(exports: default \(object\)\)/);
+  });
+
+  test('a default export beside another function and no entry_point is a load error listing both', async () => {
+    const message = await loadFails('f-tsseveral', 'tsseveral', 'tsseveral/index.js');
+    assert.match(message, /several functions \(helper, default\)/);
+    assert.match(message, /set entryPoint/);
+  });
+
+  test('a module that exports a number is a load error saying so', async () => {
+    const message = await loadFails('f-number', 'number', 'number/index.js');
+    assert.match(message, /does not export a function \(exports: none; the module is a number\)/);
   });
 
   test('functions run with cwd = app dir and app settings in the environment', async () => {

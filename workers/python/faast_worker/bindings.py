@@ -258,8 +258,21 @@ def http_response_into(td: "pb.TypedData", resp: func.HttpResponse) -> None:
     source = resp.headers
     if source:
         headers = h.headers
+        names = {}  # lower-cased name -> the key it is sent under
         for k, v in source.items():
-            headers[k] = v if isinstance(v, str) else str(v)
+            v = v if isinstance(v, str) else str(v)
+            low = k.lower()
+            if low == "set-cookie":
+                h.set_cookies.append(v)  # one header each: cookies cannot be comma-joined
+                continue
+            key = names.get(low)
+            if key is None:
+                names[low] = k
+                headers[k] = v
+            else:
+                # A header added several times (HttpResponseHeaders.add) is sent as one
+                # comma-separated list, which RFC 9110 §5.3 makes equivalent.
+                headers[key] = f"{headers[key]}, {v}"
     if "content-type" not in source:
         mimetype = resp.mimetype
         h.headers["Content-Type"] = (f"{mimetype}; charset={resp.charset}"

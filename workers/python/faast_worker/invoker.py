@@ -10,6 +10,7 @@ import logging
 from typing import Any, Dict, List, Tuple
 
 import azure.functions as func
+from azure.functions._form import FormDataError
 
 from . import loader, shm
 from .bindings import BindingError, encode_blob_output, encode_into
@@ -88,9 +89,37 @@ def failure(invocation_id: str, exception: "pb.RpcException",
     return msg
 
 
+def bad_request(fi: loader.FunctionInfo, invocation_id: str,
+                exc: FormDataError) -> Tuple["pb.StreamingMessage", ...]:
+    """A malformed form body the function did not handle (req.form / req.files raised):
+    the client's fault, so the request is answered 400 with the parser's message (which
+    names the part), and a WARNING log with the stack says where the function read it."""
+    ex = exception_proto(exc, fi.name, skip_frames=1)
+    text = (f"Executed '{fi.name}' (Bad request, Id={invocation_id}): answered 400: "
+            f"{ex.message}")
+    msg = pb.StreamingMessage()
+    resp = msg.invocation_response
+    resp.invocation_id = invocation_id
+    resp.result.status = SUCCESS
+    if fi.http_output == "$return":
+        td = resp.return_value
+    else:
+        out = resp.output_data.add()
+        out.name = fi.http_output
+        td = out.data
+    h = td.http
+    h.status_code = 400
+    h.headers["Content-Type"] = "text/plain; charset=utf-8"
+    h.body.bytes = f"Bad request: {exc}".encode("utf-8")
+    return (make_log(invocation_id, f"Function.{fi.name}", pb.RpcLog.WARNING, text, ex), msg)
+
+
 def error_messages(fi: loader.FunctionInfo, invocation_id: str,
                    exc: BaseException) -> Tuple["pb.StreamingMessage", ...]:
-    """The ERROR RpcLog and the FAILURE response for an exception."""
+    """The ERROR RpcLog and the FAILURE response for an exception; a malformed form body
+    of an HTTP function's request: a 400 response (bad_request)."""
+    if isinstance(exc, FormDataError) and fi.http_output is not None:
+        return bad_request(fi, invocation_id, exc)
     if isinstance(exc, BindingError):
         ex = pb.RpcException(source=fi.name, message=str(exc))
     else:

@@ -53,6 +53,9 @@ class FunctionInfo:
     log_category: str
     # Output bindings (and "$return") of type "blob": these may go through shared memory.
     blob_outputs: FrozenSet[str] = frozenset()
+    # The output binding ("$return" or a name) of type "http", if any: where a request the
+    # function could not parse (a malformed form body) gets its 400.
+    http_output: Optional[str] = None
 
 
 def add_app_paths(app_dir: str) -> None:
@@ -250,4 +253,8 @@ def load_function(function_id: str, metadata: "pb.FunctionMetadata") -> Function
             b for b, info in metadata.bindings.items()
             if info.direction in (pb.BindingInfo.OUT, pb.BindingInfo.INOUT)
             and info.type.lower() == "blob"),
+        http_output=next(
+            (b for b, info in metadata.bindings.items()
+             if info.direction in (pb.BindingInfo.OUT, pb.BindingInfo.INOUT)
+             and info.type.lower() == "http"), None),
     )

@@ -64,9 +64,8 @@ internal sealed class CacheComponent(FunctionApp app, CacheHostOptions options, 
             [Workers.WorkerCapabilities.SharedMemoryRelease] = "1",
         };
         if (options.Warning is not null)
-            _logger.LogWarning("{File}: {Warning}", Path.Combine(app.Directory, CachePolicyFile.FileName), options.Warning);
-        _logger.LogInformation("Cachelet on: {Consistency}, up to {Bytes} bytes in {Directory}; memory limit {Limit} bytes ({Source})",
-            policy.Consistency, policy.MaxCachedBytes, cache.Directory, policy.MemoryLimit,
+            Log.CachePolicyWarning(_logger, Path.Combine(app.Directory, CachePolicyFile.FileName), options.Warning);
+        Log.CacheletOn(_logger, policy.Consistency, policy.MaxCachedBytes, cache.Directory, policy.MemoryLimit,
             policy.MemoryLimitSource == MemoryLimitSource.Cgroup ? options.Cgroup!.File : policy.MemoryLimitSource.ToString());
         // The workers' processes are read through the delegate, so the daemon counts them once they exist.
         _memoryDaemon = new MemoryDaemon(() => _workerProcessIds().Append(Environment.ProcessId),

@@ -113,7 +113,7 @@ internal sealed class HttpFunctionsComponent : ILifecycleParticipant
         }
         catch (TimeoutException)
         {
-            _logger.LogWarning("{Count} HTTP invocation(s) still running after {Timeout}; stopping the workers under them", InFlight, _options.DrainTimeout);
+            Log.DrainTimedOut(_logger, InFlight, _options.DrainTimeout);
         }
     }
 }

@@ -107,7 +107,7 @@ internal sealed class PeersComponent : ILifecycleParticipant
         }
         catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
         {
-            _logger.LogWarning("Cannot join the app's other instances yet ({Message}); serving as a cache of its own and retrying in the background", e.Message);
+            Log.JoinDeferred(_logger, e, e.Message);
             _joining = RetryJoinAsync(self, _stopping.Token);
         }
     }
@@ -124,7 +124,7 @@ internal sealed class PeersComponent : ILifecycleParticipant
             }
             catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
             {
-                _logger.LogDebug("Joining the app's instances failed again: {Message}", e.Message);
+                Log.JoinRetryFailed(_logger, e, e.Message);
                 continue;
             }
             catch (OperationCanceledException) when (ct.IsCancellationRequested)
@@ -149,7 +149,7 @@ internal sealed class PeersComponent : ILifecycleParticipant
         membership.Changed += change =>
         {
             cache.OnOwnershipChanged();
-            _logger.LogInformation("Membership: {Count} instance(s){Joined}{Left}", change.Ring.Members.Count,
+            Log.MembershipChanged(_logger, change.Ring.Members.Count,
                 change.Joined.Count > 0 ? "; joined " + string.Join(", ", change.Joined.Select(m => m.Id)) : "",
                 change.Left.Count > 0 ? "; left " + string.Join(", ", change.Left.Select(m => m.Id)) : "");
         };
@@ -175,8 +175,7 @@ internal sealed class PeersComponent : ILifecycleParticipant
             Volatile.Write(ref _membership, membership);
             _cache.Cache!.ConnectPeers(new RingOwnerDirectory(membership), _client!);
         }
-        _logger.LogInformation("Instance {Id} serves peers at {Address}; {Count} instance(s) in view",
-            membership.Self.Id, membership.Self.PeerAddress, membership.Members.Count);
+        Log.InstanceServing(_logger, membership.Self.Id, membership.Self.PeerAddress, membership.Members.Count);
         return true;
     }
 

@@ -13,6 +13,7 @@ namespace FaaST.Runtime.Hosting.Components;
 internal sealed class StorageComponent(FunctionApp app, StorageHostOptions options, string home, ILogger logger) : ILifecycleParticipant
 {
     private AzuriteProcess? _azurite;
+    private Cli.DevelopmentStorageFile? _published;
     private StorageAccounts? _accounts;
 
     /// <summary>The app's storage accounts, once started.</summary>
@@ -31,13 +32,15 @@ internal sealed class StorageComponent(FunctionApp app, StorageHostOptions optio
     {
         if (options.StartsAzurite)
         {
-            logger.LogInformation("No storage connection configured: starting Azurite (blob and queue services, loopback)");
+            Log.AzuriteStarting(logger);
             // An account of the app's own, so its workers hold no key that opens another app's Azurite;
             // kept beside persisted data, since that data is filed under the account's name.
             var account = options.AzuriteDataDirectory is null ? AzuriteAccount.Generate()
                 : AzuriteAccount.LoadOrCreate(Path.Combine(app.Directory, ".faast", "azurite-account"));
             _azurite = await AzuriteProcess.StartAsync(home, ct: ct, dataDirectory: options.AzuriteDataDirectory, account: account, queues: true);
-            logger.LogInformation("Azurite is listening at {Endpoint} (queues: {QueueEndpoint})", _azurite.BlobEndpoint, _azurite.QueueEndpoint);
+            Log.AzuriteListening(logger, _azurite.BlobEndpoint);
+            Log.AzuriteQueuesListening(logger, _azurite.QueueEndpoint!);
+            _published = PublishDevelopmentStorage(app.Directory, _azurite.ConnectionString, logger);
         }
         _accounts = new StorageAccounts(app.Settings, _azurite?.ConnectionString, options.Blob, logger: logger);
     }
@@ -45,7 +48,23 @@ internal sealed class StorageComponent(FunctionApp app, StorageHostOptions optio
     private async Task StopAsync(CancellationToken ct)
     {
         _accounts?.Dispose();
+        _published?.Dispose();
         if (_azurite is not null)
             await _azurite.DisposeAsync();
+    }
+
+    /// <summary>Tells `./faast blob` where this Azurite is (see <see cref="Cli.DevelopmentStorageFile"/>); a folder
+    /// that cannot be written costs only that, with a warning.</summary>
+    internal static Cli.DevelopmentStorageFile? PublishDevelopmentStorage(string appDirectory, string connectionString, ILogger logger)
+    {
+        try
+        {
+            return Cli.DevelopmentStorageFile.Publish(appDirectory, connectionString);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            Cli.Log.DevelopmentStorageFileFailed(logger, e, Cli.DevelopmentStorageFile.PathOf(appDirectory));
+            return null;
+        }
     }
 }

@@ -100,7 +100,7 @@ internal sealed class WorkersComponent : ILifecycleParticipant
         var specialised = pool.SpecializeAsync(_specialization!, ct);
         await pool.StartAsync(ct);
         if (!await specialised)
-            _logger.LogWarning("Not every {Runtime} worker is up yet; invocations wait for one", _app.WorkerRuntime);
+            Log.WorkersNotAllUp(_logger, _app.WorkerRuntime);
     }
 
     /// <summary>

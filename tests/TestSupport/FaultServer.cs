@@ -4,12 +4,12 @@ using System.Net;
 using System.Net.Sockets;
 using System.Text;
 
-namespace FaaST.Storage.Tests;
+namespace FaaST.TestSupport;
 
-internal sealed record RecordedRequest(string Method, string Target, IReadOnlyDictionary<string, string> Headers, byte[] Body);
+public sealed record RecordedRequest(string Method, string Target, IReadOnlyDictionary<string, string> Headers, byte[] Body);
 
 /// <summary>What the fault server does with one request.</summary>
-internal abstract record FaultReply
+public abstract record FaultReply
 {
     /// <summary>A complete response; the connection stays open for the next request.</summary>
     public static FaultReply Status(int status, string? errorCode = null, params (string Name, string Value)[] headers) =>
@@ -55,7 +55,7 @@ internal abstract record FaultReply
 /// A tiny HTTP/1.1 server on a loopback port that misbehaves on purpose (5xx, hangs, truncated bodies), and
 /// records every request it got. It only ever listens on 127.0.0.1 and stops on dispose.
 /// </summary>
-internal sealed class FaultServer : IAsyncDisposable
+public sealed class FaultServer : IAsyncDisposable
 {
     private readonly TcpListener _listener = new(IPAddress.Loopback, 0);
     private readonly Func<int, RecordedRequest, FaultReply> _reply;
