@@ -17,6 +17,11 @@ public sealed class HostProcess : IAsyncDisposable
 
     public Uri BaseAddress { get; }
 
+    /// <summary>What the host wrote (warnings and errors: the bench runs hosts at Warning), for a scenario's error message.</summary>
+    public string Output => string.Join("\n", _output ?? new());
+
+    private System.Collections.Concurrent.ConcurrentQueue<string>? _output;
+
     // Every app copy of this bench run lives under one folder, deleted when the run ends.
     private static readonly string CopiesRoot = Path.Combine(Path.GetTempPath(), $"faast-bench-{Environment.ProcessId}");
 
@@ -82,7 +87,7 @@ public sealed class HostProcess : IAsyncDisposable
         process.ErrorDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
         process.BeginOutputReadLine();
         process.BeginErrorReadLine();
-        var host = new HostProcess(process, new Uri($"http://127.0.0.1:{port}"));
+        var host = new HostProcess(process, new Uri($"http://127.0.0.1:{port}")) { _output = output };
         using var client = new HttpClient { Timeout = TimeSpan.FromSeconds(2) };
         var deadline = DateTime.UtcNow.AddSeconds(60);
         while (DateTime.UtcNow < deadline)

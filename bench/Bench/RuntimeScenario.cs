@@ -7,7 +7,7 @@ namespace FaaST.Bench;
 /// ./faast bench runtime: the vanilla platform (--no-cache). No-op HTTP functions in Python and Node, and a
 /// Python function that reads a 1 MB input blob, each beside its floor (the host's own HTTP
 /// endpoint; a direct storage GET of the same blob) in the same run; and a HEAD through the SDK-based store beside
-/// a raw HEAD on a SAS URL.
+/// a raw HEAD on a SAS URL; and a queue pipeline beside a blob-trigger pipeline (<see cref="PipelineBench"/>).
 /// </summary>
 public static class RuntimeScenario
 {
@@ -26,7 +26,7 @@ public static class RuntimeScenario
         report.Config("storage", "Azurite (loopback, in memory, unshaped)");
 
         Console.WriteLine("starting Azurite");
-        await using var azurite = await AzuriteProcess.StartAsync(home);
+        await using var azurite = await AzuriteProcess.StartAsync(home, queues: true);
         using var store = new BlobStore(azurite.ConnectionString);
         await store.CreateContainerIfNotExistsAsync("bench");
         var payload = new byte[1024 * 1024];
@@ -73,6 +73,7 @@ public static class RuntimeScenario
         }
 
         await TracedNoopAsync(home, workers, throughputClients, env, load, warmup, window, report);
+        await PipelineBench.RunAsync(home, env, store, quick, report);
 
         Console.WriteLine("node host: 2 workers");
         await using (var node = await HostProcess.StartAsync(home, Path.Combine(home, "bench", "apps", "node-bench"), workers, env, "--no-cache"))

@@ -37,7 +37,7 @@ internal static partial class Log
     [LoggerMessage(EventId = 5003, Level = LogLevel.Information, Message = "Host started: {Workers} {Runtime} worker(s), listening on {Address}")]
     public static partial void HostStarted(ILogger logger, int workers, string runtime, Uri address);
 
-    [LoggerMessage(EventId = 5004, Level = LogLevel.Information, Message = "No storage connection configured: starting Azurite (blob service, loopback)")]
+    [LoggerMessage(EventId = 5004, Level = LogLevel.Information, Message = "No storage connection configured: starting Azurite (blob and queue services, loopback)")]
     public static partial void AzuriteStarting(ILogger logger);
 
     [LoggerMessage(EventId = 5005, Level = LogLevel.Information, Message = "Azurite is listening at {Endpoint}")]

@@ -8,7 +8,9 @@ namespace FaaST.Storage;
 
 /// <summary>
 /// A real Azurite blob service (node_modules/.bin/azurite-blob of the repository) on a free loopback port,
-/// in-memory, for tests and for running FaaST without configured storage. Dispose kills its process tree.
+/// in-memory, for tests and for running FaaST without configured storage; with queues, the whole Azurite
+/// (node_modules/.bin/azurite) serves blobs and queues, each on a free loopback port (and its table service on a
+/// third, unused). Dispose kills its process tree.
 /// </summary>
 public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
 {
@@ -23,7 +25,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     private int _disposed;
 
     private AzuriteProcess(Process process, int port, string workspace, ConcurrentQueue<string> output, AzuriteAccount? account,
-        AzuriteHttps? https)
+        AzuriteHttps? https, int? queuePort = null)
     {
         _process = process;
         _workspace = workspace;
@@ -35,9 +37,18 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         var name = account?.Name ?? StorageConnectionString.DevelopmentAccountName;
         var key = account?.Key ?? StorageConnectionString.DevelopmentAccountKey;
         BlobEndpoint = new Uri(string.Create(CultureInfo.InvariantCulture, $"{scheme}://127.0.0.1:{port}/{name}"));
+        QueuePort = queuePort;
+        QueueEndpoint = queuePort is { } q ? new Uri(string.Create(CultureInfo.InvariantCulture, $"{scheme}://127.0.0.1:{q}/{name}")) : null;
         ConnectionString = string.Create(CultureInfo.InvariantCulture,
-            $"DefaultEndpointsProtocol={scheme};AccountName={name};AccountKey={key};BlobEndpoint={BlobEndpoint};");
+            $"DefaultEndpointsProtocol={scheme};AccountName={name};AccountKey={key};BlobEndpoint={BlobEndpoint};") +
+            (QueueEndpoint is { } qe ? $"QueueEndpoint={qe};" : "");
     }
+
+    /// <summary>The loopback port of the queue service; null when only the blob service runs.</summary>
+    public int? QueuePort { get; }
+
+    /// <summary>http(s)://127.0.0.1:{QueuePort}/{account name}, or null when only the blob service runs.</summary>
+    public Uri? QueueEndpoint { get; }
 
     /// <summary>The HTTPS (and OAuth) settings this Azurite was started with; null: plain HTTP, SharedKey/SAS only.</summary>
     public AzuriteHttps? Https { get; }
@@ -94,9 +105,12 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         throw new DirectoryNotFoundException($"No directory at or above '{start}' holds FaaST.sln or package.json.");
     }
 
-    /// <summary>The azurite-blob launcher inside <paramref name="repoRoot"/>.</summary>
-    public static string LauncherPath(string repoRoot) => Path.Combine(repoRoot, "node_modules", ".bin",
-        OperatingSystem.IsWindows() ? "azurite-blob.cmd" : "azurite-blob");
+    /// <summary>The azurite-blob launcher inside <paramref name="repoRoot"/> (with <paramref name="queues"/>: azurite, every service).</summary>
+    public static string LauncherPath(string repoRoot, bool queues = false)
+    {
+        var name = queues ? "azurite" : "azurite-blob";
+        return Path.Combine(repoRoot, "node_modules", ".bin", OperatingSystem.IsWindows() ? name + ".cmd" : name);
+    }
 
     /// <summary>
     /// Starts Azurite from <paramref name="repoRoot"/>/node_modules/.bin/azurite-blob and waits until it answers HTTP.
@@ -107,11 +121,13 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     /// <param name="dataDirectory">Where Azurite keeps blobs across runs (made 0700, its files 0600); null keeps them in memory.</param>
     /// <param name="account">The only account Azurite serves; null: the emulator's public devstoreaccount1.</param>
     /// <param name="https">Serve HTTPS with this certificate (and, if it says so, accept OAuth bearer tokens); null: HTTP.</param>
+    /// <param name="queues">Also serve queues (on a free loopback port; <see cref="QueueEndpoint"/>, and QueueEndpoint in the connection string).</param>
     public static async Task<AzuriteProcess> StartAsync(string repoRoot, int? port = null, TimeSpan? startupTimeout = null,
-        CancellationToken ct = default, string? dataDirectory = null, AzuriteAccount? account = null, AzuriteHttps? https = null)
+        CancellationToken ct = default, string? dataDirectory = null, AzuriteAccount? account = null, AzuriteHttps? https = null,
+        bool queues = false)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(repoRoot);
-        var launcher = LauncherPath(repoRoot);
+        var launcher = LauncherPath(repoRoot, queues);
         if (!File.Exists(launcher))
         {
             throw new FileNotFoundException(
@@ -123,7 +139,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         for (var tryNo = 1; ; tryNo++)
         {
             var chosen = port ?? FreeLoopbackPort();
-            var (instance, _) = await TryStartAsync(launcher, chosen, timeout, dataDirectory, account, https, ct).ConfigureAwait(false);
+            var (instance, _) = await TryStartAsync(launcher, chosen, timeout, dataDirectory, account, https, queues, ct).ConfigureAwait(false);
             if (instance is not null)
             {
                 return instance;
@@ -133,7 +149,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
             if (port is not null || tryNo >= maxPortTries)
             {
                 throw new InvalidOperationException(string.Create(CultureInfo.InvariantCulture,
-                    $"Azurite could not listen on 127.0.0.1:{chosen}: the port is in use (try {tryNo})."));
+                    $"Azurite could not listen on 127.0.0.1:{chosen}{(queues ? " (and free ports for its queue and table services)" : "")}: the port is in use (try {tryNo})."));
             }
         }
     }
@@ -166,7 +182,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     public void Kill() => Kill(_process);
 
     private static async Task<(AzuriteProcess? Instance, bool PortInUse)> TryStartAsync(string launcher, int port,
-        TimeSpan timeout, string? dataDirectory, AzuriteAccount? account, AzuriteHttps? https, CancellationToken ct)
+        TimeSpan timeout, string? dataDirectory, AzuriteAccount? account, AzuriteHttps? https, bool queues, CancellationToken ct)
     {
         // In-memory persistence keeps data out of it, but Azurite may still write small files to its working directory.
         var workspace = PrivateFiles.CreateDirectory(Path.Combine(Path.GetTempPath(), "faast-azurite-" + Guid.NewGuid().ToString("N")));
@@ -187,6 +203,16 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
                      "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"])
         {
             psi.ArgumentList.Add(arg);
+        }
+
+        int? queuePort = null;
+        if (queues)
+        {
+            // The whole Azurite also starts a table service: on a free loopback port too, never its default 10002.
+            queuePort = FreeLoopbackPort();
+            foreach (var arg in (string[])["--queueHost", "127.0.0.1", "--queuePort", queuePort.Value.ToString(CultureInfo.InvariantCulture),
+                         "--tableHost", "127.0.0.1", "--tablePort", FreeLoopbackPort().ToString(CultureInfo.InvariantCulture)])
+                psi.ArgumentList.Add(arg);
         }
 
         if (https is not null)
@@ -244,7 +270,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
 
         process.BeginOutputReadLine();
         process.BeginErrorReadLine();
-        var instance = new AzuriteProcess(process, port, workspace, output, account, https) { _persistent = dataDirectory is not null };
+        var instance = new AzuriteProcess(process, port, workspace, output, account, https, queuePort) { _persistent = dataDirectory is not null };
         Live[instance] = true;
         InstallExitHook();
 
@@ -301,6 +327,10 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         using var http = new HttpClient(handler) { Timeout = TimeSpan.FromSeconds(2) };
         var deadline = Stopwatch.StartNew();
         var probe = new Uri(string.Create(CultureInfo.InvariantCulture, $"{instance.BlobEndpoint.Scheme}://127.0.0.1:{instance.Port}/"));
+        // With queues, the queue service must answer too (the services of one Azurite start one after the other).
+        Uri? queueProbe = instance.QueuePort is { } qp
+            ? new Uri(string.Create(CultureInfo.InvariantCulture, $"{instance.BlobEndpoint.Scheme}://127.0.0.1:{qp}/"))
+            : null;
         while (deadline.Elapsed < timeout)
         {
             ct.ThrowIfCancellationRequested();
@@ -316,7 +346,11 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
                 var server = response.Headers.Server.ToString();
                 if (server.Contains("Azurite", StringComparison.OrdinalIgnoreCase) && !instance.HasExited)
                 {
-                    return true;
+                    if (queueProbe is null)
+                        return true;
+                    using var queueResponse = await http.GetAsync(queueProbe, exited.Token).ConfigureAwait(false);
+                    if (queueResponse.Headers.Server.ToString().Contains("Azurite", StringComparison.OrdinalIgnoreCase) && !instance.HasExited)
+                        return true;
                 }
             }
             catch (Exception ex) when (ex is HttpRequestException or OperationCanceledException && !ct.IsCancellationRequested)

@@ -59,7 +59,7 @@ public sealed class FaultTests(AzuriteFixture azurite)
         using var app = new TestApp("python")
             .Function("Good", HttpFunction, ("__init__.py", PyOk))
             .Function("BadJson", "{ not json", ("__init__.py", PyOk))
-            .Function("Queue", """{ "bindings": [ { "type": "queueTrigger", "direction": "in", "name": "m" } ] }""", ("__init__.py", PyOk))
+            .Function("Queue", """{ "bindings": [ { "type": "timerTrigger", "direction": "in", "name": "m" } ] }""", ("__init__.py", PyOk))
             .Function("NoScript", HttpFunction)
             .Function("NoEntry", HttpFunction.Replace("{ \"bindings\"", "{ \"entryPoint\": \"handler\", \"bindings\"", StringComparison.Ordinal), ("__init__.py", PyOk))
             .Function("Syntax", HttpFunction, ("__init__.py", "def main(req:\n"));
@@ -71,7 +71,7 @@ public sealed class FaultTests(AzuriteFixture azurite)
         var errors = status.Functions.ToDictionary(f => f.Name, f => f.Error);
         Assert.Null(errors["Good"]);
         Assert.Contains("not valid JSON", errors["BadJson"]);
-        Assert.Contains("queueTrigger", errors["Queue"]);
+        Assert.Contains("timerTrigger", errors["Queue"]);
         Assert.Contains("__init__.py", errors["NoScript"]);
         Assert.Contains("handler", errors["NoEntry"]);
         Assert.Contains("__init__.py", errors["Syntax"]);
@@ -82,7 +82,7 @@ public sealed class FaultTests(AzuriteFixture azurite)
         var noScript = await host.Http.GetAsync("/api/NoScript");
         Assert.Equal(HttpStatusCode.InternalServerError, noScript.StatusCode);
         Assert.Contains("does not exist", (await ErrorOf(noScript)).GetProperty("error").GetString());
-        Assert.Contains(host.Logs.Lines, l => l.Contains("Queue", StringComparison.Ordinal) && l.Contains("queueTrigger", StringComparison.Ordinal));
+        Assert.Contains(host.Logs.Lines, l => l.Contains("Queue", StringComparison.Ordinal) && l.Contains("timerTrigger", StringComparison.Ordinal));
     }
 
     [Fact]

@@ -57,10 +57,10 @@ public class FunctionAppTests
     public void Unknown_binding_type_is_named()
     {
         using var app = new TestApp("python").Function("Q", """
-            { "bindings": [ { "type": "queueTrigger", "direction": "in", "name": "msg", "queueName": "q" } ] }
+            { "bindings": [ { "type": "serviceBusTrigger", "direction": "in", "name": "msg", "queueName": "q" } ] }
             """, ("__init__.py", ""));
         var f = Assert.Single(FunctionApp.Load(app.Directory, NoEnvironment).Functions);
-        Assert.Contains("bindings[0].type \"queueTrigger\" is not a supported binding", f.Error);
+        Assert.Contains("bindings[0].type \"serviceBusTrigger\" is not a supported binding", f.Error);
     }
 
     [Fact]

@@ -6,7 +6,7 @@ namespace FaaST.TestSupport;
 /// One real Azurite (on a free loopback port, in memory) for a collection of tests, killed when they are done.
 /// Each suite declares its own collection of it (xunit wants the definition in the test assembly).
 /// </summary>
-public sealed class AzuriteFixture : IAsyncLifetime
+public class AzuriteFixture : IAsyncLifetime
 {
     private AzuriteProcess? _azurite;
     private BlobStore? _store;
@@ -20,9 +20,12 @@ public sealed class AzuriteFixture : IAsyncLifetime
 
     public static string RepoRoot => Repo.Root;
 
+    /// <summary>Whether this Azurite also serves queues (<see cref="QueueAzuriteFixture"/>).</summary>
+    protected virtual bool WithQueues => false;
+
     public async Task InitializeAsync()
     {
-        _azurite = await AzuriteProcess.StartAsync(Repo.Root);
+        _azurite = await AzuriteProcess.StartAsync(Repo.Root, queues: WithQueues);
         _store = new BlobStore(_azurite.ConnectionString);
     }
 
@@ -52,4 +55,13 @@ public sealed class AzuriteFixture : IAsyncLifetime
         await store.CreateContainerIfNotExistsAsync(name);
         return name;
     }
+}
+
+/// <summary>The same fixture with Azurite's queue service too (its connection string has QueueEndpoint).</summary>
+public sealed class QueueAzuriteFixture : AzuriteFixture
+{
+    protected override bool WithQueues => true;
+
+    /// <summary>A queue client on this Azurite with few, quick retries.</summary>
+    public QueueStore CreateQueueStore() => new(ConnectionString, new BlobStoreOptions { RetryBaseDelay = TimeSpan.FromMilliseconds(10), MaxRetries = 2 });
 }

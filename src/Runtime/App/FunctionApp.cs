@@ -205,6 +205,9 @@ public sealed class FunctionApp
                 throw new AppConfigException(
                     $"{file}: {where}path \"{raw}\": a blobTrigger path captures plain names, not the property path {{{dotted.Text}}}");
         }
+        BindingTemplate? queueName = null;
+        if (canonical is BindingMetadata.Queue or BindingMetadata.QueueTrigger)
+            queueName = ParseQueueName(b, file, where, canonical, settings);
         string? route = null;
         IReadOnlyList<string>? methods = null;
         var authLevel = AuthLevel.Function;
@@ -226,12 +229,38 @@ public sealed class FunctionApp
         if (canonical is BindingMetadata.Blob or BindingMetadata.BlobTrigger && !string.IsNullOrEmpty(connection) &&
             StorageAccounts.ConnectionProblem(settings, connection) is { } problem)
             throw new AppConfigException($"{file}: {where}connection: {problem}");
+        if (canonical is BindingMetadata.Queue or BindingMetadata.QueueTrigger && !string.IsNullOrEmpty(connection) &&
+            StorageAccounts.QueueConnectionProblem(settings, connection) is { } queueProblem)
+            throw new AppConfigException($"{file}: {where}connection: {queueProblem}");
         return new BindingMetadata
         {
-            Name = name, Type = canonical, Direction = direction, DataType = dataType, Path = path,
+            Name = name, Type = canonical, Direction = direction, DataType = dataType, Path = path, QueueName = queueName,
             Connection = string.IsNullOrEmpty(connection) ? "AzureWebJobsStorage" : connection,
             Route = route, Methods = methods, AuthLevel = authLevel,
         };
+    }
+
+    /// <summary>
+    /// queueName of a queue binding: %settings% expanded; a trigger's must be a literal, valid queue name (Azure's
+    /// rules), an output's may hold {expressions} (checked when they resolve, per invocation).
+    /// </summary>
+    private static BindingTemplate ParseQueueName(JsonElement b, string file, string where, string type, AppSettings settings)
+    {
+        var raw = AppJson.GetString(b, "queueName", file, where)
+            ?? throw new AppConfigException($"{file}: {where}queueName is missing");
+        raw = BindingTemplate.ExpandAppSettings(raw, s => settings[s], $"{file}: {where}queueName");
+        var template = BindingTemplate.Parse(raw, $"{file}: {where}queueName");
+        if (template.ParameterNames.Any())
+        {
+            if (type == BindingMetadata.QueueTrigger)
+                throw new AppConfigException($"{file}: {where}queueName \"{raw}\": a queueTrigger needs a literal queue name");
+            return template;
+        }
+        // Azure lower-cases a literal queue name.
+        var name = raw.ToLowerInvariant();
+        if (QueueNames.Problem(name) is { } problem)
+            throw new AppConfigException($"{file}: {where}queueName: {problem}");
+        return BindingTemplate.Parse(name, $"{file}: {where}queueName");
     }
 
     private static void Validate(List<BindingMetadata> bindings, string file)
@@ -250,6 +279,8 @@ public sealed class FunctionApp
                 throw new AppConfigException($"{file}: the http binding \"{b.Name}\" must have direction \"out\"");
             if (b.Type == BindingMetadata.Http && triggers[0].Type != BindingMetadata.HttpTrigger)
                 throw new AppConfigException($"{file}: the http output \"{b.Name}\" needs an httpTrigger");
+            if (b.Type == BindingMetadata.Queue && b.Direction != BindingDirection.Out)
+                throw new AppConfigException($"{file}: the queue binding \"{b.Name}\" must have direction \"out\" (a queueTrigger reads a queue)");
             if (b.Name == BindingMetadata.ReturnName && b.Direction != BindingDirection.Out)
                 throw new AppConfigException($"{file}: \"$return\" must have direction \"out\"");
         }

@@ -20,6 +20,30 @@ public sealed record HostConfig
     /// <summary>extensions.blobs.maxDequeueCount: attempts of a failing blob-triggered invocation.</summary>
     public int BlobMaxDequeueCount { get; init; } = 5;
 
+    /// <summary>extensions.queues.maxPollingInterval: the longest wait between polls of an empty queue (default 1 minute).</summary>
+    public TimeSpan QueueMaxPollingInterval { get; init; } = TimeSpan.FromMinutes(1);
+
+    /// <summary>extensions.queues.visibilityTimeout: how long a message whose invocation failed stays invisible before its retry (default 0).</summary>
+    public TimeSpan QueueVisibilityTimeout { get; init; } = TimeSpan.Zero;
+
+    /// <summary>extensions.queues.batchSize: messages taken per receive (1 to 32, default 16).</summary>
+    public int QueueBatchSize { get; init; } = 16;
+
+    /// <summary>
+    /// extensions.queues.newBatchThreshold: a new batch is fetched only when at most this many messages are in
+    /// flight; default batchSize / 2 × processor count, as in Azure Functions.
+    /// </summary>
+    public int? QueueNewBatchThreshold { get; init; }
+
+    /// <summary>The threshold in force: <see cref="QueueNewBatchThreshold"/>, or Azure's default.</summary>
+    public int EffectiveQueueNewBatchThreshold => QueueNewBatchThreshold ?? QueueBatchSize / 2 * Environment.ProcessorCount;
+
+    /// <summary>extensions.queues.maxDequeueCount: attempts before a message moves to QUEUE-poison (default 5).</summary>
+    public int QueueMaxDequeueCount { get; init; } = 5;
+
+    /// <summary>extensions.queues.messageEncoding: true (default) for base64, false for "none" (the text as it is).</summary>
+    public bool QueueBase64 { get; init; } = true;
+
     /// <summary>"functions": if present, only these functions load.</summary>
     public IReadOnlyList<string>? Functions { get; init; }
 
@@ -62,6 +86,8 @@ public sealed record HostConfig
                     BlobMaxDequeueCount = PositiveInt(blobs, "maxDequeueCount", file, config.BlobMaxDequeueCount),
                 };
             }
+            if (ext.TryGetProperty("queues", out var queues) && queues.ValueKind == JsonValueKind.Object)
+                config = ReadQueues(config, queues, file);
         }
         return config;
     }
@@ -118,12 +144,64 @@ public sealed record HostConfig
 
     private static string Escape(string s) => FaaST.Runtime.Http.LogText.Escape(s);
 
-    private static int PositiveInt(JsonElement obj, string name, string file, int fallback)
+    private static int PositiveInt(JsonElement obj, string name, string file, int fallback, string section = "blobs", int min = 1, int max = int.MaxValue)
     {
         if (!obj.TryGetProperty(name, out var v))
             return fallback;
-        if (v.ValueKind != JsonValueKind.Number || !v.TryGetInt32(out var i) || i < 1)
-            throw new AppConfigException($"{file}: extensions.blobs.{name} must be a positive whole number");
+        if (v.ValueKind != JsonValueKind.Number || !v.TryGetInt32(out var i) || i < min || i > max)
+            throw new AppConfigException(max == int.MaxValue
+                ? $"{file}: extensions.{section}.{name} must be a {(min == 0 ? "whole number, 0 or more" : "positive whole number")}"
+                : $"{file}: extensions.{section}.{name} must be a whole number from {min} to {max}");
         return i;
+    }
+
+    /// <summary>extensions.queues, with the queue extension's names, defaults and ranges.</summary>
+    private static HostConfig ReadQueues(HostConfig config, JsonElement queues, string file)
+    {
+        const string where = "extensions.queues.";
+        // maxPollingInterval: a time span, or (the 1.x spelling, still accepted by Azure) milliseconds.
+        if (queues.TryGetProperty("maxPollingInterval", out var poll))
+        {
+            TimeSpan interval;
+            if (poll.ValueKind == JsonValueKind.Number)
+            {
+                if (!poll.TryGetInt64(out var ms) || ms < 0)
+                    throw new AppConfigException($"{file}: {where}maxPollingInterval must be a time span like \"00:00:02\" or milliseconds");
+                interval = TimeSpan.FromMilliseconds(ms);
+            }
+            else
+            {
+                interval = AppJson.GetTimeSpan(queues, "maxPollingInterval", file, where)!.Value;
+            }
+            if (interval < TimeSpan.FromMilliseconds(100) || interval > TimeSpan.FromHours(24))
+                throw new AppConfigException($"{file}: {where}maxPollingInterval must be from 00:00:00.1 to 1.00:00:00, not {interval}");
+            config = config with { QueueMaxPollingInterval = interval };
+        }
+        if (AppJson.GetTimeSpan(queues, "visibilityTimeout", file, where) is { } visibility)
+        {
+            if (visibility > TimeSpan.FromDays(7))
+                throw new AppConfigException($"{file}: {where}visibilityTimeout must be at most 7.00:00:00 (the queue service's limit), not {visibility}");
+            config = config with { QueueVisibilityTimeout = visibility };
+        }
+        config = config with
+        {
+            QueueBatchSize = PositiveInt(queues, "batchSize", file, config.QueueBatchSize, "queues", 1, 32),
+            QueueMaxDequeueCount = PositiveInt(queues, "maxDequeueCount", file, config.QueueMaxDequeueCount, "queues"),
+        };
+        if (queues.TryGetProperty("newBatchThreshold", out _))
+            config = config with { QueueNewBatchThreshold = PositiveInt(queues, "newBatchThreshold", file, 0, "queues", 0) };
+        if (AppJson.GetString(queues, "messageEncoding", file, where) is { } encoding)
+        {
+            config = config with
+            {
+                QueueBase64 = encoding.ToLowerInvariant() switch
+                {
+                    "base64" => true,
+                    "none" => false,
+                    _ => throw new AppConfigException($"{file}: {where}messageEncoding \"{Escape(encoding)}\" must be \"base64\" or \"none\""),
+                },
+            };
+        }
+        return config;
     }
 }

@@ -26,8 +26,10 @@ public sealed record BindingMetadata
     public const string Http = "http";
     public const string Blob = "blob";
     public const string BlobTrigger = "blobTrigger";
+    public const string Queue = "queue";
+    public const string QueueTrigger = "queueTrigger";
     public const string ReturnName = "$return";
-    public static readonly string[] SupportedTypes = [HttpTrigger, Http, Blob, BlobTrigger];
+    public static readonly string[] SupportedTypes = [HttpTrigger, Http, Blob, BlobTrigger, Queue, QueueTrigger];
 
     public required string Name { get; init; }
     public required string Type { get; init; }
@@ -39,7 +41,10 @@ public sealed record BindingMetadata
     /// <summary>blob / blobTrigger: "container/path/{expr}".</summary>
     public BindingTemplate? Path { get; init; }
 
-    /// <summary>blob / blobTrigger: the app setting with the storage connection string.</summary>
+    /// <summary>queue / queueTrigger: the queue's name ({expressions} in an output; a trigger's is literal).</summary>
+    public BindingTemplate? QueueName { get; init; }
+
+    /// <summary>blob / blobTrigger / queue / queueTrigger: the app setting with the storage connection string.</summary>
     public string Connection { get; init; } = "AzureWebJobsStorage";
 
     /// <summary>httpTrigger: the route template (defaults to the function name).</summary>

@@ -10,7 +10,9 @@ namespace FaaST.Runtime.Bindings;
 /// in setting CONN, or an identity-based connection as Azure Functions defines it: CONN__blobServiceUri or
 /// CONN__serviceUri (an https blob endpoint), or CONN__accountName (https://NAME.blob.core.windows.net), with
 /// CONN__credential = managedidentity (the default) and CONN__clientId for a user-assigned identity
-/// (CONN__queueServiceUri and CONN__tableServiceUri are accepted and unused; "CONN:name" works as "CONN__name").
+/// For queue bindings the same connection reaches the queue service: the connection string's QueueEndpoint (or the
+/// endpoint the SDK derives from its account name), or CONN__queueServiceUri, else CONN__accountName
+/// (https://NAME.queue.core.windows.net). CONN__tableServiceUri is accepted and unused; "CONN:name" works as "CONN__name".
 /// AzureWebJobsStorage that is absent or "UseDevelopmentStorage=true" means the Azurite this runtime started.
 /// </summary>
 public sealed class StorageAccounts(AppSettings settings, string? developmentConnectionString, BlobStoreOptions? options = null,
@@ -21,6 +23,7 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
         ["blobServiceUri", "serviceUri", "accountName", "credential", "clientId", "queueServiceUri", "tableServiceUri", "tenantId", "clientSecret", "certificate"];
 
     private readonly ConcurrentDictionary<string, IBlobStore> _stores = new(StringComparer.OrdinalIgnoreCase);
+    private readonly ConcurrentDictionary<string, IQueueStore> _queues = new(StringComparer.OrdinalIgnoreCase);
 
     /// <summary>True when the app's default storage is the local emulator (the runtime must start Azurite).</summary>
     public static bool NeedsDevelopmentStorage(AppSettings settings)
@@ -63,6 +66,34 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
 
     /// <summary>The store for a connection setting; throws naming the setting when it is not set or not usable.</summary>
     public IBlobStore Get(string connection) => _stores.GetOrAdd(connection, Create);
+
+    /// <summary>The queue service of a connection setting; throws naming the setting when it does not reach one.</summary>
+    public IQueueStore GetQueues(string connection) => _queues.GetOrAdd(connection, CreateQueues);
+
+    /// <summary>
+    /// What keeps connection <paramref name="connection"/> from reaching a queue service (as <see cref="ConnectionProblem"/>
+    /// for blobs, naming the setting, never a value); null when it does, or is AzureWebJobsStorage left to the
+    /// development storage (the Azurite the runtime starts serves queues).
+    /// </summary>
+    public static string? QueueConnectionProblem(AppSettings settings, string connection, Func<string, string?>? environment = null)
+    {
+        var cs = settings[connection];
+        if (!string.IsNullOrWhiteSpace(cs))
+        {
+            if (IsDevelopmentStorage(cs))
+                return null;
+            if (ConnectionProblem(settings, connection, environment) is { } problem)
+                return problem;
+            return QueueStore.HasQueueService(cs) ? null
+                : $"{settings.SourceOf(connection)} names no queue service (it has BlobEndpoint but no QueueEndpoint), which a queue binding needs";
+        }
+        if (IsIdentityBased(settings, connection))
+            return ReadQueueIdentity(settings, connection, out _) ?? ManagedIdentityProblem(settings, connection, environment);
+        if (connection.Equals("AzureWebJobsStorage", StringComparison.OrdinalIgnoreCase))
+            return null;
+        return $"app setting \"{connection}\" (a queue binding's connection) is not set: add it to {settings.FilePath} Values (or the environment) " +
+            $"as a storage connection string, or set {connection}__queueServiceUri (or {connection}__accountName) for an identity-based connection";
+    }
 
     /// <summary>The store (among those the app's bindings opened, plus the default account) at a blob endpoint; null if none.</summary>
     public IBlobStore? ForEndpoint(string endpoint)
@@ -116,6 +147,58 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
         if ((ReadIdentity(settings, connection, out var serviceUri, out var clientId) ?? ManagedIdentityProblem(settings, connection, environment)) is { } problem)
             throw new AppConfigException(problem);
         return new BlobStore(serviceUri!, ManagedIdentity.Create(clientId, options, environment), options, logger);
+    }
+
+    private IQueueStore CreateQueues(string connection)
+    {
+        if (ConnectionString(connection) is { } cs)
+        {
+            try
+            {
+                return new QueueStore(cs, options, logger);
+            }
+            catch (ArgumentException e)
+            {
+                throw new AppConfigException($"app setting \"{connection}\": {e.Message.Split(" (Parameter", 2)[0]}");
+            }
+        }
+        if (!IsIdentityBased(settings, connection))
+            throw new AppConfigException($"app setting \"{connection}\" (a queue binding's connection) is not set; add it to local.settings.json Values");
+        if ((ReadQueueIdentity(settings, connection, out var serviceUri) ?? ManagedIdentityProblem(settings, connection, environment)) is { } problem)
+            throw new AppConfigException(problem);
+        return new QueueStore(serviceUri!, ManagedIdentity.Create(Identity(settings, connection, "clientId"), options, environment), options, logger);
+    }
+
+    /// <summary>The queue endpoint of an identity-based connection (queueServiceUri, else accountName), or what is wrong.</summary>
+    private static string? ReadQueueIdentity(AppSettings settings, string connection, out Uri? serviceUri)
+    {
+        serviceUri = null;
+        var what = $"the identity-based connection {connection}";
+        foreach (var unsupported in (string[])["clientSecret", "certificate"])
+            if (Identity(settings, connection, unsupported) is not null)
+                return $"{NameOf(settings, connection, unsupported)} is set, but {what} supports only a managed identity " +
+                    $"(remove it, and set {connection}__credential to managedidentity)";
+        var credential = Identity(settings, connection, "credential");
+        if (credential is not null && !credential.Equals("managedidentity", StringComparison.OrdinalIgnoreCase))
+            return $"{NameOf(settings, connection, "credential")} is \"{Http.LogText.Escape(credential)}\"; {what} supports only \"managedidentity\"";
+        if (Identity(settings, connection, "queueServiceUri") is { } text)
+        {
+            if (!Uri.TryCreate(text, UriKind.Absolute, out var uri) || uri.Scheme != Uri.UriSchemeHttps || uri.Query.Length > 0 ||
+                uri.Fragment.Length > 0 || uri.UserInfo.Length > 0)
+                return $"{NameOf(settings, connection, "queueServiceUri")} is not an https URI of a queue service without query, such as " +
+                    "https://ACCOUNT.queue.core.windows.net (a token is only ever sent over TLS)";
+            serviceUri = uri;
+            return null;
+        }
+        if (Identity(settings, connection, "accountName") is { } account)
+        {
+            if (account.Length is < 3 or > 24 || !account.All(c => char.IsAsciiLetterLower(c) || char.IsAsciiDigit(c)))
+                return $"{NameOf(settings, connection, "accountName")} is not a storage account name (3 to 24 lowercase letters and digits)";
+            serviceUri = new Uri($"https://{account}.queue.core.windows.net", UriKind.Absolute);
+            return null;
+        }
+        return $"{what} has no queue endpoint, which a queue binding needs: {settings.SourceOf(connection + "__queueServiceUri")} " +
+            $"(or {connection}__accountName) is missing ({connection}__serviceUri and __blobServiceUri name the blob service only)";
     }
 
     private static bool IsDevelopmentStorage(string cs) =>
@@ -176,6 +259,7 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
 
     public void Dispose()
     {
+        _queues.Clear(); // queue clients hold nothing but the shared transport
         foreach (var store in _stores.Values)
             (store as IDisposable)?.Dispose();
     }

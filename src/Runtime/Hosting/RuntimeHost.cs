@@ -28,6 +28,7 @@ public sealed class RuntimeHost : IAsyncDisposable
     private readonly WorkersComponent _workers;
     private readonly PeersComponent? _peers;
     private readonly TriggersComponent _triggers;
+    private readonly QueueTriggersComponent _queueTriggers;
     private int _disposed;
 
     private RuntimeHost(FunctionApp app, HostOptions options, WebApplicationBuilder web, ILoggerFactory loggers, IEnumerable<ILifecycleParticipant> extra)
@@ -46,13 +47,14 @@ public sealed class RuntimeHost : IAsyncDisposable
         _workers = new WorkersComponent(app, options.Workers, _storage, _cache, _serving, loggers);
         _peers = options.Peers.Enabled ? new PeersComponent(app, options.Peers, _storage, _cache, _serving, loggers) : null;
         _triggers = new TriggersComponent(app, _storage, _cache, _workers, loggers);
+        _queueTriggers = new QueueTriggersComponent(app, _storage, _workers, loggers);
         var keys = new KeysComponent(app, options.Serving, _storage, loggers);
         var functions = new HttpFunctionsComponent(app, options.Serving, _serving, _workers, keys.Check, loggers);
         _serving.MapEndpoints(web => AdminEndpoints.Map(web, this, keys.Check, loggers.CreateLogger("FaaST.Http")));
         telemetry.MapMetrics();
         _serving.Build(loggers);
 
-        ILifecycleParticipant?[] components = [telemetry, _storage, keys, _cache, _workers, _serving, _peers, _triggers, functions];
+        ILifecycleParticipant?[] components = [telemetry, _storage, keys, _cache, _workers, _serving, _peers, _triggers, _queueTriggers, functions];
         foreach (var component in components.OfType<ILifecycleParticipant>().Concat(extra))
             component.Participate(_lifecycle);
         _lifecycle.OnState((state, _) =>
@@ -102,6 +104,9 @@ public sealed class RuntimeHost : IAsyncDisposable
 
     /// <summary>Blob-triggered invocations finished since start (tests wait on it).</summary>
     public long BlobTriggerCompletions => _triggers.Completed;
+
+    /// <summary>Queue messages finished by queue triggers since start (run, retried later or poisoned; tests wait on it).</summary>
+    public long QueueTriggerCompletions => _queueTriggers.Completed;
 
     /// <summary>Loads the app and starts everything; throws <see cref="AppConfigException"/> for a bad app.</summary>
     public static async Task<RuntimeHost> StartAsync(RuntimeHostOptions options, CancellationToken ct = default)
@@ -195,6 +200,7 @@ public sealed class RuntimeHost : IAsyncDisposable
             {
                 BindingMetadata.HttpTrigger => $"[{string.Join(",", t.Methods ?? ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])}] {BaseAddress}{(App.Host.RoutePrefix.Length > 0 ? App.Host.RoutePrefix + "/" : "")}{t.Route}",
                 BindingMetadata.BlobTrigger => $"blobTrigger: {t.Path}",
+                BindingMetadata.QueueTrigger => $"queueTrigger: {t.QueueName}",
                 _ => "",
             };
             lines.Add(detail.Length > 0 ? $"  {f.Name}{state}: {detail}" : $"  {f.Name}{state}");

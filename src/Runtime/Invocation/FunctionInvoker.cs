@@ -41,6 +41,9 @@ internal sealed class FunctionInvoker
     /// <summary>Told after each output blob is written, e.g. to fire blob triggers at once.</summary>
     public IBlobWriteObserver? WriteObserver { get; set; }
 
+    /// <summary>Writes queue output bindings (set before the host takes work); a queue output without it fails the invocation.</summary>
+    public QueueOutput? QueueOutput { get; set; }
+
     /// <summary>
     /// Runs <paramref name="function"/> with <paramref name="triggerValue"/> bound to its trigger.
     /// Returns the value of the HTTP output binding, if the function has one.
@@ -152,6 +155,8 @@ internal sealed class FunctionInvoker
                 http = output.Data;
             else if (binding.Type == BindingMetadata.Blob && output.Data is { DataCase: not TypedData.DataOneofCase.None } data)
                 (writes ??= []).Add(WriteOutputAsync(function, binding, data, invocation, ct));
+            else if (binding.Type == BindingMetadata.Queue && output.Data is { DataCase: not TypedData.DataOneofCase.None } message)
+                (writes ??= []).Add(WriteQueueAsync(function, binding, message, invocation, ct));
         }
         if (plan.Return is { } ret && response.ReturnValue is { DataCase: not TypedData.DataOneofCase.None } returned)
         {
@@ -159,6 +164,8 @@ internal sealed class FunctionInvoker
                 http = returned;
             else if (ret.Type == BindingMetadata.Blob)
                 (writes ??= []).Add(WriteOutputAsync(function, ret, returned, invocation, ct));
+            else if (ret.Type == BindingMetadata.Queue)
+                (writes ??= []).Add(WriteQueueAsync(function, ret, returned, invocation, ct));
         }
         if (writes is not null)
             await Task.WhenAll(writes);
@@ -224,6 +231,14 @@ internal sealed class FunctionInvoker
         };
         var properties = await _blobs.WriteAsync(address, output, invocation, ct);
         WriteObserver?.OnBlobWritten(address, properties, output);
+    }
+
+    private async Task WriteQueueAsync(FunctionDefinition function, BindingMetadata binding, TypedData value, InvocationContext invocation,
+        CancellationToken ct)
+    {
+        if (QueueOutput is not { } queues)
+            throw new FunctionUnavailableException($"function {function.Name}: queue output \"{binding.Name}\": queue outputs are not set up in this host");
+        await queues.WriteAsync(function, binding, value, invocation, ct);
     }
 
     /// <summary>Resolves a blob binding's path for this invocation.</summary>

@@ -3,9 +3,11 @@ function load time so that an invocation only calls the chosen converter."""
 from __future__ import annotations
 
 import collections.abc
+import datetime
 import json
+import re
 import typing
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import azure.functions as func
 
@@ -136,8 +138,57 @@ def to_auto(td: "pb.TypedData") -> Any:
     return None
 
 
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+def _meta_time(metadata: Any, key: str) -> Optional[datetime.datetime]:
+    td = metadata.get(key) if metadata is not None else None
+    if td is None or td.WhichOneof("data") is None:
+        return None
+    text = to_str(td).strip('"')
+    # The host sends ISO 8601 with 7 fractional digits; datetime takes at most 6.
+    text = _FRACTION.sub(r"\1", text).replace("Z", "+00:00")
+    try:
+        return datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def _meta_str(metadata: Any, key: str) -> Optional[str]:
+    td = metadata.get(key) if metadata is not None else None
+    if td is None or td.WhichOneof("data") is None:
+        return None
+    return to_str(td)
+
+
+def to_queue_message(td: "pb.TypedData", metadata: Any = None) -> func.QueueMessage:
+    """A queueTrigger's message with its metadata (the invocation's trigger metadata)."""
+    count = _meta_str(metadata, "DequeueCount")
+    return func.QueueMessage(
+        id=_meta_str(metadata, "Id"),
+        body=to_bytes(td),
+        pop_receipt=_meta_str(metadata, "PopReceipt"),
+        dequeue_count=int(count) if count is not None and count.isdigit() else None,
+        expiration_time=_meta_time(metadata, "ExpirationTime"),
+        insertion_time=_meta_time(metadata, "InsertionTime"),
+        time_next_visible=_meta_time(metadata, "NextVisibleTime"),
+    )
+
+
+to_queue_message.with_metadata = True  # type: ignore[attr-defined]
+
+
 def _none_if_unset(decode: Decoder) -> Decoder:
     # Unset TypedData is null (e.g. a missing input blob) whatever the annotation.
+    if getattr(decode, "with_metadata", False):
+        def decoder_with_metadata(td: "pb.TypedData", metadata: Any = None) -> Any:
+            if td.WhichOneof("data") is None:
+                return None
+            return decode(td, metadata)  # type: ignore[call-arg]
+        decoder_with_metadata.__name__ = decode.__name__
+        decoder_with_metadata.with_metadata = True  # type: ignore[attr-defined]
+        return decoder_with_metadata
+
     def decoder(td: "pb.TypedData") -> Any:
         if td.WhichOneof("data") is None:
             return None
@@ -167,6 +218,8 @@ def decoder_for(annotation: Any) -> Decoder:
             decode: Decoder = _http_only
         elif issubclass(origin, func.InputStream):
             decode = to_input_stream
+        elif issubclass(origin, func.QueueMessage):
+            decode = to_queue_message
         elif issubclass(origin, (bytes, bytearray)):
             decode = to_bytes
         elif issubclass(origin, str):
@@ -241,6 +294,12 @@ def encode_into(td: "pb.TypedData", value: Any) -> None:
         td.bytes = value
     elif isinstance(value, func.HttpResponse):
         http_response_into(td, value)
+    elif isinstance(value, func.QueueMessage):
+        td.bytes = value.get_body()
+    elif isinstance(value, (list, tuple)) and any(isinstance(v, func.QueueMessage) for v in value):
+        # Several queue messages: a JSON array of their texts (the host sends one message per element).
+        td.json = json.dumps([v.get_body().decode("utf-8") if isinstance(v, func.QueueMessage) else v
+                              for v in value])
     elif isinstance(value, (bytearray, memoryview)):
         td.bytes = bytes(value)
     elif isinstance(value, _JSON_TYPES) or isinstance(value, tuple):

@@ -34,7 +34,8 @@ def bind(fi: loader.FunctionInfo, req: "pb.InvocationRequest") -> Dict[str, Any]
                     f"function '{fi.name}': parameter '{p.name}' has no input binding "
                     f"in this invocation and no default value")
             try:
-                args[p.name] = p.decode(td)  # type: ignore[misc]
+                args[p.name] = (p.decode(td, req.trigger_metadata)  # type: ignore[misc,call-arg]
+                                if p.with_metadata else p.decode(td))  # type: ignore[misc]
             except BindingError as exc:
                 raise BindingError(f"function '{fi.name}': parameter '{p.name}': {exc}") from None
             except ValueError as exc:

@@ -36,6 +36,8 @@ class Param:
     kind: int
     decode: Optional[bindings.Decoder]
     has_default: bool
+    # The decoder also takes the invocation's trigger metadata (func.QueueMessage).
+    with_metadata: bool = False
 
 
 @dataclass(frozen=True)
@@ -228,7 +230,9 @@ def build_params(fn: Callable[..., Any], metadata: "pb.FunctionMetadata") -> Tup
             params.append(Param(p.name, OUT, None, has_default))
         else:
             decode_ann = None if ann is p.empty else ann
-            params.append(Param(p.name, IN, bindings.decoder_for(decode_ann), has_default))
+            decoder = bindings.decoder_for(decode_ann)
+            params.append(Param(p.name, IN, decoder, has_default,
+                                getattr(decoder, "with_metadata", False)))
     return tuple(params)
 
 

@@ -171,13 +171,16 @@ class FakeHost:
         return reply.function_load_response
 
     def invoke(self, function_id: str, inputs: Dict[str, pb.TypedData],
-               invocation_id: Optional[str] = None) -> str:
+               invocation_id: Optional[str] = None,
+               metadata: Optional[Dict[str, pb.TypedData]] = None) -> str:
         msg = pb.StreamingMessage()
         req = msg.invocation_request
         req.invocation_id = invocation_id or self.next_id("inv")
         req.function_id = function_id
         for name, data in inputs.items():
             req.input_data.add(name=name).data.CopyFrom(data)
+        for name, data in (metadata or {}).items():
+            req.trigger_metadata[name].CopyFrom(data)
         self.send(msg)
         return req.invocation_id
 
@@ -283,8 +286,9 @@ class Session:
         return resp
 
     def call(self, function_id: str, timeout: float = TIMEOUT,
+             metadata: Optional[Dict[str, pb.TypedData]] = None,
              **inputs: pb.TypedData) -> pb.InvocationResponse:
-        return self.host.response(self.host.invoke(function_id, inputs), timeout)
+        return self.host.response(self.host.invoke(function_id, inputs, metadata=metadata), timeout)
 
 
 @pytest.fixture

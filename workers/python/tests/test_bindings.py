@@ -93,3 +93,12 @@ def test_encode_http_response() -> None:
 def test_encode_unsupported_type() -> None:
     with pytest.raises(TypeError, match="cannot convert a value of type set"):
         bindings.encode_into(pb.TypedData(), {1})
+
+
+def test_queue_message_decoder_without_metadata_has_only_the_body() -> None:
+    decode = bindings.decoder_for(func.QueueMessage)
+    msg = decode(td(string="hello"), {})
+    assert msg.get_body() == b"hello" and msg.id is None and msg.dequeue_count is None
+    assert decode(td(), {}) is None
+    with pytest.raises(ValueError):
+        msg.get_json()

@@ -600,3 +600,50 @@ def test_http_body_sent_as_string_or_json(session) -> None:
     td.http.body.json = "[1]"
     assert session.call("Body", req=td).return_value.string == "b'[1]' [1]"
     assert session.call("Body", req=http("POST")).result.status == FAILURE  # empty body: bad JSON
+
+
+def test_queue_message_parameter_carries_body_and_metadata(session) -> None:
+    session.add_function("OnQueue", """
+        import json
+        import azure.functions as func
+        def main(msg: func.QueueMessage) -> str:
+            return json.dumps({
+                "id": msg.id, "body": msg.get_body().decode(), "json": msg.get_json(),
+                "count": msg.dequeue_count, "receipt": msg.pop_receipt,
+                "inserted": msg.insertion_time.isoformat(),
+                "expires": msg.expiration_time.year,
+                "visible": msg.time_next_visible is not None})
+    """, bindings={"msg": ("queueTrigger", IN), "$return": ("blob", OUT)})
+    out = session.call("OnQueue", msg=typed(json='{"name": "a"}'), metadata={
+        "Id": typed(string="m-1"), "PopReceipt": typed(string="r-1"),
+        "DequeueCount": typed(json="2"),
+        "InsertionTime": typed(string="2026-11-25T10:00:00.1234567+00:00"),
+        "ExpirationTime": typed(string="2026-12-02T10:00:00.0000000+00:00"),
+        "NextVisibleTime": typed(string="2026-11-25T10:10:00.0000000+00:00")})
+    assert out.result.status == SUCCESS, out.result.exception.message
+    assert json.loads(out.return_value.string) == {
+        "id": "m-1", "body": '{"name": "a"}', "json": {"name": "a"}, "count": 2,
+        "receipt": "r-1", "inserted": "2026-11-25T10:00:00.123456+00:00", "expires": 2026,
+        "visible": True}
+
+
+def test_queue_outputs_one_message_several_and_queue_message_objects(session) -> None:
+    session.add_function("ToQueues", """
+        import typing
+        import azure.functions as func
+        def main(req: func.HttpRequest, one: func.Out[str], many: func.Out[typing.List[str]],
+                 obj: func.Out[func.QueueMessage], objs: func.Out[typing.List[func.QueueMessage]]):
+            one.set("first")
+            many.set(["a", "b"])
+            obj.set(func.QueueMessage(body="from an object"))
+            objs.set([func.QueueMessage(body=b"x"), "y"])
+            return "ok"
+    """, bindings={"req": ("httpTrigger", IN), "one": ("queue", OUT), "many": ("queue", OUT),
+                   "obj": ("queue", OUT), "objs": ("queue", OUT), "$return": ("http", OUT)})
+    out = session.call("ToQueues", req=http())
+    assert out.result.status == SUCCESS, out.result.exception.message
+    outputs = {o.name: o.data for o in out.output_data}
+    assert outputs["one"].string == "first"
+    assert json.loads(outputs["many"].json) == ["a", "b"]
+    assert outputs["obj"].bytes == b"from an object"
+    assert json.loads(outputs["objs"].json) == ["x", "y"]

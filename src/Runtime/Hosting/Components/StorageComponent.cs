@@ -37,8 +37,9 @@ internal sealed class StorageComponent(FunctionApp app, StorageHostOptions optio
             // kept beside persisted data, since that data is filed under the account's name.
             var account = options.AzuriteDataDirectory is null ? AzuriteAccount.Generate()
                 : AzuriteAccount.LoadOrCreate(Path.Combine(app.Directory, ".faast", "azurite-account"));
-            _azurite = await AzuriteProcess.StartAsync(home, ct: ct, dataDirectory: options.AzuriteDataDirectory, account: account);
+            _azurite = await AzuriteProcess.StartAsync(home, ct: ct, dataDirectory: options.AzuriteDataDirectory, account: account, queues: true);
             Log.AzuriteListening(logger, _azurite.BlobEndpoint);
+            Log.AzuriteQueuesListening(logger, _azurite.QueueEndpoint!);
             _published = PublishDevelopmentStorage(app.Directory, _azurite.ConnectionString, logger);
         }
         _accounts = new StorageAccounts(app.Settings, _azurite?.ConnectionString, options.Blob, logger: logger);

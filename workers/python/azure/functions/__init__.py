@@ -7,6 +7,7 @@ from ._blob import InputStream
 from ._context import Context, RetryContext, TraceContext
 from ._http import HttpRequest, HttpRequestHeaders, HttpResponse, HttpResponseHeaders
 from ._out import Out
+from ._queue import QueueMessage
 
 __all__ = (
     "Context",
@@ -16,6 +17,7 @@ __all__ = (
     "HttpResponseHeaders",
     "InputStream",
     "Out",
+    "QueueMessage",
     "RetryContext",
     "TraceContext",
 )
