@@ -51,7 +51,7 @@ public static class BlobNames
         }
     }
 
-    /// <summary>Blob names: 1-1024 characters, no "." or ".." path segment (HTTP would collapse them), no control characters.</summary>
+    /// <summary>Blob names: 1-1024 characters, not only slashes, no "." or ".." path segment (HTTP would collapse them), no control characters.</summary>
     public static void ValidateBlob(string blob, string paramName = "blob")
     {
         ArgumentNullException.ThrowIfNull(blob, paramName);
@@ -63,6 +63,11 @@ public static class BlobNames
         else if (blob.AsSpan().IndexOfAnyInRange('\0', '\u001f') >= 0 || blob.Contains('\u007f', StringComparison.Ordinal))
         {
             rule = "it must not contain control characters";
+        }
+        else if (blob.AsSpan().IndexOfAnyExcept('/') < 0)
+        {
+            // "/" resolves to the container's own URL ("container//"), which storage answers 400.
+            rule = "it must have a character other than '/'";
         }
         else if (HasDotSegment(blob))
         {
