@@ -58,6 +58,19 @@ public static partial class AppHostFuzzer
 
     private static async Task<(Outcome, string)> RunOneAsync(string home, string app, string storage, string mutated)
     {
+        // The host checks its ports before it starts (exit 4, one line): a free port picked here can be taken
+        // by a host of a parallel input before this one binds it. That is the harness's race, not a finding:
+        // start again on other ports.
+        for (var tries = 1; ; tries++)
+        {
+            var (outcome, counter) = await RunOnceAsync(home, app, storage, mutated);
+            if (counter != "exit_4_port_taken" || tries == 3)
+                return (outcome, counter);
+        }
+    }
+
+    private static async Task<(Outcome, string)> RunOnceAsync(string home, string app, string storage, string mutated)
+    {
         await using var host = FuzzHost.Start(home, app, storage);
         var serving = await WaitAsync(host, TimeSpan.FromSeconds(60));
         if (host.Process.HasExited)
@@ -70,6 +83,8 @@ public static partial class AppHostFuzzer
                 var m = ExceptionAt().Match(unhandled);
                 return (Outcome.Crash($"the host aborted: {(m.Success ? $"{m.Groups[1].Value} at {m.Groups[2].Value}" : "unhandled exception")}", unhandled), $"exit_{code}");
             }
+            if (code == 4 && output.Contains("is already in use", StringComparison.Ordinal))
+                return (Outcome.Crash("the host's port was taken three times", Tail(output)), "exit_4_port_taken");
             if (code == 3 && output.Contains(mutated, StringComparison.Ordinal))
                 return (Outcome.Rejected, "exit_3_error_names_the_file");
             return (Outcome.Crash($"the host exited with {code} without an error naming the file", Tail(output)), $"exit_{code}");
