@@ -835,24 +835,8 @@ public sealed class BlobStore : IBlobStore, IDisposable
     }
 
     /// <summary>The SDK's options for one store: the shared transport, the project's retry promise, no diagnostics.</summary>
-    internal static BlobClientOptions ClientOptions(BlobStoreOptions options, ILogger? logger)
-    {
-        var client = new BlobClientOptions { Transport = StorageTransport.For(options) };
-        // Logging, distributed tracing and the User-Agent telemetry cost per request and are not used here:
-        // with them off, a HEAD through the SDK costs about what a raw request does.
-        client.Diagnostics.IsLoggingEnabled = false;
-        client.Diagnostics.IsDistributedTracingEnabled = false;
-        client.Diagnostics.IsTelemetryEnabled = false;
-        client.Diagnostics.IsLoggingContentEnabled = false;
-        client.Retry.Mode = RetryMode.Exponential;
-        client.Retry.MaxRetries = options.MaxRetries;
-        client.Retry.Delay = options.RetryBaseDelay;
-        client.Retry.MaxDelay = options.RetryMaxDelay;
-        client.Retry.NetworkTimeout = options.TryTimeout;
-        if (logger is not null)
-            client.AddPolicy(new RetryLoggingPolicy(logger, options.MaxRetries), HttpPipelinePosition.PerRetry);
-        return client;
-    }
+    internal static BlobClientOptions ClientOptions(BlobStoreOptions options, ILogger? logger) =>
+        StorageTransport.Configure(new BlobClientOptions { Transport = StorageTransport.For(options) }, options, logger);
 
     /// <summary>Block IDs of one upload: base64(16-byte upload GUID + 4-byte index), all the same length.</summary>
     private static string[] NewBlockIds(int count)

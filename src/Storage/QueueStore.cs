@@ -196,22 +196,9 @@ public sealed class QueueStore : IQueueStore
     }
 
     /// <summary>The SDK's options: the shared transport, the project's retry promise, no diagnostics, no encoding of its own.</summary>
-    private static QueueClientOptions ClientOptions(BlobStoreOptions options, ILogger? logger)
-    {
-        var client = new QueueClientOptions { Transport = StorageTransport.For(options), MessageEncoding = QueueMessageEncoding.None };
-        client.Diagnostics.IsLoggingEnabled = false;
-        client.Diagnostics.IsDistributedTracingEnabled = false;
-        client.Diagnostics.IsTelemetryEnabled = false;
-        client.Diagnostics.IsLoggingContentEnabled = false;
-        client.Retry.Mode = RetryMode.Exponential;
-        client.Retry.MaxRetries = options.MaxRetries;
-        client.Retry.Delay = options.RetryBaseDelay;
-        client.Retry.MaxDelay = options.RetryMaxDelay;
-        client.Retry.NetworkTimeout = options.TryTimeout;
-        if (logger is not null)
-            client.AddPolicy(new RetryLoggingPolicy(logger, options.MaxRetries), HttpPipelinePosition.PerRetry);
-        return client;
-    }
+    private static QueueClientOptions ClientOptions(BlobStoreOptions options, ILogger? logger) =>
+        StorageTransport.Configure(new QueueClientOptions { Transport = StorageTransport.For(options), MessageEncoding = QueueMessageEncoding.None },
+            options, logger);
 
     private static string FirstLine(string text)
     {

@@ -3,7 +3,9 @@ using System.Net;
 using System.Net.Security;
 using System.Net.Sockets;
 using System.Security.Cryptography.X509Certificates;
+using Azure.Core;
 using Azure.Core.Pipeline;
+using Microsoft.Extensions.Logging;
 
 namespace FaaST.Storage;
 
@@ -23,6 +25,28 @@ internal static class StorageTransport
             options.TrustedCertificate?.Thumbprint);
         // Transports live as long as the process: stores come and go (tests make hundreds), the pool stays.
         return Transports.GetOrAdd(key, static (k, o) => new HttpClientTransport(CreateHandler(k, o.TrustedCertificate)), options);
+    }
+
+    /// <summary>
+    /// The SDK options every client of the project gets (blobs, queues): logging, distributed tracing and the
+    /// User-Agent telemetry off — they cost per request and are not used here; with them off, a HEAD through the SDK
+    /// costs about what a raw request does — and retries as <see cref="BlobStoreOptions"/> promise, each failed try
+    /// logged when a logger is given.
+    /// </summary>
+    public static T Configure<T>(T client, BlobStoreOptions options, ILogger? logger) where T : ClientOptions
+    {
+        client.Diagnostics.IsLoggingEnabled = false;
+        client.Diagnostics.IsDistributedTracingEnabled = false;
+        client.Diagnostics.IsTelemetryEnabled = false;
+        client.Diagnostics.IsLoggingContentEnabled = false;
+        client.Retry.Mode = RetryMode.Exponential;
+        client.Retry.MaxRetries = options.MaxRetries;
+        client.Retry.Delay = options.RetryBaseDelay;
+        client.Retry.MaxDelay = options.RetryMaxDelay;
+        client.Retry.NetworkTimeout = options.TryTimeout;
+        if (logger is not null)
+            client.AddPolicy(new RetryLoggingPolicy(logger, options.MaxRetries), HttpPipelinePosition.PerRetry);
+        return client;
     }
 
     /// <summary>A handler configured as the shared transport's would be for <paramref name="options"/> (for tests and benchmarks).</summary>

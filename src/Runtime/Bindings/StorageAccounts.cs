@@ -129,33 +129,32 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
             : null;
     }
 
-    private IBlobStore Create(string connection)
-    {
-        if (ConnectionString(connection) is { } cs)
-        {
-            try
-            {
-                return new BlobStore(cs, options, logger);
-            }
-            catch (ArgumentException e)
-            {
-                throw new AppConfigException($"app setting \"{connection}\": {e.Message.Split(" (Parameter", 2)[0]}");
-            }
-        }
-        if (!IsIdentityBased(settings, connection))
-            throw new AppConfigException($"app setting \"{connection}\" (a binding's connection) is not set; add it to local.settings.json Values");
-        if ((ReadIdentity(settings, connection, out var serviceUri, out var clientId) ?? ManagedIdentityProblem(settings, connection, environment)) is { } problem)
-            throw new AppConfigException(problem);
-        return new BlobStore(serviceUri!, ManagedIdentity.Create(clientId, options, environment), options, logger);
-    }
+    private IBlobStore Create(string connection) =>
+        Create<IBlobStore>(connection, "a binding's connection", cs => new BlobStore(cs, options, logger),
+            (string c, out Uri? uri, out string? clientId) => ReadIdentity(settings, c, out uri, out clientId),
+            (uri, clientId) => new BlobStore(uri, ManagedIdentity.Create(clientId, options, environment), options, logger));
 
-    private IQueueStore CreateQueues(string connection)
+    private IQueueStore CreateQueues(string connection) =>
+        Create<IQueueStore>(connection, "a queue binding's connection", cs => new QueueStore(cs, options, logger),
+            (string c, out Uri? uri, out string? clientId) =>
+            {
+                clientId = Identity(settings, c, "clientId");
+                return ReadQueueIdentity(settings, c, out uri);
+            },
+            (uri, clientId) => new QueueStore(uri, ManagedIdentity.Create(clientId, options, environment), options, logger));
+
+    private delegate string? IdentityReader(string connection, out Uri? serviceUri, out string? clientId);
+
+    /// <summary>A store for <paramref name="connection"/>: from its connection string, else from its identity-based
+    /// settings (a managed identity); what is wrong with either is an <see cref="AppConfigException"/> naming the setting.</summary>
+    private T Create<T>(string connection, string role, Func<string, T> fromConnectionString, IdentityReader readIdentity,
+        Func<Uri, string?, T> fromIdentity)
     {
         if (ConnectionString(connection) is { } cs)
         {
             try
             {
-                return new QueueStore(cs, options, logger);
+                return fromConnectionString(cs);
             }
             catch (ArgumentException e)
             {
@@ -163,10 +162,10 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
             }
         }
         if (!IsIdentityBased(settings, connection))
-            throw new AppConfigException($"app setting \"{connection}\" (a queue binding's connection) is not set; add it to local.settings.json Values");
-        if ((ReadQueueIdentity(settings, connection, out var serviceUri) ?? ManagedIdentityProblem(settings, connection, environment)) is { } problem)
+            throw new AppConfigException($"app setting \"{connection}\" ({role}) is not set; add it to local.settings.json Values");
+        if ((readIdentity(connection, out var serviceUri, out var clientId) ?? ManagedIdentityProblem(settings, connection, environment)) is { } problem)
             throw new AppConfigException(problem);
-        return new QueueStore(serviceUri!, ManagedIdentity.Create(Identity(settings, connection, "clientId"), options, environment), options, logger);
+        return fromIdentity(serviceUri!, clientId);
     }
 
     /// <summary>The queue endpoint of an identity-based connection (queueServiceUri, else accountName), or what is wrong.</summary>
