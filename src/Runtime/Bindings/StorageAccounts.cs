@@ -88,7 +88,7 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
                 : $"{settings.SourceOf(connection)} names no queue service (it has BlobEndpoint but no QueueEndpoint), which a queue binding needs";
         }
         if (IsIdentityBased(settings, connection))
-            return ReadQueueIdentity(settings, connection, out _) ?? ManagedIdentityProblem(settings, connection, environment);
+            return ReadQueueIdentity(settings, connection, out _, out _) ?? ManagedIdentityProblem(settings, connection, environment);
         if (connection.Equals("AzureWebJobsStorage", StringComparison.OrdinalIgnoreCase))
             return null;
         return $"app setting \"{connection}\" (a queue binding's connection) is not set: add it to {settings.FilePath} Values (or the environment) " +
@@ -136,11 +136,7 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
 
     private IQueueStore CreateQueues(string connection) =>
         Create<IQueueStore>(connection, "a queue binding's connection", cs => new QueueStore(cs, options, logger),
-            (string c, out Uri? uri, out string? clientId) =>
-            {
-                clientId = Identity(settings, c, "clientId");
-                return ReadQueueIdentity(settings, c, out uri);
-            },
+            (string c, out Uri? uri, out string? clientId) => ReadQueueIdentity(settings, c, out uri, out clientId),
             (uri, clientId) => new QueueStore(uri, ManagedIdentity.Create(clientId, options, environment), options, logger));
 
     private delegate string? IdentityReader(string connection, out Uri? serviceUri, out string? clientId);
@@ -168,38 +164,6 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
         return fromIdentity(serviceUri!, clientId);
     }
 
-    /// <summary>The queue endpoint of an identity-based connection (queueServiceUri, else accountName), or what is wrong.</summary>
-    private static string? ReadQueueIdentity(AppSettings settings, string connection, out Uri? serviceUri)
-    {
-        serviceUri = null;
-        var what = $"the identity-based connection {connection}";
-        foreach (var unsupported in (string[])["clientSecret", "certificate"])
-            if (Identity(settings, connection, unsupported) is not null)
-                return $"{NameOf(settings, connection, unsupported)} is set, but {what} supports only a managed identity " +
-                    $"(remove it, and set {connection}__credential to managedidentity)";
-        var credential = Identity(settings, connection, "credential");
-        if (credential is not null && !credential.Equals("managedidentity", StringComparison.OrdinalIgnoreCase))
-            return $"{NameOf(settings, connection, "credential")} is \"{Http.LogText.Escape(credential)}\"; {what} supports only \"managedidentity\"";
-        if (Identity(settings, connection, "queueServiceUri") is { } text)
-        {
-            if (!Uri.TryCreate(text, UriKind.Absolute, out var uri) || uri.Scheme != Uri.UriSchemeHttps || uri.Query.Length > 0 ||
-                uri.Fragment.Length > 0 || uri.UserInfo.Length > 0)
-                return $"{NameOf(settings, connection, "queueServiceUri")} is not an https URI of a queue service without query, such as " +
-                    "https://ACCOUNT.queue.core.windows.net (a token is only ever sent over TLS)";
-            serviceUri = uri;
-            return null;
-        }
-        if (Identity(settings, connection, "accountName") is { } account)
-        {
-            if (account.Length is < 3 or > 24 || !account.All(c => char.IsAsciiLetterLower(c) || char.IsAsciiDigit(c)))
-                return $"{NameOf(settings, connection, "accountName")} is not a storage account name (3 to 24 lowercase letters and digits)";
-            serviceUri = new Uri($"https://{account}.queue.core.windows.net", UriKind.Absolute);
-            return null;
-        }
-        return $"{what} has no queue endpoint, which a queue binding needs: {settings.SourceOf(connection + "__queueServiceUri")} " +
-            $"(or {connection}__accountName) is missing ({connection}__serviceUri and __blobServiceUri name the blob service only)";
-    }
-
     private static bool IsDevelopmentStorage(string cs) =>
         cs.Replace(" ", "", StringComparison.Ordinal).Contains("UseDevelopmentStorage=true", StringComparison.OrdinalIgnoreCase);
 
@@ -216,7 +180,23 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
             : settings.SourceOf(connection + ":" + key);
 
     /// <summary>The blob endpoint and client id of an identity-based connection, or what is wrong with its settings.</summary>
-    private static string? ReadIdentity(AppSettings settings, string connection, out Uri? serviceUri, out string? clientId)
+    private static string? ReadIdentity(AppSettings settings, string connection, out Uri? serviceUri, out string? clientId) =>
+        ReadIdentity(settings, connection, "blob", ["blobServiceUri", "serviceUri"], out serviceUri, out clientId,
+            $"has no blob endpoint: {settings.SourceOf(connection + "__serviceUri")} (or {connection}__blobServiceUri, or {connection}__accountName) is missing" +
+            (Identity(settings, connection, "queueServiceUri") is not null ? $" ({connection}__queueServiceUri alone does not name the blob service)" : ""));
+
+    /// <summary>The queue endpoint of an identity-based connection (queueServiceUri, else accountName), or what is wrong.</summary>
+    private static string? ReadQueueIdentity(AppSettings settings, string connection, out Uri? serviceUri, out string? clientId) =>
+        ReadIdentity(settings, connection, "queue", ["queueServiceUri"], out serviceUri, out clientId,
+            $"has no queue endpoint, which a queue binding needs: {settings.SourceOf(connection + "__queueServiceUri")} " +
+            $"(or {connection}__accountName) is missing ({connection}__serviceUri and __blobServiceUri name the blob service only)");
+
+    /// <summary>
+    /// The <paramref name="service"/> endpoint of an identity-based connection — the first of <paramref name="uriKeys"/>
+    /// set, else https://ACCOUNT.SERVICE.core.windows.net from accountName — and its client id; or what is wrong.
+    /// </summary>
+    private static string? ReadIdentity(AppSettings settings, string connection, string service, string[] uriKeys,
+        out Uri? serviceUri, out string? clientId, string noEndpoint)
     {
         serviceUri = null;
         clientId = Identity(settings, connection, "clientId");
@@ -228,14 +208,14 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
         var credential = Identity(settings, connection, "credential");
         if (credential is not null && !credential.Equals("managedidentity", StringComparison.OrdinalIgnoreCase))
             return $"{NameOf(settings, connection, "credential")} is \"{Http.LogText.Escape(credential)}\"; {what} supports only \"managedidentity\"";
-        foreach (var key in (string[])["blobServiceUri", "serviceUri"])
+        foreach (var key in uriKeys)
         {
             if (Identity(settings, connection, key) is not { } text)
                 continue;
             if (!Uri.TryCreate(text, UriKind.Absolute, out var uri) || uri.Scheme != Uri.UriSchemeHttps || uri.Query.Length > 0 ||
                 uri.Fragment.Length > 0 || uri.UserInfo.Length > 0)
-                return $"{NameOf(settings, connection, key)} is not an https URI of a blob service without query, such as " +
-                    "https://ACCOUNT.blob.core.windows.net (a token is only ever sent over TLS)";
+                return $"{NameOf(settings, connection, key)} is not an https URI of a {service} service without query, such as " +
+                    $"https://ACCOUNT.{service}.core.windows.net (a token is only ever sent over TLS)";
             serviceUri = uri;
             return null;
         }
@@ -243,12 +223,10 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
         {
             if (account.Length is < 3 or > 24 || !account.All(c => char.IsAsciiLetterLower(c) || char.IsAsciiDigit(c)))
                 return $"{NameOf(settings, connection, "accountName")} is not a storage account name (3 to 24 lowercase letters and digits)";
-            serviceUri = new Uri($"https://{account}.blob.core.windows.net", UriKind.Absolute);
+            serviceUri = new Uri($"https://{account}.{service}.core.windows.net", UriKind.Absolute);
             return null;
         }
-        return $"{what} has no blob endpoint: {settings.SourceOf(connection + "__serviceUri")} (or {connection}__blobServiceUri, " +
-            $"or {connection}__accountName) is missing" +
-            (Identity(settings, connection, "queueServiceUri") is not null ? $" ({connection}__queueServiceUri alone does not name the blob service)" : "");
+        return what + " " + noEndpoint;
     }
 
     private static string? ManagedIdentityProblem(AppSettings settings, string connection, Func<string, string?>? environment) =>
