@@ -74,15 +74,9 @@ public static class ManagedIdentity
         var id = string.IsNullOrWhiteSpace(clientId)
             ? ManagedIdentityId.SystemAssigned
             : ManagedIdentityId.FromUserAssignedClientId(clientId);
-        var credentialOptions = new ManagedIdentityCredentialOptions(id) { Transport = transport ?? StorageTransport.For(o) };
-        credentialOptions.Diagnostics.IsLoggingEnabled = false;
-        credentialOptions.Diagnostics.IsDistributedTracingEnabled = false;
-        credentialOptions.Diagnostics.IsTelemetryEnabled = false;
-        credentialOptions.Retry.Mode = RetryMode.Exponential;
-        credentialOptions.Retry.MaxRetries = o.MaxRetries;
-        credentialOptions.Retry.Delay = o.RetryBaseDelay;
-        credentialOptions.Retry.MaxDelay = o.RetryMaxDelay;
-        credentialOptions.Retry.NetworkTimeout = o.TryTimeout;
+        // The token endpoint gets what every storage client gets: no SDK diagnostics, the retry promise.
+        var credentialOptions = StorageTransport.Configure(
+            new ManagedIdentityCredentialOptions(id) { Transport = transport ?? StorageTransport.For(o) }, o, logger: null);
         return new ManagedIdentityCredential(credentialOptions);
     }
 }
