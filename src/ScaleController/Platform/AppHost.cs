@@ -1,0 +1,317 @@
+using FaaST.Cachelet.Policy;
+using FaaST.ScaleController.Control;
+using FaaST.ScaleController.Deploy;
+using FaaST.ScaleController.Frontend;
+using FaaST.ScaleController.Providers;
+
+namespace FaaST.ScaleController.Platform;
+
+/// <summary>An instance as the platform tracks it.</summary>
+public enum InstanceState
+{
+    Starting,
+    Ready,
+    Draining,
+}
+
+/// <summary>
+/// One deployed app on the platform: its current deployment, its instances, its frontend and its scale loop.
+/// Changes to the instance set (scale out or in, redeploy, unload, replacing a dead instance) are serialised
+/// per app; the request path never waits on them (the frontend reads an immutable snapshot of ready instances).
+/// </summary>
+internal sealed class AppHost : IScaleTarget, IAsyncDisposable
+{
+    private readonly PlatformContext _platform;
+    private readonly SemaphoreSlim _changes = new(1, 1);
+    private readonly Lock _gate = new();
+    private readonly ILogger _logger;
+    private List<Slot> _slots = [];
+    private int _desired;
+    private bool _disposed;
+    private DateTimeOffset _loadedAt;
+
+    public AppHost(PlatformContext platform, Deployment deployment, string directory, ScalePolicy policy, ILogger logger)
+    {
+        _platform = platform;
+        _logger = logger;
+        Deployment = deployment;
+        Directory = directory;
+        Policy = policy;
+        Frontend = new AppFrontend(deployment.App, platform.FrontendOptions(policy), logger, platform.Time)
+        {
+            ColdStart = ColdStartAsync,
+        };
+        Frontend.InstanceFailed += OnInstanceFailed;
+        Loop = new ScaleLoop(this, policy, platform.VoteClient(deployment.App, directory), logger, platform.Time);
+    }
+
+    public string App => Deployment.App;
+
+    public Deployment Deployment { get; private set; }
+
+    /// <summary>The extracted package of <see cref="Deployment"/>.</summary>
+    public string Directory { get; private set; }
+
+    public ScalePolicy Policy { get; private set; }
+
+    public AppFrontend Frontend { get; }
+
+    public ScaleLoop Loop { get; }
+
+    /// <summary>True between an unload (keep-alive expired) and the next cold start.</summary>
+    public bool Unloaded { get; private set; }
+
+    /// <summary>The instance count the platform is working towards.</summary>
+    public int Desired => Volatile.Read(ref _desired);
+
+    public IReadOnlyList<(InstanceHandle Handle, InstanceState State)> Instances
+    {
+        get
+        {
+            lock (_gate)
+                return _slots.Select(s => (s.Handle!, s.State)).Where(s => s.Item1 is not null).ToArray();
+        }
+    }
+
+    // --- IScaleTarget (the scale loop's view of the app) ---
+
+    public int CurrentInstances
+    {
+        get
+        {
+            lock (_gate)
+                return _slots.Count(s => s.State != InstanceState.Draining);
+        }
+    }
+
+    public IReadOnlyList<VoteEndpoint> ReadyInstances
+    {
+        get
+        {
+            lock (_gate)
+                return _slots.Where(s => s is { State: InstanceState.Ready, Handle.PeerAddress: not null })
+                    .Select(s => new VoteEndpoint(s.Handle!.Id, s.Handle.PeerAddress!)).ToArray();
+        }
+    }
+
+    public DateTimeOffset LastInvocation => Frontend.LastRequest > _loadedAt ? Frontend.LastRequest : _loadedAt;
+
+    public FrontendLoad Load()
+    {
+        var s = Frontend.TakeStats();
+        return new FrontendLoad(s.InvocationsPerSecond, s.InFlight, s.Queued, s.LatencyP50Ms, s.LatencyP99Ms);
+    }
+
+    /// <summary>The mean time an instance of this app took to start (T_Load), 0 before the first start.</summary>
+    public double LoadSeconds { get; private set; }
+
+    /// <summary>Starts the first instances (at least one).</summary>
+    public async Task StartAsync(int instances, CancellationToken ct)
+    {
+        _loadedAt = _platform.Time.GetUtcNow();
+        await ScaleToAsync(Math.Max(1, instances), "deployed", ct);
+        Loop.Start();
+    }
+
+    public async Task ScaleToAsync(int target, string reason, CancellationToken ct)
+    {
+        target = Math.Clamp(target, 0, Policy.MaxInstances);
+        await _changes.WaitAsync(ct);
+        try
+        {
+            if (_disposed)
+                return;
+            Volatile.Write(ref _desired, target);
+            Unloaded = target == 0;
+            var current = CurrentInstances;
+            if (target > current)
+            {
+                Log.ScalingOut(_logger, App, current, target, reason);
+                await StartInstancesAsync(target - current, Deployment, Directory, ct);
+            }
+            else if (target < current)
+            {
+                Log.ScalingIn(_logger, App, current, target, reason);
+                Slot[] victims;
+                lock (_gate)
+                    victims = _slots.Where(s => s.State != InstanceState.Draining).OrderByDescending(s => s.Started).Take(current - target).ToArray();
+                await Task.WhenAll(victims.Select(v => DrainAndStopAsync(v, ct)));
+            }
+        }
+        finally
+        {
+            _changes.Release();
+        }
+    }
+
+    public Task UnloadAsync(string reason, CancellationToken ct) => ScaleToAsync(0, reason, ct);
+
+    /// <summary>
+    /// Rolls the app to a new deployment: as many instances of the new version as there are now start and
+    /// join the frontend once ready; only then do the old ones drain (no new requests, in-flight ones finish)
+    /// and stop. No request is dropped: at every moment some ready instance takes new requests.
+    /// </summary>
+    public async Task RedeployAsync(Deployment deployment, string directory, ScalePolicy policy, CancellationToken ct)
+    {
+        await _changes.WaitAsync(ct);
+        try
+        {
+            Slot[] old;
+            lock (_gate)
+                old = _slots.ToArray();
+            var count = Math.Clamp(Math.Max(1, old.Count(s => s.State != InstanceState.Draining)), policy.MinInstances, policy.MaxInstances);
+            Log.Rolling(_logger, App, Deployment.Version, deployment.Version, count);
+            await StartInstancesAsync(count, deployment, directory, ct);
+            Deployment = deployment;
+            Directory = directory;
+            Policy = policy;
+            Loop.UpdatePolicy(policy);
+            Volatile.Write(ref _desired, count);
+            Unloaded = false;
+            await Task.WhenAll(old.Select(s => DrainAndStopAsync(s, ct)));
+        }
+        finally
+        {
+            _changes.Release();
+        }
+    }
+
+    private async Task StartInstancesAsync(int count, Deployment deployment, string directory, CancellationToken ct)
+    {
+        var spec = _platform.SpecFor(deployment, directory);
+        var starts = Enumerable.Range(0, count).Select(async _ =>
+        {
+            var slot = new Slot();
+            lock (_gate)
+                _slots = [.. _slots, slot];
+            try
+            {
+                var handle = await _platform.Provider.StartAsync(spec, ct);
+                slot.Handle = handle;
+                slot.Started = _platform.Time.GetUtcNow();
+                LoadSeconds = LoadSeconds == 0 ? handle.LoadTime.TotalSeconds : (0.7 * LoadSeconds) + (0.3 * handle.LoadTime.TotalSeconds);
+                lock (_gate)
+                    slot.State = InstanceState.Ready;
+                Frontend.AddInstance(new InstanceEndpoint(handle.Id, handle.BaseAddress, $"v{deployment.Version}"));
+                Log.InstanceReady(_logger, App, handle.Id, deployment.Version, handle.BaseAddress, handle.LoadTime.TotalMilliseconds);
+            }
+            catch
+            {
+                lock (_gate)
+                    _slots = [.. _slots.Where(s => s != slot)];
+                throw;
+            }
+        }).ToArray();
+        try
+        {
+            await Task.WhenAll(starts);
+        }
+        catch (Exception e) when (e is InstanceStartException or InvalidOperationException or FileNotFoundException)
+        {
+            Log.InstanceStartFailed(_logger, App, e.Message);
+            if (CurrentInstances == 0)
+                throw;
+        }
+    }
+
+    private async Task DrainAndStopAsync(Slot slot, CancellationToken ct)
+    {
+        lock (_gate)
+        {
+            if (slot.State == InstanceState.Draining || slot.Handle is null)
+                return;
+            slot.State = InstanceState.Draining;
+        }
+        var handle = slot.Handle;
+        using (var deadline = CancellationTokenSource.CreateLinkedTokenSource(ct))
+        {
+            deadline.CancelAfter(_platform.Options.DrainDeadline);
+            try
+            {
+                // The frontend sends it nothing new and reports when its last forwarded request has ended.
+                await Frontend.DrainInstanceAsync(handle.Id, deadline.Token);
+            }
+            catch (OperationCanceledException) when (!ct.IsCancellationRequested)
+            {
+                Log.DrainDeadline(_logger, App, handle.Id, _platform.Options.DrainDeadline.TotalSeconds);
+            }
+        }
+        Frontend.RemoveInstance(handle.Id);
+        await _platform.Provider.StopAsync(handle, _platform.Options.DrainDeadline, CancellationToken.None);
+        lock (_gate)
+            _slots = [.. _slots.Where(s => s != slot)];
+        Log.InstanceStopped(_logger, App, handle.Id);
+    }
+
+    private async Task ColdStartAsync(CancellationToken ct)
+    {
+        if (_disposed)
+            return;
+        if (Unloaded)
+            Log.ColdStart(_logger, App);
+        await ScaleToAsync(Math.Max(Math.Max(1, Policy.MinInstances), Desired), "cold start: a request found no ready instance", ct);
+    }
+
+    /// <summary>The provider saw an instance exit on its own: take it out and start a replacement.</summary>
+    internal void OnInstanceExited(InstanceHandle handle, string reason)
+    {
+        Slot? slot;
+        lock (_gate)
+        {
+            slot = _slots.FirstOrDefault(s => s.Handle?.Id == handle.Id);
+            if (slot is null)
+                return;
+            _slots = [.. _slots.Where(s => s != slot)];
+        }
+        Frontend.RemoveInstance(handle.Id);
+        Log.InstanceDied(_logger, App, handle.Id, reason);
+        if (!_disposed && slot.State != InstanceState.Draining)
+            _ = ReplaceAsync();
+    }
+
+    private void OnInstanceFailed(string id, Exception e)
+    {
+        // The frontend could not connect: the process may be gone (the provider reports that) or wedged.
+        Log.InstanceUnreachable(_logger, App, id, e.Message);
+    }
+
+    private async Task ReplaceAsync()
+    {
+        try
+        {
+            await ScaleToAsync(Math.Max(Desired, 1), "replacing an instance that exited", CancellationToken.None);
+        }
+        catch (Exception e) when (e is InstanceStartException or InvalidOperationException or OperationCanceledException)
+        {
+            Log.InstanceStartFailed(_logger, App, e.Message);
+        }
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        await Loop.DisposeAsync();
+        await _changes.WaitAsync();
+        try
+        {
+            _disposed = true;
+            Slot[] all;
+            lock (_gate)
+                all = _slots.ToArray();
+            await Task.WhenAll(all.Select(s => DrainAndStopAsync(s, CancellationToken.None)));
+        }
+        finally
+        {
+            _changes.Release();
+        }
+        await Frontend.DisposeAsync();
+    }
+
+    private sealed class Slot
+    {
+        public InstanceHandle? Handle { get; set; }
+
+        public InstanceState State { get; set; } = InstanceState.Starting;
+
+        public DateTimeOffset Started { get; set; } = DateTimeOffset.MaxValue;
+    }
+}

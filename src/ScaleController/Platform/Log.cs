@@ -1,0 +1,50 @@
+namespace FaaST.ScaleController.Platform;
+
+/// <summary>The platform's log lines (event ids 8200-8249).</summary>
+internal static partial class Log
+{
+    [LoggerMessage(EventId = 8200, Level = LogLevel.Information, Message = "Platform listening on {Address} (control: {Control}); storage {Storage}")]
+    public static partial void Listening(ILogger logger, Uri address, Uri control, string storage);
+
+    [LoggerMessage(EventId = 8201, Level = LogLevel.Information, Message = "App {App}: scaling out from {Current} to {Target} instance(s): {Reason}")]
+    public static partial void ScalingOut(ILogger logger, string app, int current, int target, string reason);
+
+    [LoggerMessage(EventId = 8202, Level = LogLevel.Information, Message = "App {App}: scaling in from {Current} to {Target} instance(s): {Reason}")]
+    public static partial void ScalingIn(ILogger logger, string app, int current, int target, string reason);
+
+    [LoggerMessage(EventId = 8203, Level = LogLevel.Information, Message = "App {App}: rolling from v{Old} to v{New} on {Count} instance(s)")]
+    public static partial void Rolling(ILogger logger, string app, int old, int @new, int count);
+
+    [LoggerMessage(EventId = 8204, Level = LogLevel.Information, Message = "App {App}: instance {Id} (v{Version}) ready at {Address} after {Milliseconds:0} ms")]
+    public static partial void InstanceReady(ILogger logger, string app, string id, int version, Uri address, double milliseconds);
+
+    [LoggerMessage(EventId = 8205, Level = LogLevel.Error, Message = "App {App}: an instance failed to start: {Reason}")]
+    public static partial void InstanceStartFailed(ILogger logger, string app, string reason);
+
+    [LoggerMessage(EventId = 8206, Level = LogLevel.Warning, Message = "App {App}: instance {Id} still had invocations in flight after the drain deadline ({Seconds} s); stopping it")]
+    public static partial void DrainDeadline(ILogger logger, string app, string id, double seconds);
+
+    [LoggerMessage(EventId = 8207, Level = LogLevel.Information, Message = "App {App}: instance {Id} drained and stopped")]
+    public static partial void InstanceStopped(ILogger logger, string app, string id);
+
+    [LoggerMessage(EventId = 8208, Level = LogLevel.Information, Message = "App {App}: cold start (the app was unloaded)")]
+    public static partial void ColdStart(ILogger logger, string app);
+
+    [LoggerMessage(EventId = 8209, Level = LogLevel.Warning, Message = "App {App}: instance {Id} {Reason}; replacing it")]
+    public static partial void InstanceDied(ILogger logger, string app, string id, string reason);
+
+    [LoggerMessage(EventId = 8210, Level = LogLevel.Warning, Message = "App {App}: instance {Id} is unreachable: {Reason}")]
+    public static partial void InstanceUnreachable(ILogger logger, string app, string id, string reason);
+
+    [LoggerMessage(EventId = 8211, Level = LogLevel.Information, Message = "App {App}: deployed v{Version} ({Bytes} bytes, sha256 {Sha256})")]
+    public static partial void Deployed(ILogger logger, string app, int version, long bytes, string sha256);
+
+    [LoggerMessage(EventId = 8212, Level = LogLevel.Warning, Message = "Deploy of {App} refused: {Reason}")]
+    public static partial void DeployRefused(ILogger logger, string app, string reason);
+
+    [LoggerMessage(EventId = 8213, Level = LogLevel.Information, Message = "Loaded app {App} v{Version} from storage (deployed {Deployed:u})")]
+    public static partial void Recovered(ILogger logger, string app, int version, DateTimeOffset deployed);
+
+    [LoggerMessage(EventId = 8214, Level = LogLevel.Error, Message = "App {App} v{Version} from storage cannot be loaded: {Reason}")]
+    public static partial void RecoveryFailed(ILogger logger, string app, int version, string reason);
+}

@@ -1,0 +1,85 @@
+using System.Security.Cryptography;
+using FaaST.Cachelet.Policy;
+using FaaST.Runtime.App;
+using FaaST.Runtime.Bindings;
+using FaaST.ScaleController.Control;
+using FaaST.ScaleController.Deploy;
+using FaaST.ScaleController.Frontend;
+using FaaST.ScaleController.Providers;
+
+namespace FaaST.ScaleController.Platform;
+
+/// <summary>What every app on the platform shares: the options, the provider, the clock, and how an instance is set up.</summary>
+internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider provider, TimeProvider time, ILoggerFactory loggers)
+{
+    public PlatformOptions Options { get; } = options;
+
+    public IInstanceProvider Provider { get; } = provider;
+
+    public TimeProvider Time { get; } = time;
+
+    public ILoggerFactory Loggers { get; } = loggers;
+
+    /// <summary>The control endpoint instances send unrequested votes to (set once Kestrel has bound it).</summary>
+    public Uri? ControlAddress { get; set; }
+
+    public FrontendOptions FrontendOptions(ScalePolicy policy) => new()
+    {
+        MaxQueueLength = policy.MaxQueueLength,
+        QueueTimeout = policy.QueueTimeout,
+    };
+
+    public IVoteClient VoteClient(string app, string directory) => new GrpcVoteClient(PeerSecretOf(app, directory), app);
+
+    /// <summary>How an instance of <paramref name="deployment"/> is started: its storage, its peer secret, the controller's address.</summary>
+    public InstanceSpec SpecFor(Deployment deployment, string directory)
+    {
+        var app = FunctionApp.Load(directory);
+        var environment = new Dictionary<string, string>
+        {
+            [PeerSecretSetting] = Convert.ToBase64String(PeerSecretOf(deployment.App, directory)),
+        };
+        // An app on development storage gets the platform's Azurite (as `./faast start --instances N` did);
+        // an app with a storage account of its own keeps it.
+        if (Options.DevelopmentStorage && StorageAccounts.NeedsDevelopmentStorage(app.Settings))
+            environment["AzureWebJobsStorage"] = Options.StorageConnectionString;
+        if (ControlAddress is { } control)
+            environment["FAAST_SCALE_CONTROLLER"] = control.ToString();
+        // Instances listen on loopback behind the frontend; when the frontend is reachable beyond loopback the
+        // instances must check function keys as a host listening there would.
+        if (!System.Net.IPAddress.IsLoopback(System.Net.IPAddress.Parse(Options.ListenAddress)))
+            environment["FAAST_ENFORCE_KEYS"] = "1";
+        return new InstanceSpec(deployment.App, deployment.Version, directory, environment, Options.InstanceArguments);
+    }
+
+    private const string PeerSecretSetting = "FAAST_PEER_SECRET";
+
+    /// <summary>
+    /// The app's peer secret, which its instances share and the controller signs vote queries with: the app's
+    /// own FAAST_PEER_SECRET, else a random one kept (0600) in the platform's state directory, so that a
+    /// restarted platform can still talk to the instances it left running.
+    /// </summary>
+    public byte[] PeerSecretOf(string app, string directory)
+    {
+        var settings = FunctionApp.Load(directory).Settings;
+        if (settings[PeerSecretSetting] is { Length: > 0 } own)
+            return System.Text.Encoding.UTF8.GetBytes(own);
+        var file = Path.Combine(Options.StateDirectory, "apps", app, "peer-secret");
+        lock (this)
+        {
+            if (File.Exists(file))
+                return Convert.FromBase64String(File.ReadAllText(file).Trim());
+            System.IO.Directory.CreateDirectory(Path.GetDirectoryName(file)!);
+            var secret = RandomNumberGenerator.GetBytes(32);
+            using (var stream = new FileStream(file, new FileStreamOptions
+            {
+                Mode = FileMode.CreateNew,
+                Access = FileAccess.Write,
+                UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite,
+            }))
+            using (var writer = new StreamWriter(stream))
+                writer.Write(Convert.ToBase64String(secret));
+            return secret;
+        }
+    }
+}

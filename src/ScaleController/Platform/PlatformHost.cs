@@ -1,0 +1,289 @@
+using System.Collections.Immutable;
+using System.Net;
+using FaaST.Cachelet.Policy;
+using FaaST.ScaleController.Control;
+using FaaST.ScaleController.Deploy;
+using FaaST.ScaleController.Frontend;
+using FaaST.ScaleController.Keda;
+using FaaST.ScaleController.Providers;
+using FaaST.Storage;
+using Microsoft.AspNetCore.Server.Kestrel.Core;
+
+namespace FaaST.ScaleController.Platform;
+
+/// <summary>
+/// The platform process (Faa$T Fig. 5): the frontend on the apps' HTTP port, deploy, the scale controller and
+/// the instance provider, plus the control port (ScaleControl for instances' unrequested votes, KEDA's
+/// external scaler). Its state is in storage (faast-deployments): a restarted platform loads every deployed
+/// app again.
+/// </summary>
+public sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoopRegistry
+{
+    private readonly WebApplication _web;
+    private readonly PlatformContext _context;
+    private readonly BlobStore _store;
+    private readonly DeploymentStore _deployments;
+    private readonly DeployService _deploy;
+    private readonly AppRouter _router;
+    private readonly ILogger _logger;
+    private readonly SemaphoreSlim _deploying = new(1, 1);
+    private ImmutableDictionary<string, AppHost> _apps = ImmutableDictionary<string, AppHost>.Empty.WithComparers(StringComparer.OrdinalIgnoreCase);
+    private int _disposed;
+
+    private PlatformHost(WebApplication web, PlatformOptions options, IInstanceProvider provider, TimeProvider time)
+    {
+        _web = web;
+        var loggers = web.Services.GetRequiredService<ILoggerFactory>();
+        _logger = loggers.CreateLogger("FaaST.Platform");
+        _context = new PlatformContext(options, provider, time, loggers);
+        _store = new BlobStore(options.StorageConnectionString);
+        _deployments = new DeploymentStore(_store, loggers.CreateLogger("FaaST.Deploy"));
+        _deploy = new DeployService(_deployments, loggers.CreateLogger("FaaST.Deploy"));
+        _router = options.SingleApp is { } single ? AppRouter.Single(single) : new AppRouter(() => _apps.Keys);
+        provider.Exited += (handle, reason) =>
+        {
+            if (_apps.TryGetValue(handle.App, out var app))
+                app.OnInstanceExited(handle, reason);
+        };
+    }
+
+    public Uri Address { get; private set; } = null!;
+
+    public Uri ControlAddress { get; private set; } = null!;
+
+    public PlatformOptions Options => _context.Options;
+
+    /// <summary>The deployed apps by name.</summary>
+    public IReadOnlyDictionary<string, AppHost> Apps => _apps;
+
+    public event Action<string>? Changed;
+
+    /// <summary>Binds the frontend and the control port, loads every app deployed in storage, and serves.</summary>
+    public static async Task<PlatformHost> StartAsync(PlatformOptions options, IInstanceProvider? provider = null,
+        TimeProvider? time = null, Action<ILoggingBuilder>? logging = null, CancellationToken ct = default)
+    {
+        var builder = WebApplication.CreateSlimBuilder();
+        builder.Logging.ClearProviders();
+        builder.Logging.AddFilter("Microsoft", LogLevel.Warning);
+        builder.Logging.AddFilter("Grpc", LogLevel.Warning);
+        builder.Logging.AddSimpleConsole(c =>
+        {
+            c.SingleLine = true;
+            c.TimestampFormat = "HH:mm:ss.fff ";
+        });
+        logging?.Invoke(builder.Logging);
+        builder.WebHost.ConfigureKestrel(k =>
+        {
+            k.Limits.MaxRequestBodySize = null; // bodies stream through to the instance, which applies its own limit
+            k.AddServerHeader = false;
+            k.Listen(IPAddress.Parse(options.ListenAddress), options.Port, l => l.Protocols = HttpProtocols.Http1AndHttp2);
+            k.Listen(IPAddress.Parse(options.ListenAddress), options.ControlPort, l => l.Protocols = HttpProtocols.Http2);
+        });
+        builder.Services.AddGrpc();
+        PlatformHost? platform = null;
+        builder.Services.AddSingleton<IScaleDecisions>(_ => platform!);
+        builder.Services.AddSingleton<IScaleLoopRegistry>(_ => platform!);
+        var web = builder.Build();
+        provider ??= new LocalProcessProvider(new LocalProcessOptions
+        {
+            Output = options.InstanceOutput ?? ((label, line) => Console.WriteLine($"[{label}] {line}")),
+        });
+        platform = new PlatformHost(web, options, provider, time ?? TimeProvider.System);
+        platform.Map();
+        await web.StartAsync(ct);
+        var addresses = web.Urls.Select(u => new Uri(u)).ToArray();
+        platform.Address = addresses[0];
+        platform.ControlAddress = addresses[1];
+        platform._context.ControlAddress = platform.ControlAddress;
+        Log.Listening(platform._logger, platform.Address, platform.ControlAddress, platform._store.AccountName);
+        await platform.LoadDeployedAppsAsync(ct);
+        return platform;
+    }
+
+    private void Map()
+    {
+        _web.MapGrpcService<ScaleControlService>().RequireHost($"*:{Options.ControlPort}");
+        _web.MapGrpcService<ExternalScalerService>();
+        _web.MapGet("/admin/platform", (HttpContext c) => Results.Json(Status(c), PlatformJsonContext.Default.PlatformStatus));
+        _web.MapPut("/admin/platform/apps/{name}", DeployEndpointAsync);
+        _web.MapPost("/admin/platform/apps/{name}", DeployEndpointAsync);
+        // Everything else is an invocation (or an instance's admin API) for one of the apps.
+        _web.Use(async (context, next) =>
+        {
+            if (context.GetEndpoint() is not null)
+            {
+                await next(context);
+                return;
+            }
+            await ForwardAsync(context);
+        });
+    }
+
+    private async Task ForwardAsync(HttpContext context)
+    {
+        if (context.Connection.LocalPort == ControlAddress.Port)
+        {
+            context.Response.StatusCode = StatusCodes.Status404NotFound;
+            return;
+        }
+        if (_router.Route(context.Request) is not { } route)
+        {
+            await WriteErrorAsync(context, StatusCodes.Status404NotFound, _apps.IsEmpty
+                ? "no app is deployed on this platform; deploy one with ./faast deploy APPDIR --platform URL"
+                : $"no app for {context.Request.Host}{context.Request.Path}: use /APP/... or the host APP.localhost; apps: {string.Join(", ", _apps.Keys.Order())}");
+            return;
+        }
+        if (!_apps.TryGetValue(route.App, out var app))
+        {
+            await WriteErrorAsync(context, StatusCodes.Status404NotFound, $"no app named \"{route.App}\" is deployed");
+            return;
+        }
+        await app.Frontend.ForwardAsync(context, route.PathAndQuery);
+    }
+
+    private static Task WriteErrorAsync(HttpContext context, int status, string error, string? file = null, string? key = null)
+    {
+        context.Response.StatusCode = status;
+        return context.Response.WriteAsJsonAsync(new PlatformError(error, file, key), PlatformJsonContext.Default.PlatformError);
+    }
+
+    private async Task DeployEndpointAsync(HttpContext context, string name)
+    {
+        try
+        {
+            var deployment = await DeployPackageAsync(name, context.Request.Body, $"upload from {context.Connection.RemoteIpAddress}", context.RequestAborted);
+            context.Response.StatusCode = deployment.Version == 1 ? StatusCodes.Status201Created : StatusCodes.Status200OK;
+            await context.Response.WriteAsJsonAsync(new DeployResult(deployment.App, deployment.Version, deployment.Sha256, deployment.Size, "running"),
+                PlatformJsonContext.Default.DeployResult);
+        }
+        catch (DeployValidationException e)
+        {
+            Log.DeployRefused(_logger, name, e.Message);
+            await WriteErrorAsync(context, StatusCodes.Status400BadRequest, e.Message, e.File, e.Key);
+        }
+        catch (ArgumentException e)
+        {
+            Log.DeployRefused(_logger, name, e.Message);
+            await WriteErrorAsync(context, StatusCodes.Status400BadRequest, e.Message);
+        }
+        catch (InstanceStartException e)
+        {
+            await WriteErrorAsync(context, StatusCodes.Status500InternalServerError, $"deployed, but no instance of the new version started: {e.Message}");
+        }
+    }
+
+    /// <summary>Validates and publishes a zipped app, then loads it (first deploy) or rolls its instances to it.</summary>
+    public async Task<Deployment> DeployPackageAsync(string app, Stream zip, string source, CancellationToken ct)
+    {
+        var deployment = await _deploy.DeployAsync(app, zip, source, ct);
+        Log.Deployed(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256);
+        await LoadOrRollAsync(deployment, initialInstances: null, ct);
+        return deployment;
+    }
+
+    /// <summary>
+    /// `./faast start APPDIR`: publishes the folder as the app's next version and loads it. Functions the runtime
+    /// would disable are not a refusal here, as before the platform (they are logged and answer with their
+    /// reason); `./faast deploy` refuses them.
+    /// </summary>
+    public async Task<Deployment> DeployDirectoryAsync(string directory, int? initialInstances, CancellationToken ct)
+    {
+        var deployment = await _deploy.DeployDirectoryAsync(directory, strictFunctions: false, $"./faast start {directory}", ct);
+        Log.Deployed(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256);
+        await LoadOrRollAsync(deployment, initialInstances, ct);
+        return deployment;
+    }
+
+    private async Task LoadOrRollAsync(Deployment deployment, int? initialInstances, CancellationToken ct)
+    {
+        await _deploying.WaitAsync(ct);
+        try
+        {
+            var directory = await _deployments.ExtractAsync(deployment, Options.StateDirectory, ct);
+            var policy = AppValidator.LoadPolicy(directory).Scale;
+            if (_apps.TryGetValue(deployment.App, out var running))
+            {
+                await running.RedeployAsync(deployment, directory, policy, ct);
+            }
+            else
+            {
+                var app = new AppHost(_context, deployment, directory, policy, _context.Loggers.CreateLogger("FaaST.Platform"));
+                ImmutableInterlocked.Update(ref _apps, a => a.SetItem(deployment.App, app));
+                await app.StartAsync(Math.Clamp(initialInstances ?? Options.InitialInstances ?? policy.MinInstances, 1, policy.MaxInstances), ct);
+            }
+            Changed?.Invoke(deployment.App);
+        }
+        finally
+        {
+            _deploying.Release();
+        }
+    }
+
+    /// <summary>A restarted platform: every app in faast-deployments is loaded again at its current version.</summary>
+    private async Task LoadDeployedAppsAsync(CancellationToken ct)
+    {
+        foreach (var deployment in await _deployments.ListAppsAsync(ct))
+        {
+            if (Options.SingleApp is { } single && !deployment.App.Equals(single, StringComparison.OrdinalIgnoreCase))
+                continue;
+            if (Options.SingleApp is not null)
+                continue; // `./faast start` deploys the folder it was given right after; no need to start the old version first
+            try
+            {
+                await LoadOrRollAsync(deployment, initialInstances: null, ct);
+                Log.Recovered(_logger, deployment.App, deployment.Version, deployment.Deployed);
+            }
+            catch (Exception e) when (e is DeployValidationException or InstanceStartException or IOException or InvalidDataException)
+            {
+                Log.RecoveryFailed(_logger, deployment.App, deployment.Version, e.Message);
+            }
+        }
+    }
+
+    private PlatformStatus Status(HttpContext context) => new(
+        Address,
+        ControlAddress,
+        Options.SingleApp is { } single ? $"single app: every path goes to {single}" : "path /APP/... (prefix stripped) or host APP.localhost",
+        _apps.Values.OrderBy(a => a.App, StringComparer.Ordinal).Select(a =>
+        {
+            var loop = a.Loop.Snapshot();
+            var outstanding = a.Frontend.Instances.ToDictionary(i => i.Id, i => i.Outstanding);
+            return new AppStatus(
+                a.App, a.Deployment.Version, a.Deployment.Sha256, a.Deployment.Deployed, a.Unloaded, a.Desired, a.LoadSeconds,
+                a.Instances.Select(i => new InstanceStatusView(i.Handle.Id, $"v{i.Handle.Version}", i.State.ToString().ToLowerInvariant(),
+                    i.Handle.BaseAddress, i.Handle.PeerAddress, i.Handle.ProcessId, outstanding.GetValueOrDefault(i.Handle.Id), i.Handle.Started)).ToArray(),
+                new FrontendView(a.Frontend.InFlight, a.Frontend.Queued, a.Frontend.Completed, a.Frontend.Failed,
+                    a.Frontend.LastRequest == default ? null : a.Frontend.LastRequest),
+                loop.LastVotes.Select(v => new VoteView(v.Instance, v.Policy, v.Delta, v.Reason, v.At)).ToArray(),
+                loop.Decisions.Select(d => new DecisionView(d.At, d.Kind.ToString().ToLowerInvariant(), d.From, d.To, d.Reason)).ToArray(),
+                new ScaleView(a.Policy.MinInstances, a.Policy.MaxInstances, a.Policy.BandLow, a.Policy.BandHigh,
+                    a.Policy.Interval.ToString("c"), a.Policy.KeepAlive.ToString("c")));
+        }).ToArray());
+
+    // --- IScaleDecisions (KEDA's view) and IScaleLoopRegistry (unrequested votes) ---
+
+    public bool TryGetApp(string app, out AppScaleState state)
+    {
+        if (_apps.TryGetValue(app, out var host))
+        {
+            var last = host.Loop.Snapshot().Decisions.LastOrDefault();
+            state = new AppScaleState(host.Desired, !host.Unloaded, last?.Reason ?? "deployed");
+            return true;
+        }
+        state = default!;
+        return false;
+    }
+
+    public ScaleLoop? Find(string app) => _apps.TryGetValue(app, out var host) ? host.Loop : null;
+
+    public async ValueTask DisposeAsync()
+    {
+        if (Interlocked.Exchange(ref _disposed, 1) != 0)
+            return;
+        await _web.StopAsync();
+        await Task.WhenAll(_apps.Values.Select(a => a.DisposeAsync().AsTask()));
+        await _context.Provider.DisposeAsync();
+        await _web.DisposeAsync();
+        _store.Dispose();
+    }
+}

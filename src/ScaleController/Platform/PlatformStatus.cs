@@ -1,0 +1,44 @@
+using System.Text.Json.Serialization;
+
+namespace FaaST.ScaleController.Platform;
+
+/// <summary>What GET /admin/platform answers: what an operator looks at first.</summary>
+public sealed record PlatformStatus(Uri Address, Uri Control, string Routing, IReadOnlyList<AppStatus> Apps);
+
+/// <summary>One app: its version, instances, the frontend's numbers, the last votes and decisions.</summary>
+public sealed record AppStatus(
+    string App,
+    int Version,
+    string Sha256,
+    DateTimeOffset Deployed,
+    bool Unloaded,
+    int Desired,
+    double LoadSeconds,
+    IReadOnlyList<InstanceStatusView> Instances,
+    FrontendView Frontend,
+    IReadOnlyList<VoteView> LastVotes,
+    IReadOnlyList<DecisionView> Decisions,
+    ScaleView Scale);
+
+public sealed record InstanceStatusView(string Id, string Version, string State, Uri Address, Uri? Peer, int ProcessId, int Outstanding, DateTimeOffset Started);
+
+public sealed record FrontendView(int InFlight, int Queued, long Completed, long Failed, DateTimeOffset? LastRequest);
+
+public sealed record VoteView(string Instance, string Policy, int Delta, string Reason, DateTimeOffset At);
+
+public sealed record DecisionView(DateTimeOffset At, string Kind, int From, int To, string Reason);
+
+public sealed record ScaleView(int MinInstances, int MaxInstances, double BandLow, double BandHigh, string Interval, string KeepAlive);
+
+/// <summary>An error answer of the platform's admin API: one line, naming what is wrong.</summary>
+public sealed record PlatformError(string Error, string? File = null, string? Key = null);
+
+/// <summary>A deploy's answer.</summary>
+public sealed record DeployResult(string App, int Version, string Sha256, long Size, string Status);
+
+[JsonSourceGenerationOptions(PropertyNamingPolicy = JsonKnownNamingPolicy.CamelCase, WriteIndented = true,
+    DefaultIgnoreCondition = JsonIgnoreCondition.WhenWritingNull)]
+[JsonSerializable(typeof(PlatformStatus))]
+[JsonSerializable(typeof(PlatformError))]
+[JsonSerializable(typeof(DeployResult))]
+public sealed partial class PlatformJsonContext : JsonSerializerContext;

@@ -1,0 +1,209 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using System.Globalization;
+using System.Text.RegularExpressions;
+
+namespace FaaST.ScaleController.Providers;
+
+/// <summary>Settings of <see cref="LocalProcessProvider"/>.</summary>
+public sealed record LocalProcessOptions
+{
+    /// <summary>FaaST.Runtime.dll. Default: $FAAST_HOME/src/Runtime/bin/Release/net10.0, else beside this assembly.</summary>
+    public string RuntimeDll { get; init; } = DefaultRuntimeDll();
+
+    /// <summary>The address instances listen on (HTTP and peers). Default 127.0.0.1: only the frontend reaches them.</summary>
+    public string ListenAddress { get; init; } = "127.0.0.1";
+
+    /// <summary>How long an instance has to load its app and report "Host started". Default 90 s.</summary>
+    public TimeSpan StartupTimeout { get; init; } = TimeSpan.FromSeconds(90);
+
+    /// <summary>Receives each output line of an instance with the instance's label (e.g. "python-app v1 #2").</summary>
+    public Action<string, string>? Output { get; init; }
+
+    /// <summary>Wraps the instance's command line (e.g. `ip netns exec NS`), for the benchmarks' shaped network.</summary>
+    public IReadOnlyList<string> CommandPrefix { get; init; } = [];
+
+    internal static string DefaultRuntimeDll()
+    {
+        if (Environment.GetEnvironmentVariable("FAAST_HOME") is { Length: > 0 } home
+            && Path.Combine(home, "src", "Runtime", "bin", "Release", "net10.0", "FaaST.Runtime.dll") is var built && File.Exists(built))
+            return built;
+        return Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll");
+    }
+}
+
+/// <summary>
+/// Instances as local processes: each is the runtime host (<c>dotnet FaaST.Runtime.dll APPDIR --port 0</c>), on a
+/// free loopback port it reports itself. Ready means the host logged "Host started" (its lifecycle reached
+/// Started: workers up, functions loaded, peers joined). Stopping sends SIGTERM, which makes the host drain
+/// (503 to new requests, in-flight ones finish), leave membership and exit; a host still running at the
+/// deadline is killed.
+/// </summary>
+public sealed partial class LocalProcessProvider(LocalProcessOptions options) : IInstanceProvider
+{
+    private readonly ConcurrentDictionary<string, Tracked> _running = new();
+    private int _sequence;
+
+    public event Action<InstanceHandle, string>? Exited;
+
+    /// <summary>The running instances' processes (tests kill them to play a crash).</summary>
+    public IReadOnlyDictionary<string, Process> Processes => _running.ToDictionary(p => p.Key, p => p.Value.Process);
+
+    public async Task<InstanceHandle> StartAsync(InstanceSpec spec, CancellationToken ct)
+    {
+        if (!File.Exists(options.RuntimeDll))
+            throw new FileNotFoundException($"the runtime {options.RuntimeDll} does not exist; build it first (./faast setup)", options.RuntimeDll);
+        var n = Interlocked.Increment(ref _sequence);
+        // The platform names the instance, so that it finds the instance in the membership view and in its logs.
+        var id = $"{spec.App}-v{spec.Version}-{n}-{Guid.NewGuid().ToString("N")[..8]}";
+        var label = $"{spec.App} v{spec.Version} #{n}";
+        var command = options.CommandPrefix.Concat(["dotnet", options.RuntimeDll, spec.AppDirectory,
+            "--port", "0", "--listen", options.ListenAddress, "--instance-id", id]).Concat(spec.Arguments).ToArray();
+        var info = new ProcessStartInfo(command[0]) { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
+        foreach (var a in command.Skip(1))
+            info.ArgumentList.Add(a);
+        foreach (var (name, value) in spec.Environment)
+            info.Environment[name] = value;
+        var started = DateTimeOffset.UtcNow;
+        var clock = Stopwatch.StartNew();
+        var process = Process.Start(info) ?? throw new InvalidOperationException("dotnet did not start");
+        var ready = new TaskCompletionSource<Uri>(TaskCreationOptions.RunContinuationsAsynchronously);
+        Uri? peer = null;
+        var tail = new ConcurrentQueue<string>();
+        void OnLine(string? line)
+        {
+            if (line is null)
+                return;
+            tail.Enqueue(line);
+            while (tail.Count > 20)
+                tail.TryDequeue(out _);
+            options.Output?.Invoke(label, line);
+            if (peer is null && ServesPeers().Match(line) is { Success: true } p)
+                peer = new Uri(p.Groups[1].Value);
+            if (HostStarted().Match(line) is { Success: true } m)
+                ready.TrySetResult(new Uri(m.Groups[1].Value));
+        }
+        process.OutputDataReceived += (_, e) => OnLine(e.Data);
+        process.ErrorDataReceived += (_, e) => OnLine(e.Data);
+        process.BeginOutputReadLine();
+        process.BeginErrorReadLine();
+
+        using var timeout = CancellationTokenSource.CreateLinkedTokenSource(ct);
+        timeout.CancelAfter(options.StartupTimeout);
+        var exited = process.WaitForExitAsync(timeout.Token);
+        try
+        {
+            var first = await Task.WhenAny(ready.Task, exited);
+            if (first != ready.Task)
+            {
+                await exited; // throws when it was the timeout or the caller
+                throw new InstanceStartException($"instance {label} exited with code {process.ExitCode} while starting; its last lines:{Environment.NewLine}  {string.Join(Environment.NewLine + "  ", tail)}");
+            }
+        }
+        catch (OperationCanceledException) when (!ct.IsCancellationRequested)
+        {
+            Kill(process);
+            throw new InstanceStartException($"instance {label} did not start within {options.StartupTimeout.TotalSeconds:0} s; its last lines:{Environment.NewLine}  {string.Join(Environment.NewLine + "  ", tail)}");
+        }
+        catch
+        {
+            Kill(process);
+            throw;
+        }
+        var handle = new InstanceHandle(id, spec.App, spec.Version, await ready.Task, peer, process.Id, started) { LoadTime = clock.Elapsed };
+        var tracked = new Tracked(handle, process);
+        _running[id] = tracked;
+        _ = WatchAsync(tracked);
+        return handle;
+    }
+
+    public async Task StopAsync(InstanceHandle instance, TimeSpan deadline, CancellationToken ct)
+    {
+        if (!_running.TryGetValue(instance.Id, out var tracked))
+            return;
+        tracked.Stopping = true;
+        var process = tracked.Process;
+        if (!process.HasExited)
+        {
+            // SIGTERM: the host's own drain (lifecycle Draining: 503 with Retry-After to new requests, in-flight
+            // invocations finish), then it leaves membership and exits.
+            try
+            {
+                Process.Start("kill", ["-TERM", process.Id.ToString(CultureInfo.InvariantCulture)])?.WaitForExit();
+            }
+            catch (System.ComponentModel.Win32Exception)
+            {
+                process.Kill(entireProcessTree: true);
+            }
+            try
+            {
+                // The host gives in-flight work 5 s, then stops workers and flushes; allow for that beyond the deadline.
+                await process.WaitForExitAsync(ct).WaitAsync(deadline + TimeSpan.FromSeconds(10), ct);
+            }
+            catch (TimeoutException)
+            {
+                Kill(process);
+                await process.WaitForExitAsync(CancellationToken.None);
+            }
+        }
+        _running.TryRemove(instance.Id, out _);
+        process.Dispose();
+    }
+
+    private async Task WatchAsync(Tracked tracked)
+    {
+        try
+        {
+            await tracked.Process.WaitForExitAsync();
+        }
+        catch (InvalidOperationException)
+        {
+            return; // disposed after a stop
+        }
+        if (!tracked.Stopping && _running.TryRemove(tracked.Handle.Id, out _))
+        {
+            var code = tracked.Process.ExitCode;
+            Exited?.Invoke(tracked.Handle, code is 137 or -1 ? $"killed (exit code {code})" : $"exited with code {code}");
+        }
+    }
+
+    private static void Kill(Process process)
+    {
+        try
+        {
+            if (!process.HasExited)
+                process.Kill(entireProcessTree: true);
+        }
+        catch (InvalidOperationException)
+        {
+            // it exited meanwhile
+        }
+    }
+
+    /// <summary>Stops every instance it started (SIGTERM, then kill at 30 s).</summary>
+    public async ValueTask DisposeAsync()
+    {
+        var all = _running.Values.ToArray();
+        await Task.WhenAll(all.Select(t => StopAsync(t.Handle, TimeSpan.FromSeconds(20), CancellationToken.None)));
+    }
+
+    private sealed class Tracked(InstanceHandle handle, Process process)
+    {
+        public InstanceHandle Handle { get; } = handle;
+
+        public Process Process { get; } = process;
+
+        public volatile bool Stopping;
+    }
+
+    // The host's event 5003 ("Host started: ... listening on ADDRESS") is logged once its lifecycle reached Started.
+    [GeneratedRegex(@"Host started: .* listening on (http://[^\s]+?)/?$")]
+    private static partial Regex HostStarted();
+
+    // Event 5013 ("Instance ID serves peers at ADDRESS; ...").
+    [GeneratedRegex(@"Instance \S+ serves peers at (http://[^\s;]+)")]
+    private static partial Regex ServesPeers();
+}
+
+/// <summary>An instance did not start: why, with its last output lines.</summary>
+public sealed class InstanceStartException(string message) : Exception(message);

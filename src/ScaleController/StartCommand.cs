@@ -1,0 +1,258 @@
+using System.Globalization;
+using FaaST.Runtime.App;
+using FaaST.Runtime.Bindings;
+using FaaST.ScaleController.Deploy;
+using FaaST.ScaleController.Platform;
+using FaaST.Storage;
+using RuntimeProgram = FaaST.Runtime.Program;
+
+namespace FaaST.ScaleController;
+
+/// <summary>`./faast start APPDIR` and `./faast platform`: the platform process until Ctrl-C or SIGTERM.</summary>
+internal static class StartCommand
+{
+    /// <summary>Options of `start` that every instance gets as they are (the rest are the frontend's or the platform's).</summary>
+    private static readonly HashSet<string> InstanceFlags = ["--no-cache", "--no-peers"];
+
+    private static readonly HashSet<string> InstanceOptions = ["--workers", "--isolation", "--peer-listen"];
+
+    /// <summary>
+    /// ./faast start APPDIR [the host's options]: the frontend on the app's HTTP port (the same URLs as one host
+    /// before), the app deployed from the folder, its first instance(s) (--instances N, default the policy's
+    /// minInstances), the scale controller. Exit codes as before: 2 bad arguments, 3 a bad app, 4 a taken port.
+    /// </summary>
+    public static async Task<int> RunAsync(string[] args, CancellationToken stop)
+    {
+        if (args.Any(a => a is "-h" or "--help"))
+        {
+            await Console.Out.WriteLineAsync(RuntimeProgram.Usage);
+            return 0;
+        }
+        Runtime.Hosting.RuntimeHostOptions options;
+        int instances;
+        var instancesGiven = args.Contains("--instances");
+        try
+        {
+            (var rest, instances) = RuntimeProgram.TakeInstances(args);
+            options = RuntimeProgram.ParseArguments(rest);
+        }
+        catch (ArgumentException e)
+        {
+            return await Program.UsageErrorAsync(e.Message, RuntimeProgram.Usage);
+        }
+        FunctionApp app;
+        try
+        {
+            // Before anything starts (Azurite, instances): a taken port is one line, not a half-started platform.
+            if (RuntimeProgram.PortProblem(options with { Peers = false }, 1) is { } taken)
+            {
+                await Console.Error.WriteLineAsync($"faast: {taken}");
+                return 4;
+            }
+            app = FunctionApp.Load(options.AppDirectory);
+            AppValidator.LoadPolicy(options.AppDirectory);
+        }
+        catch (Exception e) when (e is AppConfigException or DeployValidationException)
+        {
+            await Console.Error.WriteLineAsync($"faast: the app cannot start: {e.Message}");
+            return 3;
+        }
+
+        var arguments = new List<string>();
+        for (var i = 0; i < args.Length; i++)
+        {
+            if (InstanceFlags.Contains(args[i]))
+                arguments.Add(args[i]);
+            else if (InstanceOptions.Contains(args[i]) && i + 1 < args.Length)
+                arguments.AddRange([args[i], args[++i]]);
+        }
+        var port = options.HttpPort ?? app.Settings.LocalHttpPort ?? Runtime.Hosting.ServingOptions.DefaultHttpPort;
+        await using var storage = await StorageFor(app, options.AzuriteDataDirectory, stop);
+        if (storage is null)
+            return 3;
+        try
+        {
+            await using var platform = await PlatformHost.StartAsync(new PlatformOptions
+            {
+                ListenAddress = options.ListenAddress,
+                Port = port,
+                StateDirectory = Path.Combine(app.Directory, ".faast", "platform"),
+                StorageConnectionString = storage.ConnectionString,
+                DevelopmentStorage = storage.Development,
+                InstanceArguments = arguments,
+                SingleApp = app.Name,
+                InitialInstances = instancesGiven ? instances : null,
+            }, ct: stop);
+            await platform.DeployDirectoryAsync(app.Directory, instancesGiven ? instances : null, stop);
+            await Console.Error.WriteLineAsync($"faast: {app.Name} is served at {platform.Address} (platform status: {new Uri(platform.Address, "admin/platform")})");
+            try
+            {
+                await Task.Delay(Timeout.Infinite, stop);
+            }
+            catch (OperationCanceledException)
+            {
+                await Console.Error.WriteLineAsync("faast: stopping");
+            }
+            return 0;
+        }
+        catch (OperationCanceledException) when (stop.IsCancellationRequested)
+        {
+            return 130;
+        }
+        catch (IOException e) when (e.InnerException is Microsoft.AspNetCore.Connections.AddressInUseException || e.Message.Contains("address already in use", StringComparison.OrdinalIgnoreCase))
+        {
+            await Console.Error.WriteLineAsync($"faast: {e.Message.Split('\n', 2)[0].TrimEnd()}; pass --port to use another port");
+            return 4;
+        }
+        catch (Providers.InstanceStartException e)
+        {
+            await Console.Error.WriteLineAsync($"faast: the app cannot start: {e.Message}");
+            return 3;
+        }
+    }
+
+    public const string PlatformUsage = Program.PlatformUsage;
+
+    /// <summary>./faast platform: an empty platform serving the apps deployed to it (and those already in its storage).</summary>
+    public static async Task<int> RunPlatformAsync(string[] args, CancellationToken stop)
+    {
+        if (args.Any(a => a is "-h" or "--help"))
+        {
+            await Console.Out.WriteLineAsync(PlatformUsage);
+            return 0;
+        }
+        var port = 7071;
+        var controlPort = 0;
+        var listen = "127.0.0.1";
+        string? state = null, azuriteData = null;
+        var inMemory = false;
+        var arguments = new List<string>();
+        for (var i = 0; i < args.Length; i++)
+        {
+            string? Value() => i + 1 < args.Length ? args[++i] : null;
+            switch (args[i])
+            {
+                case "--port" or "--control-port":
+                    var name = args[i];
+                    var text = Value();
+                    if (!int.TryParse(text, NumberStyles.None, CultureInfo.InvariantCulture, out var n) || n > 65535)
+                        return await Program.UsageErrorAsync($"{name} must be a whole number from 0 to 65535, not \"{text}\"", PlatformUsage);
+                    if (name == "--port")
+                        port = n;
+                    else
+                        controlPort = n;
+                    break;
+                case "--listen":
+                    listen = Value() ?? "";
+                    if (!System.Net.IPAddress.TryParse(listen, out _))
+                        return await Program.UsageErrorAsync($"--listen must be an IP address, not \"{listen}\"", PlatformUsage);
+                    break;
+                case "--state": state = Value(); break;
+                case "--azurite-data": azuriteData = Value(); break;
+                case "--azurite-in-memory": inMemory = true; break;
+                case "--no-cache": arguments.Add("--no-cache"); break;
+                case "--workers" or "--isolation":
+                    var option = args[i];
+                    arguments.AddRange([option, Value() ?? ""]);
+                    break;
+                default:
+                    return await Program.UsageErrorAsync($"unknown argument {args[i]}", PlatformUsage);
+            }
+        }
+        state = Path.GetFullPath(state ?? Path.Combine(Runtime.Hosting.RuntimeHostOptions.FindHome(), ".faast", "platform"));
+        if (Cli.PortCheckProblem(listen, port) is { } taken)
+        {
+            await Console.Error.WriteLineAsync($"faast: {taken}");
+            return 4;
+        }
+        await using var storage = await PlatformStorage.StartAsync(
+            Environment.GetEnvironmentVariable("AzureWebJobsStorage") is { Length: > 0 } own && !own.Contains("UseDevelopmentStorage", StringComparison.OrdinalIgnoreCase) ? own : null,
+            inMemory ? null : azuriteData ?? Path.Combine(state, "azurite"), stop);
+        await using var platform = await PlatformHost.StartAsync(new PlatformOptions
+        {
+            ListenAddress = listen,
+            Port = port,
+            ControlPort = controlPort,
+            StateDirectory = state,
+            StorageConnectionString = storage.ConnectionString,
+            DevelopmentStorage = storage.Development,
+            InstanceArguments = arguments,
+        }, ct: stop);
+        await Console.Error.WriteLineAsync($"faast: platform at {platform.Address} with {platform.Apps.Count} app(s); deploy with ./faast deploy APPDIR --platform {platform.Address}");
+        try
+        {
+            await Task.Delay(Timeout.Infinite, stop);
+        }
+        catch (OperationCanceledException)
+        {
+            await Console.Error.WriteLineAsync("faast: stopping");
+        }
+        return 0;
+    }
+
+    /// <summary>The app's storage: its own account, or (development storage) an Azurite started here, published for `./faast blob`.</summary>
+    private static async Task<PlatformStorage?> StorageFor(FunctionApp app, string? azuriteData, CancellationToken stop)
+    {
+        if (!StorageAccounts.NeedsDevelopmentStorage(app.Settings))
+        {
+            if (app.Settings["AzureWebJobsStorage"] is not { Length: > 0 } own)
+            {
+                await Console.Error.WriteLineAsync($"faast: the app cannot start: the platform keeps its deployments in the app's storage and needs AzureWebJobsStorage as a connection string ({app.Settings.FilePath}); identity-based connections are not supported by the platform yet");
+                return null;
+            }
+            return await PlatformStorage.StartAsync(own, null, stop);
+        }
+        var storage = await PlatformStorage.StartAsync(null, azuriteData, stop, Path.Combine(app.Directory, ".faast", "azurite-account"));
+        storage.Publish(app.Directory);
+        return storage;
+    }
+}
+
+/// <summary>A port check shared by `platform` (the host's own is in the runtime).</summary>
+internal static class Cli
+{
+    public static string? PortCheckProblem(string listen, int port) => port == 0 ? null
+        : Runtime.Cli.PortCheck.Problem(System.Net.IPAddress.Parse(listen), port, "the platform, from --port", "stop what listens there, or pass --port N to use another port");
+}
+
+/// <summary>The platform's storage: a connection string given, or an Azurite it started (and stops).</summary>
+internal sealed class PlatformStorage : IAsyncDisposable
+{
+    private AzuriteProcess? _azurite;
+    private Runtime.Cli.DevelopmentStorageFile? _published;
+
+    public required string ConnectionString { get; init; }
+
+    public bool Development => _azurite is not null;
+
+    public static async Task<PlatformStorage> StartAsync(string? connectionString, string? azuriteData, CancellationToken ct, string? accountFile = null)
+    {
+        if (connectionString is not null)
+            return new PlatformStorage { ConnectionString = connectionString };
+        var account = azuriteData is null ? AzuriteAccount.Generate()
+            : AzuriteAccount.LoadOrCreate(accountFile ?? Path.Combine(azuriteData, "..", "azurite-account"));
+        var azurite = await AzuriteProcess.StartAsync(Runtime.Hosting.RuntimeHostOptions.FindHome(), ct: ct, dataDirectory: azuriteData, account: account);
+        await Console.Error.WriteLineAsync($"faast: Azurite for the platform at {azurite.BlobEndpoint}");
+        return new PlatformStorage { ConnectionString = azurite.ConnectionString, _azurite = azurite };
+    }
+
+    /// <summary>Writes APP/.faast/azurite-connection, so `./faast blob` finds this Azurite.</summary>
+    public void Publish(string appDirectory)
+    {
+        try
+        {
+            _published = Runtime.Cli.DevelopmentStorageFile.Publish(appDirectory, ConnectionString);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            Console.Error.WriteLine($"faast: cannot write {Runtime.Cli.DevelopmentStorageFile.PathOf(appDirectory)}, so `./faast blob` cannot find this Azurite: {e.Message}");
+        }
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        _published?.Dispose();
+        if (_azurite is not null)
+            await _azurite.DisposeAsync();
+    }
+}
