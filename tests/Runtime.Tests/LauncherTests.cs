@@ -13,7 +13,7 @@ namespace FaaST.Runtime.Tests;
 /// </summary>
 public sealed partial class LauncherTests : IDisposable
 {
-    private static readonly string[] Commands = ["start", "test", "bench", "blob", "setup"];
+    private static readonly string[] Commands = ["start", "platform", "deploy", "status", "test", "bench", "blob", "setup"];
     private static readonly string[] Shimmed = ["dotnet", "npm", "npx", "node", "apt-get", "dpkg-query", "redis-server"];
 
     private readonly TempDirectory _shims = new("faast-launcher-shims-");
