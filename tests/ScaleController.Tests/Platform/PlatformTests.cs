@@ -1,0 +1,209 @@
+using System.Collections.Concurrent;
+using System.Net;
+using System.Net.Http.Json;
+using FaaST.ScaleController.Deploy;
+using FaaST.ScaleController.Platform;
+using FaaST.ScaleController.Providers;
+
+namespace FaaST.ScaleController.Tests.Platform;
+
+[CollectionDefinition(nameof(PlatformCollection))]
+public sealed class PlatformCollection : ICollectionFixture<AzuriteFixture>;
+
+/// <summary>
+/// The platform process's parts together, for real: the frontend on a loopback port, deploy into real Azurite,
+/// instances as real runtime host processes with real Python workers, drained and replaced for real.
+/// </summary>
+[Collection(nameof(PlatformCollection))]
+public sealed class PlatformTests(AzuriteFixture azurite) : IAsyncLifetime
+{
+    private readonly TempDirectory _state = new("faast-platform-state-");
+    private readonly TempDirectory _apps = new("faast-platform-apps-");
+    private readonly ConcurrentQueue<string> _output = new();
+    private readonly List<PlatformHost> _platforms = [];
+
+    public Task InitializeAsync() => Task.CompletedTask;
+
+    public async Task DisposeAsync()
+    {
+        foreach (var p in _platforms)
+            await p.DisposeAsync();
+        _state.Dispose();
+        _apps.Dispose();
+    }
+
+    private async Task<PlatformHost> StartPlatformAsync(LocalProcessProvider? provider = null, TimeSpan? drain = null)
+    {
+        var options = new PlatformOptions
+        {
+            Port = 0,
+            StateDirectory = _state.Path,
+            StorageConnectionString = azurite.ConnectionString,
+            DevelopmentStorage = true,
+            InstanceArguments = ["--isolation", "off"],
+            DrainDeadline = drain ?? TimeSpan.FromSeconds(30),
+            InstanceOutput = (label, line) => _output.Enqueue($"[{label}] {line}"),
+        };
+        var platform = await PlatformHost.StartAsync(options, provider ?? Provider(), logging: l => l.ClearProviders());
+        _platforms.Add(platform);
+        return platform;
+    }
+
+    private LocalProcessProvider Provider() => new(new LocalProcessOptions
+    {
+        RuntimeDll = Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll"),
+        Output = (label, line) => _output.Enqueue($"[{label}] {line}"),
+    });
+
+    /// <summary>A copy of samples/python-app in a folder named <paramref name="name"/> (the app's name).</summary>
+    private string CopySample(string name, string sample = "python-app")
+    {
+        var target = Path.Combine(_apps.Path, name);
+        var source = Path.Combine(Repo.Root, "samples", sample);
+        foreach (var dir in Directory.EnumerateDirectories(source, "*", SearchOption.AllDirectories).Where(d => !d.Contains("/.faast", StringComparison.Ordinal)))
+            Directory.CreateDirectory(Path.Combine(target, Path.GetRelativePath(source, dir)));
+        Directory.CreateDirectory(target);
+        foreach (var file in Directory.EnumerateFiles(source, "*", SearchOption.AllDirectories).Where(f => !f.Contains("/.faast/", StringComparison.Ordinal)))
+            File.Copy(file, Path.Combine(target, Path.GetRelativePath(source, file)), overwrite: true);
+        return target;
+    }
+
+    private static MemoryStream Zip(string directory)
+    {
+        var zip = new MemoryStream();
+        Packager.Zip(directory, zip);
+        zip.Position = 0;
+        return zip;
+    }
+
+    private static HttpClient Client(PlatformHost platform) => new() { BaseAddress = platform.Address, Timeout = TimeSpan.FromSeconds(60) };
+
+    private string Output => string.Join('\n', _output.TakeLast(60));
+
+    [Fact]
+    public async Task A_deployed_app_answers_through_the_frontend_under_its_path_and_its_host_name()
+    {
+        var platform = await StartPlatformAsync();
+        using var client = Client(platform);
+        using var upload = new StreamContent(Zip(CopySample("greeter")));
+        using var deployed = await client.PutAsync("admin/platform/apps/greeter", upload);
+        Assert.True(deployed.StatusCode == HttpStatusCode.Created, $"{deployed.StatusCode}: {await deployed.Content.ReadAsStringAsync()}\n{Output}");
+
+        Assert.Equal("Hello, path!", await client.GetStringAsync("greeter/api/Hello?name=path"));
+        using var byHost = new HttpRequestMessage(HttpMethod.Get, "api/Hello?name=host");
+        byHost.Headers.Host = "greeter.localhost";
+        using var hostAnswer = await client.SendAsync(byHost);
+        Assert.Equal("Hello, host!", await hostAnswer.Content.ReadAsStringAsync());
+
+        var status = await client.GetFromJsonAsync("admin/platform", PlatformJsonContext.Default.PlatformStatus);
+        var app = Assert.Single(status!.Apps);
+        Assert.Equal(("greeter", 1), (app.App, app.Version));
+        Assert.Equal("ready", Assert.Single(app.Instances).State);
+    }
+
+    [Fact]
+    public async Task A_bad_deploy_is_refused_naming_the_file_and_key_and_the_running_version_keeps_serving()
+    {
+        var platform = await StartPlatformAsync();
+        using var client = Client(platform);
+        var dir = CopySample("steady");
+        using (var first = await client.PutAsync("admin/platform/apps/steady", new StreamContent(Zip(dir))))
+            Assert.True(first.IsSuccessStatusCode, await first.Content.ReadAsStringAsync());
+
+        File.WriteAllText(Path.Combine(dir, "faast.json"), """{ "scale": { "minInstances": 5, "maxInstances": 2 } }""");
+        using var refused = await client.PutAsync("admin/platform/apps/steady", new StreamContent(Zip(dir)));
+        Assert.Equal(HttpStatusCode.BadRequest, refused.StatusCode);
+        var error = await refused.Content.ReadFromJsonAsync(PlatformJsonContext.Default.PlatformError);
+        Assert.Equal("faast.json", Path.GetFileName(error!.File));
+        Assert.Contains("minInstances", error.Error, StringComparison.Ordinal);
+
+        var status = await client.GetFromJsonAsync("admin/platform", PlatformJsonContext.Default.PlatformStatus);
+        Assert.Equal(1, Assert.Single(status!.Apps).Version);
+        Assert.Equal("Hello, still!", await client.GetStringAsync("steady/api/Hello?name=still"));
+    }
+
+    [Fact]
+    public async Task A_redeploy_under_load_rolls_the_instances_to_the_new_version_without_a_failed_request()
+    {
+        var platform = await StartPlatformAsync();
+        using var client = Client(platform);
+        var dir = CopySample("rolling");
+        using (var first = await client.PutAsync("admin/platform/apps/rolling", new StreamContent(Zip(dir))))
+            Assert.True(first.IsSuccessStatusCode, await first.Content.ReadAsStringAsync());
+        var init = Path.Combine(dir, "Hello", "__init__.py");
+        File.WriteAllText(init, File.ReadAllText(init).Replace("Hello, ", "Howdy, ", StringComparison.Ordinal));
+
+        using var stop = new CancellationTokenSource();
+        var answers = new ConcurrentBag<string>();
+        var failures = new ConcurrentBag<string>();
+        var load = Enumerable.Range(0, 4).Select(_ => Task.Run(async () =>
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                using var response = await client.GetAsync("rolling/api/Hello?name=x");
+                var body = await response.Content.ReadAsStringAsync();
+                if (response.IsSuccessStatusCode)
+                    answers.Add(body);
+                else
+                    failures.Add($"{(int)response.StatusCode} {body}");
+            }
+        })).ToArray();
+        await Task.Delay(500);
+        using (var second = await client.PutAsync("admin/platform/apps/rolling", new StreamContent(Zip(dir))))
+            Assert.True(second.StatusCode == HttpStatusCode.OK, await second.Content.ReadAsStringAsync());
+        await Task.Delay(500);
+        await stop.CancelAsync();
+        await Task.WhenAll(load);
+
+        Assert.Empty(failures);
+        Assert.Contains("Hello, x!", answers);
+        Assert.Contains("Howdy, x!", answers);
+        Assert.Equal("Howdy, y!", await client.GetStringAsync("rolling/api/Hello?name=y"));
+        var status = await client.GetFromJsonAsync("admin/platform", PlatformJsonContext.Default.PlatformStatus);
+        var app = Assert.Single(status!.Apps);
+        Assert.Equal(2, app.Version);
+        Assert.All(app.Instances, i => Assert.Equal("v2", i.Version));
+    }
+
+    [Fact]
+    public async Task An_instance_that_dies_is_replaced_and_the_app_keeps_answering()
+    {
+        var provider = Provider();
+        var platform = await StartPlatformAsync(provider);
+        using var client = Client(platform);
+        using (var first = await client.PutAsync("admin/platform/apps/phoenix", new StreamContent(Zip(CopySample("phoenix")))))
+            Assert.True(first.IsSuccessStatusCode, await first.Content.ReadAsStringAsync());
+        var (id, process) = Assert.Single(provider.Processes);
+        process.Kill(entireProcessTree: true);
+
+        // The first request after the kill may find no ready instance: it waits in the queue for the replacement.
+        Assert.Equal("Hello, again!", await client.GetStringAsync("phoenix/api/Hello?name=again"));
+        await Eventually.TrueAsync(() => provider.Processes.Count == 1 && !provider.Processes.ContainsKey(id), "a replacement instance", () => Output);
+        Assert.Contains("exited", Output + string.Join('\n', platform.Apps["phoenix"].Loop.Snapshot().Decisions.Select(d => d.Reason)), StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task A_restarted_platform_serves_every_app_deployed_before_from_storage()
+    {
+        var first = await StartPlatformAsync();
+        using (var client = Client(first))
+        using (var deployed = await client.PutAsync("admin/platform/apps/durable", new StreamContent(Zip(CopySample("durable")))))
+            Assert.True(deployed.IsSuccessStatusCode, await deployed.Content.ReadAsStringAsync());
+        _platforms.Remove(first);
+        await first.DisposeAsync();
+
+        var second = await StartPlatformAsync();
+        using var again = Client(second);
+        Assert.Equal("Hello, back!", await again.GetStringAsync("durable/api/Hello?name=back"));
+    }
+
+    [Fact]
+    public async Task An_unknown_app_is_a_404_naming_it()
+    {
+        var platform = await StartPlatformAsync();
+        using var client = Client(platform);
+        using var response = await client.GetAsync("nosuchapp/api/Hello");
+        Assert.Equal(HttpStatusCode.NotFound, response.StatusCode);
+        Assert.Contains("nosuchapp", await response.Content.ReadAsStringAsync(), StringComparison.Ordinal);
+    }
+}
