@@ -38,7 +38,13 @@ internal sealed class Backend : IAsyncDisposable
     /// <summary>Requests waiting at the slow gate (or that passed it).</summary>
     public int Arrived => Volatile.Read(ref _arrived);
 
-    /// <summary>Opened by the test to let /slow requests finish.</summary>
+    /// <summary>
+    /// When set, every request gets what a process that dies mid-request gives: the request is read whole,
+    /// then the connection is reset without a response.
+    /// </summary>
+    public bool Dying { get; set; }
+
+    /// <summary>Opened by the test to let /slow requests finish (and /die-mid-response die).</summary>
     public TaskCompletionSource Gate { get; } = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     public static async Task<Backend> StartAsync(string id)
@@ -74,6 +80,12 @@ internal sealed class Backend : IAsyncDisposable
         var response = context.Response;
         var path = request.Path.Value ?? "";
         response.Headers["X-Instance"] = Id;
+        if (Dying)
+        {
+            await request.Body.CopyToAsync(Stream.Null);
+            context.Abort();
+            return;
+        }
         switch (path)
         {
             case "/slow":
@@ -118,15 +130,11 @@ internal sealed class Backend : IAsyncDisposable
                 await Payload.WriteAsync(response.Body, size);
                 return;
             }
-            case "/die-after-body":
-                // Receives the whole request, then the process "dies": the connection is reset, no response.
-                await request.Body.CopyToAsync(Stream.Null);
-                context.Abort();
-                return;
             case "/die-mid-response":
                 response.ContentLength = 1_000_000;
                 await response.WriteAsync("partial");
                 await response.Body.FlushAsync();
+                await Gate.Task; // the test has the response's start, then lets the instance die
                 context.Abort();
                 return;
             default:
