@@ -91,6 +91,26 @@ public sealed class DeploymentStoreTests(AzuriteFixture fixture) : IDisposable
     }
 
     [Fact]
+    public async Task ADeployerThatLosesTheRaceForAppJson_DropsItsPackageAndTakesTheNextVersion()
+    {
+        var app = Apps.NewName("loser");
+        var gated = new GatedStore(fixture.Store, DeploymentStore.RecordBlob(app));
+        var log = new ListLogger();
+        var slow = new DeploymentStore(gated, Apps.Options, logger: log);
+
+        var loser = slow.PublishAsync(app, SamplePackage("python-app"), "slow", default);
+        await gated.Arrived.Task.WaitAsync(TimeSpan.FromSeconds(30)); // v1.zip written, app.json not yet
+        var winner = await NewStore().PublishAsync(app, SamplePackage("node-app"), "fast", default);
+        gated.Open.SetResult();
+        var second = await loser;
+
+        Assert.Equal((2, 3), (winner.Version, second.Version));
+        Assert.Equal(second, await NewStore().CurrentAsync(app, default));
+        Assert.Null(await fixture.Store.GetPropertiesAsync(DeploymentStore.Container, $"{app}/v1.zip")); // never current: removed
+        Assert.Contains(log.Entries, e => e.EventId == 8051);
+    }
+
+    [Fact]
     public async Task ARestartedStore_ListsEveryDeployedAppWithItsCurrentVersion()
     {
         var a = Apps.NewName("lista");
