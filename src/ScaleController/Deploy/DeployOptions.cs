@@ -1,0 +1,29 @@
+namespace FaaST.ScaleController.Deploy;
+
+/// <summary>Deploy's limits and places, with their defaults (docs/scaling.md, "Deploy").</summary>
+public sealed record DeployOptions
+{
+    /// <summary>The largest file a package may hold, packed or extracted (default 256 MiB): a function app is code
+    /// and small assets; data belongs in blob storage.</summary>
+    public long MaxFileBytes { get; init; } = 256L << 20;
+
+    /// <summary>The most bytes a package may extract to in all (default 1 GiB): a zip bomb stops here.</summary>
+    public long MaxTotalBytes { get; init; } = 1L << 30;
+
+    /// <summary>The most entries (files and folders) a package may hold (default 100,000).</summary>
+    public int MaxEntries { get; init; } = 100_000;
+
+    /// <summary>How often a publish tries the next version after losing the race for one to another deployer
+    /// (default 5) before it fails with <see cref="DeployConflictException"/>.</summary>
+    public int PublishAttempts { get; init; } = 5;
+
+    /// <summary>Where uploads are unpacked and checked before they are published (default: the system's temporary
+    /// directory); each deploy uses a folder of its own there and deletes it.</summary>
+    public string? WorkDirectory { get; init; }
+
+    /// <summary>The settings instances see on top of local.settings.json, for validation; null: this process's
+    /// environment (local instances inherit it).</summary>
+    public IReadOnlyDictionary<string, string>? ValidationEnvironment { get; init; }
+
+    public static DeployOptions Default { get; } = new();
+}

@@ -1,0 +1,201 @@
+using System.IO.Compression;
+using System.Security.Cryptography;
+using FaaST.ScaleController.Deploy;
+
+namespace FaaST.ScaleController.Tests.Deploy;
+
+/// <summary>The packager on real folders and real zip archives, including ones made to attack the extractor.</summary>
+public sealed class PackagerTests : IDisposable
+{
+    private readonly TempDirectory _temp = new("faast-package-");
+
+    public void Dispose() => _temp.Dispose();
+
+    [Fact]
+    public void ZipThenExtract_ReturnsEveryFileByteForByte()
+    {
+        var dir = Apps.CopySample("python-app", _temp.Path);
+        var binary = new byte[300_000];
+        new Random(7).NextBytes(binary);
+        Directory.CreateDirectory(Path.Combine(dir, "assets", "deep"));
+        File.WriteAllBytes(Path.Combine(dir, "assets", "deep", "blob.bin"), binary);
+        File.WriteAllBytes(Path.Combine(dir, "assets", "empty.txt"), []);
+
+        var zip = new MemoryStream();
+        Packager.Zip(dir, zip);
+        zip.Position = 0;
+        var target = Path.Combine(_temp.Path, "out");
+        Packager.Extract(zip, target);
+
+        Apps.AssertSameFiles(dir, target);
+    }
+
+    [Fact]
+    public void Zip_IsDeterministic_WhateverTheFilesTimes()
+    {
+        var dir = Apps.CopySample("node-app", _temp.Path);
+        var first = new MemoryStream();
+        Packager.Zip(dir, first);
+        foreach (var file in Directory.GetFiles(dir, "*", SearchOption.AllDirectories))
+            File.SetLastWriteTimeUtc(file, new DateTime(2031, 5, 6, 7, 8, 9, DateTimeKind.Utc));
+        var second = new MemoryStream();
+        Packager.Zip(dir, second);
+
+        Assert.Equal(SHA256.HashData(first.ToArray()), SHA256.HashData(second.ToArray()));
+        first.Position = 0;
+        using var archive = new ZipArchive(first);
+        var names = archive.Entries.Select(e => e.FullName).ToList();
+        Assert.Equal(names.Order(StringComparer.Ordinal), names);
+    }
+
+    [Fact]
+    public void Zip_LeavesOutTheRuntimesStateFolder()
+    {
+        var dir = Apps.CopySample("node-app", _temp.Path);
+        Directory.CreateDirectory(Path.Combine(dir, ".faast"));
+        File.WriteAllText(Path.Combine(dir, ".faast", "keys.json"), "{}");
+
+        var zip = new MemoryStream();
+        Packager.Zip(dir, zip);
+        zip.Position = 0;
+        using var archive = new ZipArchive(zip);
+
+        Assert.DoesNotContain(archive.Entries, e => e.FullName.StartsWith(".faast", StringComparison.Ordinal));
+        Assert.Contains(archive.Entries, e => e.FullName == "Hello/index.js");
+    }
+
+    [Fact]
+    [System.Runtime.Versioning.UnsupportedOSPlatform("windows")]
+    public void Zip_KeepsTheExecutableBit()
+    {
+        var dir = Apps.CopySample("node-app", _temp.Path);
+        var tool = Path.Combine(dir, "tool.sh");
+        File.WriteAllText(tool, "#!/bin/sh\n");
+        File.SetUnixFileMode(tool, UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute);
+
+        var zip = new MemoryStream();
+        Packager.Zip(dir, zip);
+        zip.Position = 0;
+        var target = Path.Combine(_temp.Path, "out");
+        Packager.Extract(zip, target);
+
+        Assert.True((File.GetUnixFileMode(Path.Combine(target, "tool.sh")) & UnixFileMode.UserExecute) != 0);
+        Assert.True((File.GetUnixFileMode(Path.Combine(target, "host.json")) & UnixFileMode.UserExecute) == 0);
+    }
+
+    [Fact]
+    public void Zip_RefusesALinkOutOfTheFolder_NamingIt()
+    {
+        var dir = Apps.CopySample("node-app", _temp.Path);
+        var secret = Path.Combine(_temp.Path, "secret.txt");
+        File.WriteAllText(secret, "not for the package");
+        File.CreateSymbolicLink(Path.Combine(dir, "Hello", "leak.txt"), secret);
+
+        var e = Assert.Throws<PackageException>(() => Packager.Zip(dir, new MemoryStream()));
+
+        Assert.Equal("Hello/leak.txt", e.Entry);
+        Assert.Contains("outside the app folder", e.Reason, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void Zip_PacksALinkInsideTheFolder_AsTheFileItNames()
+    {
+        var dir = Apps.CopySample("node-app", _temp.Path);
+        File.CreateSymbolicLink(Path.Combine(dir, "Hello", "same.js"), Path.Combine("..", "WordCount", "index.js"));
+
+        var zip = new MemoryStream();
+        Packager.Zip(dir, zip);
+        zip.Position = 0;
+        var target = Path.Combine(_temp.Path, "out");
+        Packager.Extract(zip, target);
+
+        Assert.False(new FileInfo(Path.Combine(target, "Hello", "same.js")).LinkTarget is not null);
+        Assert.Equal(File.ReadAllBytes(Path.Combine(dir, "WordCount", "index.js")), File.ReadAllBytes(Path.Combine(target, "Hello", "same.js")));
+    }
+
+    [Fact]
+    public void Zip_RefusesAFolderLinkToItsOwnAncestor()
+    {
+        var dir = Apps.CopySample("node-app", _temp.Path);
+        Directory.CreateSymbolicLink(Path.Combine(dir, "Hello", "loop"), dir);
+
+        var e = Assert.Throws<PackageException>(() => Packager.Zip(dir, new MemoryStream()));
+
+        Assert.Equal("Hello/loop", e.Entry);
+        Assert.Contains("cycle", e.Reason, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void Zip_RefusesAFileOverTheCap_NamingItAndTheCap()
+    {
+        var dir = Apps.CopySample("node-app", _temp.Path);
+        File.WriteAllBytes(Path.Combine(dir, "big.bin"), new byte[5000]);
+
+        var e = Assert.Throws<PackageException>(() => Packager.Zip(dir, new MemoryStream(), new DeployOptions { MaxFileBytes = 4096 }));
+
+        Assert.Equal("big.bin", e.Entry);
+        Assert.Contains("4096-byte cap", e.Reason, StringComparison.Ordinal);
+    }
+
+    [Theory]
+    [InlineData("../evil.txt", "\"..\"")]
+    [InlineData("a/../../evil.txt", "\"..\"")]
+    [InlineData("/etc/evil.txt", "absolute")]
+    [InlineData("C:/evil.txt", "absolute")]
+    [InlineData("a\\..\\..\\evil.txt", "backslash")]
+    [InlineData("a//b.txt", "empty path segment")]
+    [InlineData("./a.txt", "\".\"")]
+    public void Extract_RefusesAnEntryThatCouldEscape_NamingIt(string entry, string why)
+    {
+        var target = Path.Combine(_temp.Path, "out", "app");
+
+        var e = Assert.Throws<PackageException>(() => Packager.Extract(Apps.Zip(("ok.txt", "fine"), (entry, "gotcha")), target));
+
+        Assert.Equal(entry, e.Entry);
+        Assert.Contains(why, e.Reason, StringComparison.Ordinal);
+        Assert.False(File.Exists(Path.Combine(_temp.Path, "evil.txt")));
+        Assert.False(File.Exists(Path.Combine(_temp.Path, "out", "evil.txt")));
+    }
+
+    [Fact]
+    public void Extract_RefusesASymbolicLinkEntry()
+    {
+        const int symlink = (0xA000 | 0x1FF) << 16;
+        var target = Path.Combine(_temp.Path, "out");
+
+        var e = Assert.Throws<PackageException>(() => Packager.Extract(Apps.Zip(("passwd", "/etc/passwd", symlink)), target));
+
+        Assert.Equal("passwd", e.Entry);
+        Assert.Contains("symbolic link", e.Reason, StringComparison.Ordinal);
+        Assert.False(File.Exists(Path.Combine(target, "passwd")));
+    }
+
+    [Fact]
+    public void Extract_RefusesADuplicateEntry()
+    {
+        var e = Assert.Throws<PackageException>(() =>
+            Packager.Extract(Apps.Zip(("host.json", "{}"), ("host.json", "{\"x\":1}")), Path.Combine(_temp.Path, "out")));
+
+        Assert.Contains("twice", e.Reason, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void Extract_StopsAnEntryThatInflatesPastTheCap()
+    {
+        var bomb = Apps.Zip(("zeros.txt", new string('0', 1 << 20)));
+
+        var e = Assert.Throws<PackageException>(() =>
+            Packager.Extract(bomb, Path.Combine(_temp.Path, "out"), new DeployOptions { MaxFileBytes = 64 << 10 }));
+
+        Assert.Equal("zeros.txt", e.Entry);
+    }
+
+    [Fact]
+    public void Extract_RefusesSomethingThatIsNotAZip()
+    {
+        var e = Assert.Throws<PackageException>(() =>
+            Packager.Extract(new MemoryStream("this is not a zip"u8.ToArray()), Path.Combine(_temp.Path, "out")));
+
+        Assert.Contains("not a zip", e.Reason, StringComparison.Ordinal);
+    }
+}
