@@ -154,6 +154,21 @@ public sealed class PolicyFileTests : IDisposable
             "memoryDaemonInterval": "00:00:02",
             "peerTimeout": "00:00:00.75",
             "peerFetchTimeout": "00:20:00"
+          },
+          "scale": {
+            "minInstances": 2,
+            "maxInstances": 16,
+            "interval": "00:00:02",
+            "scaleOutCooldown": "00:00:10",
+            "scaleInCooldown": "00:01:00",
+            "scaleInRounds": 5,
+            "keepAlive": "00:30:00",
+            "band": { "low": 0.5, "high": 0.9 },
+            "rareAccessesPerSecond": 0.5,
+            "votes": { "compute": false, "cacheSize": false, "bandwidth": false },
+            "bandwidth": { "minObjectSize": "128MiB" },
+            "queueTimeout": "00:00:05",
+            "maxQueueLength": 50
           }
         }
         """;
@@ -181,6 +196,21 @@ public sealed class PolicyFileTests : IDisposable
         Assert.Equal(TimeSpan.FromSeconds(2), p.MemoryDaemonInterval);
         Assert.Equal(TimeSpan.FromMilliseconds(750), p.PeerTimeout);
         Assert.Equal(TimeSpan.FromMinutes(20), p.PeerFetchTimeout);
+        var scale = p.Scale;
+        Assert.Equal(2, scale.MinInstances);
+        Assert.Equal(16, scale.MaxInstances);
+        Assert.Equal(TimeSpan.FromSeconds(2), scale.Interval);
+        Assert.Equal(TimeSpan.FromSeconds(10), scale.ScaleOutCooldown);
+        Assert.Equal(TimeSpan.FromMinutes(1), scale.ScaleInCooldown);
+        Assert.Equal(5, scale.ScaleInRounds);
+        Assert.Equal(TimeSpan.FromMinutes(30), scale.KeepAlive);
+        Assert.Equal(0.5, scale.Band.Low);
+        Assert.Equal(0.9, scale.Band.High);
+        Assert.Equal(0.5, scale.RareAccessesPerSecond);
+        Assert.Equal(new ScaleVotes { Compute = false, CacheSize = false, Bandwidth = false }, scale.Votes);
+        Assert.Equal(128L << 20, scale.BandwidthMinObjectSize);
+        Assert.Equal(TimeSpan.FromSeconds(5), scale.QueueTimeout);
+        Assert.Equal(50, scale.MaxQueueLength);
     }
 
     [Fact]
@@ -664,6 +694,18 @@ public sealed class PolicyFileTests : IDisposable
                     Assert.Equal(key.ExclusiveMin, s.GetProperty("exclusiveMinimum").GetDouble());
                     Assert.Equal(key.ExclusiveMax, s.GetProperty("exclusiveMaximum").GetDouble());
                     break;
+                case PolicyValueKind.Number:
+                    Assert.Equal("number", Type(s));
+                    Assert.Equal(key.ExclusiveMin, Bound(s, "exclusiveMinimum", double.NegativeInfinity));
+                    Assert.Equal(key.ExclusiveMax, Bound(s, "exclusiveMaximum", double.PositiveInfinity));
+                    Assert.Equal(key.Min, Bound(s, "minimum", double.NegativeInfinity));
+                    Assert.Equal(key.Max, Bound(s, "maximum", double.PositiveInfinity));
+                    break;
+                case PolicyValueKind.Integer:
+                    Assert.Equal("integer", Type(s));
+                    Assert.Equal(key.MinInteger, s.GetProperty("minimum").GetInt64());
+                    Assert.Equal(key.MaxInteger, s.GetProperty("maximum").GetInt64());
+                    break;
                 case PolicyValueKind.TimeSpan:
                     Assert.Equal("#/$defs/timeSpan", Ref(s));
                     break;
@@ -683,6 +725,7 @@ public sealed class PolicyFileTests : IDisposable
 
         static string? Type(JsonElement e) => e.TryGetProperty("type", out var t) ? t.GetString() : null;
         static string? Ref(JsonElement e) => e.TryGetProperty("$ref", out var r) ? r.GetString() : null;
+        static double Bound(JsonElement e, string name, double absent) => e.TryGetProperty(name, out var b) ? b.GetDouble() : absent;
     }
 
     [Fact]
@@ -739,6 +782,7 @@ public sealed class PolicyFileTests : IDisposable
 
         // Keys without a default are the optional ones and the objects.
         var without = PolicyKeys.All.Select(k => k.Path).Except(withDefault).Order(StringComparer.Ordinal);
-        Assert.Equal(["$schema", "cache", "cache.cacheCapacity", "cache.eviction", "cache.eviction.ttl"], without);
+        Assert.Equal(["$schema", "cache", "cache.cacheCapacity", "cache.eviction", "cache.eviction.ttl",
+            "scale", "scale.band", "scale.bandwidth", "scale.votes"], without);
     }
 }

@@ -114,6 +114,10 @@ public sealed record CachePolicy
     /// <summary>The default of <see cref="PeerFetchTimeout"/>, also the peer transport's own.</summary>
     public static TimeSpan DefaultPeerFetchTimeout => TimeSpan.FromMinutes(5);
 
+    /// <summary><c>scale</c>: how the platform's scale controller sizes the app (<see cref="ScalePolicy"/>;
+    /// not a cache setting, but read from the same file at the same time, so one parse validates both).</summary>
+    public ScalePolicy Scale { get; init; } = ScalePolicy.Default;
+
     /// <summary>Whether <c>container/blob</c> matches a <c>cache.doNotCache</c> glob, so it is read and
     /// written straight through. Independent of <see cref="Enabled"/>.</summary>
     public bool DoNotCache(string container, string blob) => DoNotCacheGlobs.Matches(container, blob);

@@ -21,11 +21,18 @@ namespace FaaST.Cachelet.Policy;
 ///     "memoryDaemonInterval": "00:00:00.5",
 ///     "peerTimeout": "00:00:05",              // any one message from another instance
 ///     "peerFetchTimeout": "00:05:00"          // an owner still fetching from storage
+///   },
+///   "scale": {                                // the platform's scale controller (ScalePolicy)
+///     "minInstances": 1, "maxInstances": 8, "interval": "00:00:01",
+///     "scaleOutCooldown": "00:00:05", "scaleInCooldown": "00:00:30", "scaleInRounds": 3,
+///     "keepAlive": "00:10:00", "band": { "low": 0.6, "high": 0.8 }, "rareAccessesPerSecond": 1.0,
+///     "votes": { "compute": true, "cacheSize": true, "bandwidth": true },
+///     "bandwidth": { "minObjectSize": "64MiB" }, "queueTimeout": "00:00:30", "maxQueueLength": 1000
 ///   }
 /// }
 /// </code>
 /// Comments and trailing commas are allowed, as in <c>host.json</c>. Every key is optional (defaults:
-/// <see cref="CachePolicy"/>); an unknown or duplicate key is an error, so a typo never goes unnoticed.
+/// <see cref="CachePolicy"/>, <see cref="ScalePolicy"/>, the latter as <see cref="CachePolicy.Scale"/>); an unknown or duplicate key is an error, so a typo never goes unnoticed.
 /// <c>schemas/faast.schema.json</c> describes the same shape for editors.
 /// </summary>
 public static class CachePolicyFile
@@ -140,6 +147,7 @@ public static class CachePolicyFile
             if (root.ValueKind != JsonValueKind.Object)
                 throw new PolicyFileException(file, null, $"must hold a JSON object, not {Describe(root)}");
             var policy = CachePolicy.Default;
+            ScalePolicy? scale = null;
             foreach (var (key, value) in Members(root, ""))
             {
                 switch (key.Path)
@@ -150,12 +158,140 @@ public static class CachePolicyFile
                     case "cache":
                         policy = ReadCache(value, key);
                         break;
+                    case "scale":
+                        scale = ReadScale(value, key);
+                        break;
                     default:
                         throw new UnreachableException(key.Path);
                 }
             }
-            return policy;
+            return scale is null ? policy : policy with { Scale = scale };
         }
+
+        private ScalePolicy ReadScale(JsonElement section, PolicyKey sectionKey)
+        {
+            RequireKind(section, sectionKey, JsonValueKind.Object, "an object");
+            var scale = ScalePolicy.Default;
+            foreach (var (key, value) in Members(section, sectionKey.Path))
+            {
+                scale = key.Name switch
+                {
+                    "minInstances" => scale with { MinInstances = (int)ReadInteger(value, key) },
+                    "maxInstances" => scale with { MaxInstances = (int)ReadInteger(value, key) },
+                    "interval" => scale with { Interval = ReadTimeSpan(value, key) },
+                    "scaleOutCooldown" => scale with { ScaleOutCooldown = ReadTimeSpan(value, key) },
+                    "scaleInCooldown" => scale with { ScaleInCooldown = ReadTimeSpan(value, key) },
+                    "scaleInRounds" => scale with { ScaleInRounds = (int)ReadInteger(value, key) },
+                    "keepAlive" => scale with { KeepAlive = ReadTimeSpan(value, key) },
+                    "band" => scale with { Band = ReadBand(value, key) },
+                    "rareAccessesPerSecond" => scale with { RareAccessesPerSecond = ReadNumber(value, key) },
+                    "votes" => scale with { Votes = ReadVotes(value, key) },
+                    "bandwidth" => scale with { BandwidthMinObjectSize = ReadBandwidth(value, key) },
+                    "queueTimeout" => scale with { QueueTimeout = ReadTimeSpan(value, key) },
+                    "maxQueueLength" => scale with { MaxQueueLength = (int)ReadInteger(value, key) },
+                    _ => throw new UnreachableException(key.Path),
+                };
+            }
+            // minInstances defaults to 1 and maxInstances is at least 1, so only a minimum set in the file can
+            // exceed the maximum: the error names it.
+            if (scale.MinInstances > scale.MaxInstances)
+            {
+                throw new PolicyFileException(file, "scale.minInstances",
+                    $"{scale.MinInstances} is more than scale.maxInstances ({scale.MaxInstances}); the controller could satisfy neither");
+            }
+            return scale;
+        }
+
+        private UtilisationBand ReadBand(JsonElement band, PolicyKey bandKey)
+        {
+            RequireKind(band, bandKey, JsonValueKind.Object, "an object");
+            var result = UtilisationBand.Default;
+            foreach (var (key, value) in Members(band, bandKey.Path))
+            {
+                result = key.Name switch
+                {
+                    "low" => result with { Low = ReadNumber(value, key) },
+                    "high" => result with { High = ReadNumber(value, key) },
+                    _ => throw new UnreachableException(key.Path),
+                };
+            }
+            // An empty band would make every utilisation either an out or an in vote: flapping.
+            if (result.Low >= result.High)
+            {
+                var key = band.TryGetProperty("high", out _) || !band.TryGetProperty("low", out _) ? "scale.band.high" : "scale.band.low";
+                throw new PolicyFileException(file, key,
+                    $"the band is empty: scale.band.low ({Number(result.Low)}) must be less than scale.band.high ({Number(result.High)})");
+            }
+            return result;
+        }
+
+        private ScaleVotes ReadVotes(JsonElement votes, PolicyKey votesKey)
+        {
+            RequireKind(votes, votesKey, JsonValueKind.Object, "an object");
+            var result = ScaleVotes.Default;
+            foreach (var (key, value) in Members(votes, votesKey.Path))
+            {
+                result = key.Name switch
+                {
+                    "compute" => result with { Compute = ReadBoolean(value, key) },
+                    "cacheSize" => result with { CacheSize = ReadBoolean(value, key) },
+                    "bandwidth" => result with { Bandwidth = ReadBoolean(value, key) },
+                    _ => throw new UnreachableException(key.Path),
+                };
+            }
+            return result;
+        }
+
+        private long ReadBandwidth(JsonElement bandwidth, PolicyKey bandwidthKey)
+        {
+            RequireKind(bandwidth, bandwidthKey, JsonValueKind.Object, "an object");
+            var minObjectSize = ScalePolicy.Default.BandwidthMinObjectSize;
+            foreach (var (key, value) in Members(bandwidth, bandwidthKey.Path))
+            {
+                minObjectSize = key.Name switch
+                {
+                    "minObjectSize" => ReadSize(value, key),
+                    _ => throw new UnreachableException(key.Path),
+                };
+            }
+            return minObjectSize;
+        }
+
+        private long ReadInteger(JsonElement value, PolicyKey key)
+        {
+            if (value.ValueKind != JsonValueKind.Number)
+                throw Error(key, $"must be a whole number, not {Describe(value)}");
+            // Beyond decimal's range (1e40) a number is whole but far out of range: say the latter.
+            var whole = value.TryGetDecimal(out var d) ? d == decimal.Truncate(d) : double.IsInteger(value.GetDouble());
+            if (!whole)
+                throw Error(key, $"{value.GetRawText()} is not a whole number");
+            if (!value.TryGetDecimal(out d) || d < key.MinInteger || d > key.MaxInteger)
+                throw Error(key, $"{value.GetRawText()} is out of range; must be from {key.MinInteger} to {key.MaxInteger}");
+            return (long)d;
+        }
+
+        private double ReadNumber(JsonElement value, PolicyKey key)
+        {
+            if (value.ValueKind != JsonValueKind.Number)
+                throw Error(key, $"must be a number, not {Describe(value)}");
+            var d = value.GetDouble();
+            if (!(d > key.ExclusiveMin && d < key.ExclusiveMax && d >= key.Min && d <= key.Max))
+            {
+                var bounds = new List<string>();
+                if (double.IsFinite(key.ExclusiveMin))
+                    bounds.Add("greater than " + Number(key.ExclusiveMin));
+                if (double.IsFinite(key.Min))
+                    bounds.Add("at least " + Number(key.Min));
+                if (double.IsFinite(key.ExclusiveMax))
+                    bounds.Add("less than " + Number(key.ExclusiveMax));
+                if (double.IsFinite(key.Max))
+                    bounds.Add("at most " + Number(key.Max));
+                throw Error(key, $"{value.GetRawText()} is out of range; must be {string.Join(" and ", bounds)}");
+            }
+            return d;
+        }
+
+        private static string Number(double d) => d.ToString(CultureInfo.InvariantCulture);
 
         private CachePolicy ReadCache(JsonElement cache, PolicyKey cacheKey)
         {

@@ -10,6 +10,11 @@ internal enum PolicyValueKind
     Boolean,
     Size,
     Fraction,
+    /// <summary>A number with any of <see cref="PolicyKey.ExclusiveMin"/>, <see cref="PolicyKey.ExclusiveMax"/>,
+    /// <see cref="PolicyKey.Min"/>, <see cref="PolicyKey.Max"/> as bounds.</summary>
+    Number,
+    /// <summary>A whole number from <see cref="PolicyKey.MinInteger"/> to <see cref="PolicyKey.MaxInteger"/>.</summary>
+    Integer,
     TimeSpan,
     Choice,
     GlobList,
@@ -34,6 +39,16 @@ internal sealed record PolicyKey(string Path, PolicyValueKind Kind)
 
     public double ExclusiveMax { get; init; } = double.PositiveInfinity;
 
+    /// <summary>Inclusive bounds of a <see cref="PolicyValueKind.Number"/> (beside its exclusive ones).</summary>
+    public double Min { get; init; } = double.NegativeInfinity;
+
+    public double Max { get; init; } = double.PositiveInfinity;
+
+    /// <summary>Inclusive bounds of an <see cref="PolicyValueKind.Integer"/>.</summary>
+    public long MinInteger { get; init; }
+
+    public long MaxInteger { get; init; } = int.MaxValue;
+
     /// <summary>Inclusive bounds of a <see cref="PolicyValueKind.TimeSpan"/>.</summary>
     public TimeSpan MinTime { get; init; } = TimeSpan.Zero;
 
@@ -45,7 +60,8 @@ internal sealed record PolicyKey(string Path, PolicyValueKind Kind)
 
 /// <summary>
 /// Every key <c>faast.json</c> accepts. The parser takes its allowed keys and bounds from here, and a
-/// test checks <c>schemas/faast.schema.json</c> against it; defaults live in <see cref="CachePolicy"/>.
+/// test checks <c>schemas/faast.schema.json</c> against it; defaults live in <see cref="CachePolicy"/> and
+/// <see cref="ScalePolicy"/>.
 /// </summary>
 internal static partial class PolicyKeys
 {
@@ -89,6 +105,38 @@ internal static partial class PolicyKeys
             MinTime = TimeSpan.FromSeconds(1),
             MaxTime = TimeSpan.FromDays(1),
         },
+        new("scale", PolicyValueKind.Object),
+        new("scale.minInstances", PolicyValueKind.Integer) { MinInteger = 1, MaxInteger = ScalePolicy.InstanceLimit },
+        new("scale.maxInstances", PolicyValueKind.Integer) { MinInteger = 1, MaxInteger = ScalePolicy.InstanceLimit },
+        new("scale.interval", PolicyValueKind.TimeSpan)
+        {
+            MinTime = TimeSpan.FromMilliseconds(100),
+            MaxTime = TimeSpan.FromMinutes(1),
+        },
+        new("scale.scaleOutCooldown", PolicyValueKind.TimeSpan) { MaxTime = TimeSpan.FromHours(1) },
+        new("scale.scaleInCooldown", PolicyValueKind.TimeSpan) { MaxTime = TimeSpan.FromDays(1) },
+        new("scale.scaleInRounds", PolicyValueKind.Integer) { MinInteger = 1, MaxInteger = 1000 },
+        new("scale.keepAlive", PolicyValueKind.TimeSpan)
+        {
+            MinTime = TimeSpan.FromSeconds(1),
+            MaxTime = TimeSpan.FromDays(30),
+        },
+        new("scale.band", PolicyValueKind.Object),
+        new("scale.band.low", PolicyValueKind.Number) { ExclusiveMin = 0, Max = 1 },
+        new("scale.band.high", PolicyValueKind.Number) { ExclusiveMin = 0, Max = 1 },
+        new("scale.rareAccessesPerSecond", PolicyValueKind.Number) { Min = 0, Max = 1_000_000 },
+        new("scale.votes", PolicyValueKind.Object),
+        new("scale.votes.compute", PolicyValueKind.Boolean),
+        new("scale.votes.cacheSize", PolicyValueKind.Boolean),
+        new("scale.votes.bandwidth", PolicyValueKind.Boolean),
+        new("scale.bandwidth", PolicyValueKind.Object),
+        new("scale.bandwidth.minObjectSize", PolicyValueKind.Size) { MinBytes = 1 },
+        new("scale.queueTimeout", PolicyValueKind.TimeSpan)
+        {
+            MinTime = TimeSpan.FromMilliseconds(1),
+            MaxTime = TimeSpan.FromMinutes(10),
+        },
+        new("scale.maxQueueLength", PolicyValueKind.Integer) { MinInteger = 1, MaxInteger = 1_000_000 },
     ];
 
     private static readonly Dictionary<string, PolicyKey> ByPath = All.ToDictionary(k => k.Path, StringComparer.Ordinal);

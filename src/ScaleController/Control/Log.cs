@@ -1,0 +1,56 @@
+using Microsoft.Extensions.Logging;
+
+namespace FaaST.ScaleController.Control;
+
+/// <summary>The controller's log messages, source-generated, event ids 8100-8149.</summary>
+internal static partial class Log
+{
+    [LoggerMessage(EventId = 8100, Level = LogLevel.Information, Message = "App {App}: scale {Kind} from {Current} to {Target} instance(s): {Reason}")]
+    public static partial void Decided(ILogger logger, string app, ScaleDecisionKind kind, int current, int target, string reason);
+
+    [LoggerMessage(EventId = 8101, Level = LogLevel.Warning, Message = "App {App}: instance {Instance} gave no vote ({Why}); counted as 0 ({Suppressed} more held back since the last line)")]
+    public static partial void NoVote(ILogger logger, string app, string instance, string why, long suppressed);
+
+    [LoggerMessage(EventId = 8102, Level = LogLevel.Error, Message = "App {App}: acting on the decision {Kind} to {Target} failed; the next round decides again")]
+    public static partial void ActFailed(ILogger logger, Exception exception, string app, ScaleDecisionKind kind, int target);
+
+    [LoggerMessage(EventId = 8103, Level = LogLevel.Error, Message = "App {App}: a scale round failed; the next round tries again")]
+    public static partial void RoundFailed(ILogger logger, Exception exception, string app);
+
+    [LoggerMessage(EventId = 8104, Level = LogLevel.Information, Message = "App {App}: unrequested scale-out to {Target} from instance {Instance} ({Policy}): granted {Granted}, {Reason}")]
+    public static partial void Unrequested(ILogger logger, string app, int target, string instance, string policy, int granted, string reason);
+
+    [LoggerMessage(EventId = 8105, Level = LogLevel.Warning, Message = "Unrequested scale-out refused: {Reason}")]
+    public static partial void UnrequestedRefused(ILogger logger, string reason);
+
+    [LoggerMessage(EventId = 8106, Level = LogLevel.Information, Message = "App {App}: scale loop started, every {Interval}")]
+    public static partial void Started(ILogger logger, string app, TimeSpan interval);
+
+    [LoggerMessage(EventId = 8107, Level = LogLevel.Information, Message = "App {App}: scale loop stopped")]
+    public static partial void Stopped(ILogger logger, string app);
+}
+
+/// <summary>
+/// A line of a kind passes at most once per interval of the loop's clock; the ones held back are counted
+/// and reported with the next that passes (like the cachelet's LogGate, on a <see cref="TimeProvider"/> so a
+/// fake clock drives it in tests). An instance that stops answering would otherwise log every interval.
+/// </summary>
+internal sealed class RateGate(TimeProvider time, TimeSpan interval)
+{
+    private long _next = long.MinValue;
+    private long _suppressed;
+
+    public bool TryPass(out long suppressed)
+    {
+        var now = time.GetUtcNow().UtcTicks;
+        var next = Volatile.Read(ref _next);
+        if (now < next || Interlocked.CompareExchange(ref _next, now + interval.Ticks, next) != next)
+        {
+            Interlocked.Increment(ref _suppressed);
+            suppressed = 0;
+            return false;
+        }
+        suppressed = Interlocked.Exchange(ref _suppressed, 0);
+        return true;
+    }
+}

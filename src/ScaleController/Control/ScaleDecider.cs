@@ -1,0 +1,197 @@
+using System.Globalization;
+using FaaST.Cachelet.Policy;
+
+namespace FaaST.ScaleController.Control;
+
+/// <summary>
+/// One app's scaling decisions (Faa$T §4; the band and hysteresis after Pocket §4): pure logic over the
+/// round's votes, the frontend's load and a <see cref="TimeProvider"/>. In order:
+/// <list type="number">
+/// <item>keep-alive: no invocation for <c>scale.keepAlive</c> (and none in flight or queued) unloads the app;</item>
+/// <item>bounds: below <c>minInstances</c> (an instance died) the count is restored at once, above
+/// <c>maxInstances</c> (a redeploy lowered it) it is cut at once;</item>
+/// <item>an unrequested request (<see cref="RequestImmediate"/>) that could not act at once acts now;</item>
+/// <item>the conflict rule (<see cref="VoteCombiner"/>): out no sooner than <c>scaleOutCooldown</c> after the
+/// previous change; in only after <c>scaleInRounds</c> consecutive all-in rounds and <c>scaleInCooldown</c>
+/// after the previous change, by one instance.</item>
+/// </list>
+/// Not thread-safe: the app's <see cref="ScaleLoop"/> serialises its calls.
+/// </summary>
+public sealed class ScaleDecider
+{
+    private readonly ScalePolicy _policy;
+    private readonly TimeProvider _time;
+    private DateTimeOffset? _lastChange;
+    private DateTimeOffset? _lastImmediate;
+    private int _allInRounds;
+    private int _lastSeen = -1;
+    private int _pendingTarget;
+    private string? _pendingReason;
+
+    public ScaleDecider(string app, ScalePolicy policy, TimeProvider time)
+    {
+        ArgumentException.ThrowIfNullOrEmpty(app);
+        ArgumentNullException.ThrowIfNull(policy);
+        ArgumentNullException.ThrowIfNull(time);
+        App = app;
+        _policy = policy;
+        _time = time;
+    }
+
+    public string App { get; }
+
+    /// <summary>Consecutive rounds so far in which every policy of every instance said in.</summary>
+    public int AllInRounds => _allInRounds;
+
+    /// <summary>
+    /// One round: what to do with <paramref name="current"/> instances given the votes of the ready ones,
+    /// the frontend's load and the time of the last invocation.
+    /// </summary>
+    public ScaleDecision Decide(int current, IReadOnlyList<InstanceVote> votes, FrontendLoad load, DateTimeOffset lastInvocation)
+    {
+        ArgumentOutOfRangeException.ThrowIfNegative(current);
+        ArgumentNullException.ThrowIfNull(votes);
+        ArgumentNullException.ThrowIfNull(load);
+        var now = _time.GetUtcNow();
+        // A load from zero (the frontend's cold start) is a change too: its cool-downs start now.
+        if (_lastSeen == 0 && current > 0)
+            _lastChange = now;
+        _lastSeen = current;
+
+        if (current == 0)
+        {
+            _allInRounds = 0;
+            return Hold(0, "unloaded; the next invocation loads the app", now);
+        }
+        var idle = now - lastInvocation;
+        if (idle >= _policy.KeepAlive && load.InFlight == 0 && load.Queued == 0)
+        {
+            _allInRounds = 0;
+            _pendingTarget = 0;
+            _pendingReason = null;
+            return Change(0, current, ScaleDecisionKind.Unload,
+                F($"no invocation for {Seconds(idle)} (keepAlive {Seconds(_policy.KeepAlive)})"), now);
+        }
+        if (current < _policy.MinInstances)
+        {
+            _allInRounds = 0;
+            return Change(_policy.MinInstances, current, ScaleDecisionKind.Out,
+                F($"{current} instance(s), below minInstances {_policy.MinInstances}"), now);
+        }
+        if (current > _policy.MaxInstances)
+        {
+            _allInRounds = 0;
+            return Change(_policy.MaxInstances, current, ScaleDecisionKind.In,
+                F($"{current} instance(s), above maxInstances {_policy.MaxInstances}"), now);
+        }
+        if (_pendingReason is not null)
+        {
+            if (_pendingTarget <= current)
+            {
+                _pendingReason = null;
+            }
+            else if (!InImmediateCooldown(now))
+            {
+                var (target, reason) = (_pendingTarget, _pendingReason);
+                _pendingReason = null;
+                _allInRounds = 0;
+                _lastImmediate = now;
+                return Change(target, current, ScaleDecisionKind.Out, reason, now);
+            }
+        }
+
+        var combined = VoteCombiner.Combine(votes, _policy.Votes, load);
+        if (combined.Delta > 0)
+        {
+            _allInRounds = 0;
+            var target = Math.Min(current + combined.Delta, _policy.MaxInstances);
+            if (target == current)
+                return Hold(current, F($"at maxInstances {_policy.MaxInstances}; {combined.Reason}"), now);
+            if (_lastChange is { } last && now - last < _policy.ScaleOutCooldown)
+            {
+                return Hold(current, F($"out by {combined.Delta} wanted, scale-out cool-down for {Seconds(_policy.ScaleOutCooldown - (now - last))} more; {combined.Reason}"), now);
+            }
+            return Change(target, current, ScaleDecisionKind.Out, combined.Reason, now);
+        }
+        if (combined.Delta < 0)
+        {
+            _allInRounds++;
+            if (_allInRounds < _policy.ScaleInRounds)
+                return Hold(current, F($"all-in round {_allInRounds} of {_policy.ScaleInRounds}; {combined.Reason}"), now);
+            if (current <= _policy.MinInstances)
+                return Hold(current, F($"at minInstances {_policy.MinInstances}; {combined.Reason}"), now);
+            if (_lastChange is { } last && now - last < _policy.ScaleInCooldown)
+            {
+                return Hold(current, F($"in wanted, scale-in cool-down for {Seconds(_policy.ScaleInCooldown - (now - last))} more; {combined.Reason}"), now);
+            }
+            _allInRounds = 0;
+            return Change(current - 1, current, ScaleDecisionKind.In, combined.Reason, now);
+        }
+        _allInRounds = 0;
+        return Hold(current, combined.Reason, now);
+    }
+
+    /// <summary>
+    /// An unrequested vote (an instance needs <paramref name="target"/> instances now, e.g. a bandwidth
+    /// scale-out of a large object). The target is cut to <c>maxInstances</c>. It acts at once (an
+    /// <see cref="ScaleDecisionKind.Out"/> decision), without waiting for the scale-out cool-down of a
+    /// vote-driven change; but two unrequested scale-outs are at least <c>scaleOutCooldown</c> apart: a
+    /// storm of requests within it collapses into one decision for the largest target, taken by the first
+    /// <see cref="Decide"/> after the cool-down. The answer's <see cref="ScaleDecision.Target"/> is how
+    /// many instances the app will have.
+    /// </summary>
+    public ScaleDecision RequestImmediate(int current, int target, string reason)
+    {
+        ArgumentOutOfRangeException.ThrowIfNegative(current);
+        ArgumentOutOfRangeException.ThrowIfLessThan(target, 1);
+        ArgumentNullException.ThrowIfNull(reason);
+        var now = _time.GetUtcNow();
+        var granted = Math.Clamp(target, _policy.MinInstances, _policy.MaxInstances);
+        var cut = granted < target ? F($" (cut from {target} to maxInstances {_policy.MaxInstances})") : "";
+        var promised = Math.Max(current, _pendingReason is null ? 0 : _pendingTarget);
+        if (granted <= promised)
+            return Hold(promised, F($"unrequested {granted}{cut} already met: {promised} instance(s) ({reason})"), now);
+        if (current == 0)
+        {
+            // Unloaded: loading is the frontend's cold start; remember the target for the first round after it.
+            SetPending(granted, reason, cut);
+            return Hold(granted, F($"unloaded; {granted} instance(s) once the app is loaded ({reason})"), now);
+        }
+        if (InImmediateCooldown(now))
+        {
+            SetPending(granted, reason, cut);
+            return Hold(granted, F($"unrequested {granted}{cut} collapsed into the next decision after the scale-out cool-down ({reason})"), now);
+        }
+        _pendingReason = null;
+        _allInRounds = 0;
+        _lastImmediate = now;
+        _lastSeen = current;
+        return Change(granted, current, ScaleDecisionKind.Out, F($"unrequested: {reason}{cut}"), now);
+    }
+
+    private void SetPending(int granted, string reason, string cut)
+    {
+        if (_pendingReason is null || granted > _pendingTarget)
+        {
+            _pendingTarget = granted;
+            _pendingReason = F($"unrequested: {reason}{cut}");
+        }
+    }
+
+    private bool InImmediateCooldown(DateTimeOffset now) =>
+        _lastImmediate is { } last && now - last < _policy.ScaleOutCooldown;
+
+    private ScaleDecision Change(int target, int current, ScaleDecisionKind kind, string reason, DateTimeOffset now)
+    {
+        _lastChange = now;
+        _lastSeen = target;
+        return new ScaleDecision(target, target - current, reason, kind, now);
+    }
+
+    private static ScaleDecision Hold(int current, string reason, DateTimeOffset now) =>
+        new(current, 0, reason, ScaleDecisionKind.Hold, now);
+
+    private static string Seconds(TimeSpan t) => t.TotalSeconds.ToString("0.###", CultureInfo.InvariantCulture) + " s";
+
+    private static string F(FormattableString s) => s.ToString(CultureInfo.InvariantCulture);
+}
