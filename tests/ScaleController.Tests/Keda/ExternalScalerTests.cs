@@ -104,7 +104,11 @@ public sealed class ExternalScalerTests : IAsyncLifetime
         Assert.True(await call.ResponseStream.MoveNext(hang.Token));
         Assert.True(call.ResponseStream.Current.Result);
 
-        _server.Decisions.Set(App, 5, "compute voted +3"); // still active: nothing is sent
+        // Still active: nothing is sent. Wait until the stream has read this decision, so that it cannot be
+        // folded into the next change.
+        var lookups = _server.Decisions.Lookups;
+        _server.Decisions.Set(App, 5, "compute voted +3");
+        await Eventually.TrueAsync(() => _server.Decisions.Lookups > lookups, "the stream read the decision for 5 instances");
         _server.Decisions.Set(App, 0, "unloaded after its keep-alive");
         Assert.True(await call.ResponseStream.MoveNext(hang.Token));
         Assert.False(call.ResponseStream.Current.Result);

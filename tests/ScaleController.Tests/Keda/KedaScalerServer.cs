@@ -71,10 +71,18 @@ internal sealed class KedaScalerServer : IAsyncDisposable
 internal sealed class TestDecisions : IScaleDecisions
 {
     private readonly ConcurrentDictionary<string, AppScaleState> _apps = new(StringComparer.Ordinal);
+    private int _lookups;
 
     public event Action<string>? Changed;
 
-    public bool TryGetApp(string app, out AppScaleState state) => _apps.TryGetValue(app, out state);
+    /// <summary>How many times the scaler read a decision: lets a test wait until a change was seen.</summary>
+    public int Lookups => Volatile.Read(ref _lookups);
+
+    public bool TryGetApp(string app, out AppScaleState state)
+    {
+        Interlocked.Increment(ref _lookups);
+        return _apps.TryGetValue(app, out state);
+    }
 
     public void Set(string app, int desired, string reason = "set by the test")
     {
