@@ -1,0 +1,203 @@
+using System.Diagnostics;
+using System.Globalization;
+using System.Threading.Channels;
+using FaaST.Protos.Keda;
+using Grpc.Core;
+using Microsoft.Extensions.Logging;
+
+namespace FaaST.ScaleController.Keda;
+
+/// <summary>
+/// KEDA's external scaler (protos/externalscaler.proto) over the scale controller's decisions, so that on
+/// Kubernetes KEDA scales a Deployment of instances to exactly the count the controller decided from the
+/// instances' votes (Faa$T §4; docs/scaling.md, "Kubernetes and KEDA").
+/// </summary>
+/// <remarks>
+/// <para>The ScaledObject names the app in its trigger metadata, key <see cref="AppKey"/>; there is no fallback to
+/// the ScaledObject's name, so one app cannot be scaled by a ScaledObject that merely happens to share its name.</para>
+/// <para>The numbers: GetMetricSpec gives one metric, <c>faast-{app}-instances</c>, with target 1; GetMetrics gives
+/// the controller's desired instance count as its value. KEDA builds an HPA whose external metric has an
+/// <c>AverageValue</c> target (KEDA's default metricType), for which the HPA computes
+/// <c>desiredReplicas = ceil(metricValue / targetAverageValue)</c> = ceil(desired / 1) = desired — the controller's
+/// count whatever the current replica count is (a <c>Value</c> target would instead multiply by the current count,
+/// <c>ceil(current · value / target)</c>, and must not be used). The HPA skips a change while
+/// <c>|value / (target · current) − 1|</c> is within its tolerance (10 % by default), so at 10 or more replicas a
+/// ±1 decision waits for the next one: deploy/kubernetes/README.md says how to narrow the tolerance. IsActive is
+/// desired &gt; 0 (the app is not unloaded): KEDA scales from zero to one and back on it; the HPA above one.</para>
+/// <para>Registered as a singleton (<see cref="KedaScalerEndpoints"/>): its refusal log gate outlives a call.</para>
+/// </remarks>
+internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<ExternalScalerService> logger) : ExternalScaler.ExternalScalerBase
+{
+    /// <summary>The trigger metadata key that names the FaaST app.</summary>
+    public const string AppKey = "app";
+
+    /// <summary>The HPA's target per replica: one instance's worth of the metric (see the remarks).</summary>
+    public const long TargetPerInstance = 1;
+
+    /// <summary>Longest app name: a DNS label (it becomes part of a Kubernetes metric name and of <c>{app}.host</c>).</summary>
+    internal const int MaxAppNameLength = 63;
+
+    private static readonly IsActiveResponse ActiveResponse = new() { Result = true };
+    private static readonly IsActiveResponse InactiveResponse = new() { Result = false };
+
+    private readonly IScaleDecisions _decisions = decisions;
+    private readonly ILogger _logger = logger;
+
+    // A gate on the refusal warning: a misconfigured ScaledObject is refused on every poll, and a client that
+    // retries fast must not flood the log. One line a second passes, with the count of those held back.
+    private long _nextRefusalLog;
+    private long _refusalsHeldBack;
+
+    /// <summary>The metric this scaler defines for <paramref name="app"/>: lower case, as Kubernetes metric names are.</summary>
+    internal static string MetricNameOf(string app)
+        => string.Create(CultureInfo.InvariantCulture, $"faast-{app.ToLowerInvariant().Replace('_', '-').Replace('.', '-')}-instances");
+
+    /// <summary>Why <paramref name="value"/> cannot name an app, or null if it can: 1-63 ASCII letters, digits,
+    /// '-', '_' or '.', starting with a letter or digit.</summary>
+    internal static string? AppNameProblem(string value)
+    {
+        if (value.Length > MaxAppNameLength)
+            return $"is {value.Length} characters long; an app name has at most {MaxAppNameLength}";
+        if (!char.IsAsciiLetterOrDigit(value[0]))
+            return $"\"{value}\" does not start with a letter or digit";
+        foreach (var c in value)
+        {
+            if (!char.IsAsciiLetterOrDigit(c) && c is not ('-' or '_' or '.'))
+                return $"\"{value}\" holds '{c}' (U+{(int)c:X4}); an app name has only ASCII letters, digits, '-', '_' and '.'";
+        }
+        return null;
+    }
+
+    public override Task<IsActiveResponse> IsActive(ScaledObjectRef request, ServerCallContext context)
+    {
+        var (_, state) = Decide(request, nameof(IsActive));
+        return Task.FromResult(state.Active ? ActiveResponse : InactiveResponse);
+    }
+
+    public override Task<GetMetricSpecResponse> GetMetricSpec(ScaledObjectRef request, ServerCallContext context)
+    {
+        var (app, _) = Decide(request, nameof(GetMetricSpec));
+        var response = new GetMetricSpecResponse();
+        response.MetricSpecs.Add(new MetricSpec
+        {
+            MetricName = MetricNameOf(app),
+            TargetSize = TargetPerInstance,
+            TargetSizeFloat = TargetPerInstance,
+        });
+        return Task.FromResult(response);
+    }
+
+    public override Task<GetMetricsResponse> GetMetrics(GetMetricsRequest request, ServerCallContext context)
+    {
+        if (request.ScaledObjectRef is null)
+            throw Refuse(nameof(GetMetrics), null, StatusCode.InvalidArgument, "GetMetricsRequest has no scaledObjectRef (field 1)");
+        var (app, state) = Decide(request.ScaledObjectRef, nameof(GetMetrics));
+        var metric = MetricNameOf(app);
+        if (!string.Equals(request.MetricName, metric, StringComparison.Ordinal))
+        {
+            throw Refuse(nameof(GetMetrics), request.ScaledObjectRef, StatusCode.InvalidArgument,
+                $"GetMetricsRequest.metricName \"{request.MetricName}\" is not a metric of app \"{app}\"; GetMetricSpec names \"{metric}\"");
+        }
+
+        Log.MetricsAnswered(_logger, app, state.DesiredInstances, state.Reason);
+        var response = new GetMetricsResponse();
+        response.MetricValues.Add(new MetricValue
+        {
+            MetricName = metric,
+            MetricValue_ = state.DesiredInstances,
+            MetricValueFloat = state.DesiredInstances,
+        });
+        return Task.FromResult(response);
+    }
+
+    public override async Task StreamIsActive(ScaledObjectRef request, IServerStreamWriter<IsActiveResponse> responseStream, ServerCallContext context)
+    {
+        var app = AppOf(request, nameof(StreamIsActive));
+
+        // Subscribe before the first read, so that a change between the two is not lost; the handler only sets a
+        // flag (a channel of capacity one), the stream's own loop reads the decision and writes.
+        var wake = Channel.CreateBounded<bool>(new BoundedChannelOptions(1)
+        {
+            FullMode = BoundedChannelFullMode.DropWrite,
+            SingleReader = true,
+        });
+        void OnChanged(string changed)
+        {
+            if (string.Equals(changed, app, StringComparison.Ordinal))
+                wake.Writer.TryWrite(true);
+        }
+
+        _decisions.Changed += OnChanged;
+        try
+        {
+            var state = Lookup(app, request, nameof(StreamIsActive));
+            var active = state.Active;
+            Log.StreamOpened(_logger, app, request.Namespace, request.Name, active);
+            await responseStream.WriteAsync(active ? ActiveResponse : InactiveResponse, context.CancellationToken);
+
+            while (await wake.Reader.WaitToReadAsync(context.CancellationToken))
+            {
+                wake.Reader.TryRead(out _);
+                state = Lookup(app, request, nameof(StreamIsActive)); // an app removed meanwhile ends the stream: NotFound
+                if (state.Active == active)
+                    continue; // the count changed, not the activity: that reaches KEDA through GetMetrics
+                active = state.Active;
+                Log.ActivityPushed(_logger, app, active ? "active" : "inactive", request.Namespace, request.Name, state.DesiredInstances, state.Reason);
+                await responseStream.WriteAsync(active ? ActiveResponse : InactiveResponse, context.CancellationToken);
+            }
+        }
+        catch (OperationCanceledException) when (context.CancellationToken.IsCancellationRequested)
+        {
+            // KEDA closed the stream (or the platform stops): the call is over, nothing to answer.
+        }
+        finally
+        {
+            _decisions.Changed -= OnChanged;
+            Log.StreamClosed(_logger, app, request.Namespace, request.Name);
+        }
+    }
+
+    private (string App, AppScaleState State) Decide(ScaledObjectRef request, string method)
+    {
+        var app = AppOf(request, method);
+        return (app, Lookup(app, request, method));
+    }
+
+    private AppScaleState Lookup(string app, ScaledObjectRef request, string method)
+    {
+        if (_decisions.TryGetApp(app, out var state))
+            return state;
+        throw Refuse(method, request, StatusCode.NotFound,
+            $"app \"{app}\" (scalerMetadata key \"{AppKey}\") is not deployed on this FaaST platform");
+    }
+
+    private string AppOf(ScaledObjectRef request, string method)
+    {
+        if (!request.ScalerMetadata.TryGetValue(AppKey, out var app))
+        {
+            throw Refuse(method, request, StatusCode.InvalidArgument,
+                $"scalerMetadata has no key \"{AppKey}\"; the ScaledObject's trigger metadata must name the FaaST app to scale");
+        }
+        if (app.Length == 0)
+            throw Refuse(method, request, StatusCode.InvalidArgument, $"scalerMetadata key \"{AppKey}\" is empty; it must name the FaaST app to scale");
+        if (AppNameProblem(app) is { } problem)
+            throw Refuse(method, request, StatusCode.InvalidArgument, $"scalerMetadata key \"{AppKey}\": {problem}");
+        return app;
+    }
+
+    private RpcException Refuse(string method, ScaledObjectRef? request, StatusCode code, string detail)
+    {
+        var now = Stopwatch.GetTimestamp();
+        var next = Volatile.Read(ref _nextRefusalLog);
+        if (now >= next && Interlocked.CompareExchange(ref _nextRefusalLog, now + Stopwatch.Frequency, next) == next)
+        {
+            Log.Refused(_logger, method, request?.Namespace ?? "", request?.Name ?? "", code.ToString(), detail,
+                Interlocked.Exchange(ref _refusalsHeldBack, 0));
+        }
+        else
+        {
+            Interlocked.Increment(ref _refusalsHeldBack);
+        }
+        return new RpcException(new Status(code, detail));
+    }
+}
