@@ -105,6 +105,12 @@ public sealed partial class BlobCache : IAsyncDisposable
 
     internal CacheIndex Index => _index;
 
+    /// <summary>The cache's activity since the previous call (see <see cref="CacheIndex.TakeActivity"/>): what a vote is made of.</summary>
+    public CacheActivity TakeActivity(long largeObjectBytes) => _index.TakeActivity(largeObjectBytes);
+
+    /// <summary>The most the cache may hold (the arena's capacity).</summary>
+    public long CapacityBytes => _arena.Capacity;
+
     /// <summary>Frees at least <paramref name="bytes"/> (never pinned objects); returns what it freed.</summary>
     public long Evict(long bytes) => _index.Evict(bytes).Bytes;
 

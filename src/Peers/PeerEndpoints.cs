@@ -71,6 +71,25 @@ public static class PeerEndpoints
         });
     }
 
+    /// <summary>
+    /// Admits the calls of <paramref name="builder"/>'s gRPC endpoints exactly as the peer service's: the
+    /// connection (<see cref="PeerServerOptions.Accepts"/>), then the caller's peer credentials, before
+    /// the first message is read; a refused call gets NotFound or Unauthenticated and is logged. For other
+    /// services on the peer endpoint that only the app's own processes may call (e.g. the scale votes).
+    /// </summary>
+    /// <param name="credentials">Read per call: the app's credentials may be made after the endpoints are mapped.</param>
+    public static TBuilder RequirePeerCredentials<TBuilder>(this TBuilder builder, Func<PeerAuth> credentials, Func<HttpContext, bool> accepts, ILogger logger)
+        where TBuilder : IEndpointConventionBuilder
+    {
+        builder.Add(endpoint =>
+        {
+            var next = endpoint.RequestDelegate ?? throw new InvalidOperationException("a gRPC endpoint without a request delegate");
+            var method = endpoint.Metadata.OfType<GrpcMethodMetadata>().FirstOrDefault()?.Method.Name ?? "(unknown method)";
+            endpoint.RequestDelegate = context => PeerServer.Admit(context, method, credentials(), accepts, logger, out var refusal) ? next(context) : Refuse(context, refusal);
+        });
+        return builder;
+    }
+
     /// <summary>A trailers-only gRPC answer, sent without reading the request.</summary>
     private static Task Refuse(HttpContext context, Status status)
     {
@@ -243,14 +262,18 @@ internal sealed class PeerServer(BlobCache cache, PeerServerOptions options, ILo
     public PeerAuth Credentials => options.Credentials;
 
     /// <summary>Admits (true) or refuses (and logs) a call from anything but another instance of this app.</summary>
-    public bool Admit(HttpContext context, string method, out Status refusal)
+    public bool Admit(HttpContext context, string method, out Status refusal) =>
+        Admit(context, method, options.Credentials, options.Accepts, logger, out refusal);
+
+    /// <summary>The admission of a call on the peer endpoint, shared with <see cref="PeerEndpoints.RequirePeerCredentials"/>.</summary>
+    public static bool Admit(HttpContext context, string method, PeerAuth credentials, Func<HttpContext, bool> accepts, ILogger logger, out Status refusal)
     {
-        if (!options.Accepts(context))
+        if (!accepts(context))
         {
             refusal = new Status(StatusCode.NotFound, "not a peer endpoint");
             return false;
         }
-        if (!options.Credentials.VerifyCall(context.Request.Headers[PeerAuth.HeaderName].FirstOrDefault(), context.Request.Path.Value ?? "", out var reason))
+        if (!credentials.VerifyCall(context.Request.Headers[PeerAuth.HeaderName].FirstOrDefault(), context.Request.Path.Value ?? "", out var reason))
         {
             Log.CallRefused(logger, method, context.Connection.RemoteIpAddress, reason);
             refusal = new Status(StatusCode.Unauthenticated, $"not an instance of this app (wrong or missing peer credentials: {reason})");

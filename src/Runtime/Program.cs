@@ -63,6 +63,22 @@ public static class Program
                 stop.Cancel();
             });
 
+        // A drain the scale controller sent ends like SIGTERM: the host stops and the process exits 0.
+        options = options with
+        {
+            StopRequested = () =>
+            {
+                try
+                {
+                    stop.Cancel();
+                }
+                catch (ObjectDisposedException)
+                {
+                    // already past the host's life
+                }
+            },
+        };
+
         if (instances > 1)
         {
             try

@@ -83,6 +83,14 @@ public sealed partial class HostProcess : IAsyncDisposable
         Assert.Equal(0, _process.ExitCode);
     }
 
+    /// <summary>Waits up to <paramref name="timeout"/> for the host to exit on its own (say, after a drain); its exit code.</summary>
+    public async Task<int> WaitForExitAsync(TimeSpan timeout)
+    {
+        await Task.WhenAny(_process.WaitForExitAsync(), Task.Delay(timeout));
+        Assert.True(_process.HasExited, $"the host did not exit within {timeout}:\n" + string.Join("\n", _output));
+        return _process.ExitCode;
+    }
+
     public async ValueTask DisposeAsync()
     {
         if (!_process.HasExited)

@@ -88,6 +88,7 @@ public sealed class CacheIndex : IDisposable
     private readonly long _touchGranularity;
     private readonly ConcurrentDictionary<BlobKey, CacheEntry> _entries = new();
     private readonly ConcurrentDictionary<BlobKey, ObjectStats> _stats = new();
+    private long _evictionsAtQuery;
     private readonly Lock _lock = new();
     private readonly Lock _evictLock = new();
     private readonly Lock _trimLock = new();
@@ -474,6 +475,28 @@ public sealed class CacheIndex : IDisposable
 
     /// <summary>A write of the key through this cachelet.</summary>
     public void RecordWrite(in BlobKey key) => GetStats(key).RecordWrite(_clock());
+
+    /// <summary>
+    /// What the cache did since the previous call (the scale controller's per-interval query, Faa$T §4):
+    /// evictions, objects evicted more than once, accesses, and accesses to cached objects of at least
+    /// <paramref name="largeObjectBytes"/>. One pass over the statistics without the index's lock; an
+    /// object whose statistics were trimmed meanwhile is not counted.
+    /// </summary>
+    public CacheActivity TakeActivity(long largeObjectBytes)
+    {
+        long evictedTwice = 0, accesses = 0, large = 0;
+        foreach (var (key, stats) in _stats)
+        {
+            var (e, a) = stats.TakeSinceQuery();
+            if (e > 1)
+                evictedTwice++;
+            accesses += a;
+            if (a > 0 && _entries.TryGetValue(key, out var entry) && entry.Length >= largeObjectBytes)
+                large += a;
+        }
+        var evictions = Evictions;
+        return new CacheActivity(evictions - Interlocked.Exchange(ref _evictionsAtQuery, evictions), evictedTwice, accesses, large);
+    }
 
     private ObjectStats GetOrCreateStats(in BlobKey key)
     {

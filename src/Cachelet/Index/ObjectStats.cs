@@ -19,6 +19,9 @@ public sealed class ObjectStats
     private long _accesses;
     private long _firstAccess = long.MinValue;
     private long _lastAccess = long.MinValue;
+    // What the previous activity query saw (CacheIndex.TakeActivity): the vote counts since then.
+    private long _evictionsAtQuery;
+    private long _accessesAtQuery;
 
     internal ObjectStats(BlobKey key) => Key = key;
 
@@ -76,6 +79,17 @@ public sealed class ObjectStats
     internal void RecordEviction() => Interlocked.Increment(ref _evictions);
 
     internal void RecordExpiration() => Interlocked.Increment(ref _expirations);
+
+    /// <summary>
+    /// Evictions and accesses since the previous call, which becomes the new mark. Lock-free; concurrent
+    /// callers split the counts between them (each counted once).
+    /// </summary>
+    internal (long Evictions, long Accesses) TakeSinceQuery()
+    {
+        var evictions = Evictions;
+        var accesses = Accesses;
+        return (evictions - Interlocked.Exchange(ref _evictionsAtQuery, evictions), accesses - Interlocked.Exchange(ref _accessesAtQuery, accesses));
+    }
 
     private void Access(ref long counter, long now)
     {

@@ -5,6 +5,7 @@ using FaaST.Membership;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Workers;
+using FaaST.Scaling;
 using FaaST.Storage;
 
 namespace FaaST.Runtime.Hosting;
@@ -22,7 +23,8 @@ internal sealed record HostOptions(
     CacheHostOptions Cache,
     WorkerHostOptions Workers,
     PeerHostOptions Peers,
-    TelemetryHostOptions Telemetry)
+    TelemetryHostOptions Telemetry,
+    ScalingHostOptions Scaling)
 {
     /// <summary>
     /// Resolves and checks every concern's options for <paramref name="app"/>; a bad faast.json or an
@@ -72,7 +74,15 @@ internal sealed record HostOptions(
         {
             Tracing = options.Tracing,
         };
-        return new HostOptions(home, serving, storage, cache, workers, peers, telemetry);
+        var scaling = new ScalingHostOptions
+        {
+            // THE place where faast.json's `scale` section reaches the instance's vote rules: once the policy
+            // parser reads it (issue 13, the deploy part), pass its values here instead of the defaults.
+            Votes = VoteOptions.Default.Validate(Path.Combine(app.Directory, "faast.json")),
+            WorkerSlots = ScalingHostOptions.SlotsOf(app, workers.ProcessCount),
+            StopRequested = options.StopRequested,
+        };
+        return new HostOptions(home, serving, storage, cache, workers, peers, telemetry, scaling);
     }
 
     private static IPAddress Address(string text, string name) =>
@@ -230,4 +240,35 @@ internal sealed record TelemetryHostOptions
 {
     /// <summary>Extra trace configuration (tests add an exporter); tracing runs only when something exports.</summary>
     public Action<OpenTelemetry.Trace.TracerProviderBuilder>? Tracing { get; init; }
+}
+
+/// <summary>The instance side of scaling (Faa$T §4): the vote rules' settings and what a drain ends with.</summary>
+internal sealed record ScalingHostOptions
+{
+    /// <summary>The vote rules' settings (faast.json's <c>scale</c> section).</summary>
+    public required VoteOptions Votes { get; init; }
+
+    /// <summary>Invocations the workers run at once: the denominator of the compute vote's utilisation.</summary>
+    public required int WorkerSlots { get; init; }
+
+    /// <summary>Asks the process to stop once a drain began (see <see cref="RuntimeHostOptions.StopRequested"/>).</summary>
+    public Action? StopRequested { get; init; }
+
+    /// <summary>
+    /// The workers' slots: per Python worker, its thread pool (PYTHON_THREADPOOL_THREAD_COUNT, else the
+    /// worker's own default, min(32, cores + 4)), which runs the synchronous functions; per Node worker
+    /// one, its single JavaScript thread.
+    /// </summary>
+    public static int SlotsOf(FunctionApp app, int processes)
+    {
+        var perWorker = 1;
+        if (app.WorkerRuntime == "python")
+        {
+            perWorker = Math.Min(32, Environment.ProcessorCount + 4);
+            if (int.TryParse(app.Settings["PYTHON_THREADPOOL_THREAD_COUNT"], System.Globalization.NumberStyles.None,
+                    System.Globalization.CultureInfo.InvariantCulture, out var threads) && threads >= 1)
+                perWorker = threads;
+        }
+        return Math.Max(1, processes) * perWorker;
+    }
 }

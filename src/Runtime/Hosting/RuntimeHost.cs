@@ -29,6 +29,7 @@ public sealed class RuntimeHost : IAsyncDisposable
     private readonly PeersComponent? _peers;
     private readonly TriggersComponent _triggers;
     private readonly QueueTriggersComponent _queueTriggers;
+    private readonly ScalingComponent? _scaling;
     private int _disposed;
 
     private RuntimeHost(FunctionApp app, HostOptions options, WebApplicationBuilder web, ILoggerFactory loggers, IEnumerable<ILifecycleParticipant> extra)
@@ -50,11 +51,15 @@ public sealed class RuntimeHost : IAsyncDisposable
         _queueTriggers = new QueueTriggersComponent(app, _storage, _workers, loggers);
         var keys = new KeysComponent(app, options.Serving, _storage, loggers);
         var functions = new HttpFunctionsComponent(app, options.Serving, _serving, _workers, keys.Check, loggers);
+        // The scale votes are served on the peer endpoint, so only with peers; after the functions, so
+        // that its draining callback runs once their gate is closed.
+        _scaling = _peers is null ? null : new ScalingComponent(app, options.Scaling, options.Serving, _serving, _peers, _cache,
+            () => _lifecycle.StopAsync(), loggers);
         _serving.MapEndpoints(web => AdminEndpoints.Map(web, this, keys.Check, loggers.CreateLogger("FaaST.Http")));
         telemetry.MapMetrics();
         _serving.Build(loggers);
 
-        ILifecycleParticipant?[] components = [telemetry, _storage, keys, _cache, _workers, _serving, _peers, _triggers, _queueTriggers, functions];
+        ILifecycleParticipant?[] components = [telemetry, _storage, keys, _cache, _workers, _serving, _peers, _triggers, _queueTriggers, functions, _scaling];
         foreach (var component in components.OfType<ILifecycleParticipant>().Concat(extra))
             component.Participate(_lifecycle);
         _lifecycle.OnState((state, _) =>
@@ -101,6 +106,9 @@ public sealed class RuntimeHost : IAsyncDisposable
 
     /// <summary>This instance's membership id and peer endpoint, when it has peers.</summary>
     public Member? Self => _peers?.Self;
+
+    /// <summary>T_Load as the scale controller last sent it with a vote query (for the bandwidth planner); null without peers.</summary>
+    public FaaST.Scaling.IInstanceLoadTime? InstanceLoadTime => _scaling;
 
     /// <summary>Blob-triggered invocations finished since start (tests wait on it).</summary>
     public long BlobTriggerCompletions => _triggers.Completed;

@@ -63,6 +63,13 @@ public sealed record RuntimeHostOptions
     /// <summary>How long a stopping host waits for HTTP invocations in flight; null: 5 s (see <see cref="ServingOptions"/>).</summary>
     public TimeSpan? DrainTimeout { get; init; }
 
+    /// <summary>
+    /// Asks whoever runs the host to stop it (the process: its stop token), once a drain the scale
+    /// controller sent has begun (InstanceScaling.Drain). Null: the host stops its own lifecycle, and the
+    /// caller sees the host stopped (tests that run the host in their own process).
+    /// </summary>
+    public Action? StopRequested { get; init; }
+
     /// <summary>Components that join the host's lifecycle (stages and states; see <see cref="FaaST.Hosting.IHostLifecycle"/>).</summary>
     public IReadOnlyList<FaaST.Hosting.ILifecycleParticipant> Participants { get; init; } = [];
 

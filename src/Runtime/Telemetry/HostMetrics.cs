@@ -87,6 +87,12 @@ internal sealed class HostMetrics
         return metrics;
     }
 
+    /// <summary>The instance's load over intervals, for its scale votes (fed by every invocation's start and end).</summary>
+    public Scaling.InvocationLoad Load { get; } = new();
+
+    /// <summary>Invocations waiting for a worker now.</summary>
+    public long Queued => Volatile.Read(ref _queued);
+
     /// <summary>One of the app's workers is being started again (tagged with the app's worker runtime).</summary>
     public void WorkerRestarted() => _restarts.Add(1, _runtimeTag);
 
@@ -180,15 +186,19 @@ internal sealed class HostMetrics
         public long Started()
         {
             Interlocked.Increment(ref _active);
-            return Stopwatch.GetTimestamp();
+            var now = Stopwatch.GetTimestamp();
+            _host.Load.Started(now);
+            return now;
         }
 
         /// <summary>The invocation that <see cref="Started"/> returned <paramref name="started"/> for has ended.</summary>
         public void Finished(long started, InvocationOutcome outcome)
         {
             Interlocked.Decrement(ref _active);
+            var now = Stopwatch.GetTimestamp();
+            _host.Load.Finished(started, now);
             _host._invocations.Add(1, _outcomeTags[(int)outcome]);
-            _host._duration.Record(Stopwatch.GetElapsedTime(started).TotalSeconds, FunctionTag);
+            _host._duration.Record(Stopwatch.GetElapsedTime(started, now).TotalSeconds, FunctionTag);
         }
     }
 }

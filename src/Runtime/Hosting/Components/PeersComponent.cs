@@ -64,6 +64,15 @@ internal sealed class PeersComponent : ILifecycleParticipant
     /// <summary>This instance's membership id and peer endpoint, once joined.</summary>
     public Member? Self => Volatile.Read(ref _membership)?.Self;
 
+    /// <summary>This instance's membership, once joined (null before, and while storage keeps it from joining).</summary>
+    public MembershipService? Membership => Volatile.Read(ref _membership);
+
+    /// <summary>The app's peer credentials, from the peer-transport stage on.</summary>
+    public PeerAuth Credentials => _credentials ?? throw new InvalidOperationException("the peer transport has not started");
+
+    /// <summary>Whether a request came in on the peer port (other services there admit only those).</summary>
+    public bool OnPeerPort(HttpContext context) => context.Connection.LocalPort == _listen!.IPEndPoint!.Port;
+
     public void Participate(IHostLifecycle lifecycle)
     {
         lifecycle.Subscribe("PeerTransport", ServiceLifecycleStage.PeerTransport, new LifecycleObserver(StartTransport, StopTransport));
@@ -91,7 +100,7 @@ internal sealed class PeersComponent : ILifecycleParticipant
             Credentials = _credentials!,
             StoreFor = account => accounts.ForEndpoint(account),
             // The port is bound once Kestrel started (a free one for --peer-port 0); read per call.
-            Accepts = context => context.Connection.LocalPort == _listen!.IPEndPoint!.Port,
+            Accepts = OnPeerPort,
         }, _loggers.CreateLogger("FaaST.Peers"), _bulk);
     }
 
