@@ -50,9 +50,9 @@ internal static class StartCommand
                 return 4;
             }
             app = FunctionApp.Load(options.AppDirectory);
-            AppValidator.LoadPolicy(options.AppDirectory);
+            Cachelet.Policy.CachePolicyFile.Load(options.AppDirectory);
         }
-        catch (Exception e) when (e is AppConfigException or DeployValidationException)
+        catch (Exception e) when (e is AppConfigException or Cachelet.Policy.PolicyFileException)
         {
             await Console.Error.WriteLineAsync($"faast: the app cannot start: {e.Message}");
             return 3;

@@ -1,4 +1,5 @@
 using FaaST.Cachelet.Policy;
+using FaaST.Peers;
 using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Frontend;
@@ -29,6 +30,10 @@ internal sealed class AppHost : IScaleTarget, IAsyncDisposable
     private int _desired;
     private bool _disposed;
     private DateTimeOffset _loadedAt;
+    private ScaleLoop _loop = null!;
+    private CancellationTokenSource _loopStop = new();
+    private Task _loopTask = Task.CompletedTask;
+    private FrontendStats _lastStats;
 
     public AppHost(PlatformContext platform, Deployment deployment, string directory, ScalePolicy policy, ILogger logger)
     {
@@ -42,7 +47,16 @@ internal sealed class AppHost : IScaleTarget, IAsyncDisposable
             ColdStart = ColdStartAsync,
         };
         Frontend.InstanceFailed += OnInstanceFailed;
-        Loop = new ScaleLoop(this, policy, platform.VoteClient(deployment.App, directory), logger, platform.Time);
+        _loop = NewLoop(policy);
+    }
+
+    private ScaleLoop NewLoop(ScalePolicy policy)
+    {
+        var secret = _platform.PeerSecretOf(App, Directory);
+        // Vote queries are signed with the app's peer secret, as the instances' peer calls are; unrequested votes
+        // are accepted only signed with it.
+        return new ScaleLoop(this, policy, new GrpcVoteClient(new PeerAuth(secret, App), _platform.Time), _platform.Time, _logger,
+            new ScaleLoopOptions { RequestCredentials = new PeerAuth(secret, App) });
     }
 
     public string App => Deployment.App;
@@ -56,7 +70,10 @@ internal sealed class AppHost : IScaleTarget, IAsyncDisposable
 
     public AppFrontend Frontend { get; }
 
-    public ScaleLoop Loop { get; }
+    public ScaleLoop Loop => Volatile.Read(ref _loop);
+
+    /// <summary>The frontend's numbers of the controller's last round (in flight and queued now, completed/failed in the interval).</summary>
+    public FrontendStats LastStats => _lastStats;
 
     /// <summary>True between an unload (keep-alive expired) and the next cold start.</summary>
     public bool Unloaded { get; private set; }
@@ -99,6 +116,7 @@ internal sealed class AppHost : IScaleTarget, IAsyncDisposable
     public FrontendLoad Load()
     {
         var s = Frontend.TakeStats();
+        _lastStats = s;
         return new FrontendLoad(s.InvocationsPerSecond, s.InFlight, s.Queued, s.LatencyP50Ms, s.LatencyP99Ms);
     }
 
@@ -110,8 +128,17 @@ internal sealed class AppHost : IScaleTarget, IAsyncDisposable
     {
         _loadedAt = _platform.Time.GetUtcNow();
         await ScaleToAsync(Math.Max(1, instances), "deployed", ct);
-        Loop.Start();
+        await WhenStartedAsync(ct);
+        if (CurrentInstances == 0)
+            throw new InstanceStartException(_lastStartError ?? "no instance started");
+        _loopTask = Loop.RunAsync(_loopStop.Token);
     }
+
+    private Task _starting = Task.CompletedTask;
+    private string? _lastStartError;
+
+    /// <summary>Completes when the instances being started now are ready (or failed to start).</summary>
+    public Task WhenStartedAsync(CancellationToken ct) => Volatile.Read(ref _starting).WaitAsync(ct);
 
     public async Task ScaleToAsync(int target, string reason, CancellationToken ct)
     {
@@ -123,19 +150,32 @@ internal sealed class AppHost : IScaleTarget, IAsyncDisposable
                 return;
             Volatile.Write(ref _desired, target);
             Unloaded = target == 0;
+            _platform.NotifyChanged(App);
             var current = CurrentInstances;
+            // Neither starting nor draining is awaited here: the controller's loop (and an instance's unrequested
+            // vote) must not wait seconds for a process; starting slots count as instances at once, so the next
+            // round does not ask for them again.
             if (target > current)
             {
                 Log.ScalingOut(_logger, App, current, target, reason);
-                await StartInstancesAsync(target - current, Deployment, Directory, ct);
+                var started = StartInstancesAsync(target - current, Deployment, Directory, CancellationToken.None);
+                var previous = Volatile.Read(ref _starting);
+                Volatile.Write(ref _starting, Task.WhenAll(previous, started.ContinueWith(_ => { }, TaskScheduler.Default)));
             }
             else if (target < current)
             {
                 Log.ScalingIn(_logger, App, current, target, reason);
                 Slot[] victims;
                 lock (_gate)
-                    victims = _slots.Where(s => s.State != InstanceState.Draining).OrderByDescending(s => s.Started).Take(current - target).ToArray();
-                await Task.WhenAll(victims.Select(v => DrainAndStopAsync(v, ct)));
+                {
+                    // The newest first: the longest-running instances hold the warmest caches. Starting ones are
+                    // not drained (they are not routed to yet); they come later, when ready, if still too many.
+                    victims = _slots.Where(s => s.State == InstanceState.Ready).OrderByDescending(s => s.Started).Take(current - target).ToArray();
+                    foreach (var v in victims)
+                        v.State = InstanceState.Draining;
+                }
+                foreach (var v in victims)
+                    _ = DrainAndStopAsync(v, CancellationToken.None);
             }
         }
         finally
@@ -144,7 +184,13 @@ internal sealed class AppHost : IScaleTarget, IAsyncDisposable
         }
     }
 
-    public Task UnloadAsync(string reason, CancellationToken ct) => ScaleToAsync(0, reason, ct);
+    public async Task UnloadAsync(string reason, CancellationToken ct)
+    {
+        // The unload lifecycle event: every instance drains (each host records and flushes what it holds as it
+        // stops); the next request finds no ready instance and loads the app again (a cold start).
+        Log.Unloading(_logger, App, reason);
+        await ScaleToAsync(0, reason, ct);
+    }
 
     /// <summary>
     /// Rolls the app to a new deployment: as many instances of the new version as there are now start and
@@ -164,11 +210,22 @@ internal sealed class AppHost : IScaleTarget, IAsyncDisposable
             await StartInstancesAsync(count, deployment, directory, ct);
             Deployment = deployment;
             Directory = directory;
-            Policy = policy;
-            Loop.UpdatePolicy(policy);
+            if (policy != Policy)
+            {
+                // A new policy is a new loop (cool-downs and hysteresis start afresh under the new numbers).
+                await _loopStop.CancelAsync();
+                await _loopTask;
+                Policy = policy;
+                Volatile.Write(ref _loop, NewLoop(policy));
+                _loopStop = new CancellationTokenSource();
+                _loopTask = _loop.RunAsync(_loopStop.Token);
+            }
             Volatile.Write(ref _desired, count);
             Unloaded = false;
-            await Task.WhenAll(old.Select(s => DrainAndStopAsync(s, ct)));
+            lock (_gate)
+                foreach (var s in old)
+                    s.State = s.Handle is null ? s.State : InstanceState.Draining;
+            await Task.WhenAll(old.Where(s => s.Handle is not null).Select(s => DrainAndStopAsync(s, ct)));
         }
         finally
         {
@@ -208,20 +265,18 @@ internal sealed class AppHost : IScaleTarget, IAsyncDisposable
         }
         catch (Exception e) when (e is InstanceStartException or InvalidOperationException or FileNotFoundException)
         {
+            _lastStartError = e.Message;
             Log.InstanceStartFailed(_logger, App, e.Message);
             if (CurrentInstances == 0)
                 throw;
         }
     }
 
+    /// <summary>Drains a slot its caller has marked <see cref="InstanceState.Draining"/>, then stops its process.</summary>
     private async Task DrainAndStopAsync(Slot slot, CancellationToken ct)
     {
-        lock (_gate)
-        {
-            if (slot.State == InstanceState.Draining || slot.Handle is null)
-                return;
-            slot.State = InstanceState.Draining;
-        }
+        if (slot.Handle is null)
+            return;
         var handle = slot.Handle;
         using (var deadline = CancellationTokenSource.CreateLinkedTokenSource(ct))
         {
@@ -289,7 +344,8 @@ internal sealed class AppHost : IScaleTarget, IAsyncDisposable
 
     public async ValueTask DisposeAsync()
     {
-        await Loop.DisposeAsync();
+        await _loopStop.CancelAsync();
+        await _loopTask;
         await _changes.WaitAsync();
         try
         {
@@ -297,6 +353,9 @@ internal sealed class AppHost : IScaleTarget, IAsyncDisposable
             Slot[] all;
             lock (_gate)
                 all = _slots.ToArray();
+            lock (_gate)
+                foreach (var s in all)
+                    s.State = InstanceState.Draining;
             await Task.WhenAll(all.Select(s => DrainAndStopAsync(s, CancellationToken.None)));
         }
         finally
@@ -304,6 +363,7 @@ internal sealed class AppHost : IScaleTarget, IAsyncDisposable
             _changes.Release();
         }
         await Frontend.DisposeAsync();
+        _loopStop.Dispose();
     }
 
     private sealed class Slot

@@ -47,4 +47,7 @@ internal static partial class Log
 
     [LoggerMessage(EventId = 8214, Level = LogLevel.Error, Message = "App {App} v{Version} from storage cannot be loaded: {Reason}")]
     public static partial void RecoveryFailed(ILogger logger, string app, int version, string reason);
+
+    [LoggerMessage(EventId = 8215, Level = LogLevel.Information, Message = "App {App}: unloading ({Reason})")]
+    public static partial void Unloading(ILogger logger, string app, string reason);
 }

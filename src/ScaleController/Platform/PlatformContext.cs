@@ -2,7 +2,6 @@ using System.Security.Cryptography;
 using FaaST.Cachelet.Policy;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
-using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Frontend;
 using FaaST.ScaleController.Providers;
@@ -23,13 +22,16 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
     /// <summary>The control endpoint instances send unrequested votes to (set once Kestrel has bound it).</summary>
     public Uri? ControlAddress { get; set; }
 
-    public FrontendOptions FrontendOptions(ScalePolicy policy) => new()
+    public FrontendOptions FrontendOptions(ScalePolicy policy) => new FrontendOptions
     {
         MaxQueueLength = policy.MaxQueueLength,
         QueueTimeout = policy.QueueTimeout,
-    };
+    }.Validate();
 
-    public IVoteClient VoteClient(string app, string directory) => new GrpcVoteClient(PeerSecretOf(app, directory), app);
+    /// <summary>Raised with an app's name when its desired instance count or activity changed (KEDA's streams listen).</summary>
+    public event Action<string>? Changed;
+
+    public void NotifyChanged(string app) => Changed?.Invoke(app);
 
     /// <summary>How an instance of <paramref name="deployment"/> is started: its storage, its peer secret, the controller's address.</summary>
     public InstanceSpec SpecFor(Deployment deployment, string directory)
@@ -71,12 +73,10 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
                 return Convert.FromBase64String(File.ReadAllText(file).Trim());
             System.IO.Directory.CreateDirectory(Path.GetDirectoryName(file)!);
             var secret = RandomNumberGenerator.GetBytes(32);
-            using (var stream = new FileStream(file, new FileStreamOptions
-            {
-                Mode = FileMode.CreateNew,
-                Access = FileAccess.Write,
-                UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite,
-            }))
+            var create = new FileStreamOptions { Mode = FileMode.CreateNew, Access = FileAccess.Write };
+            if (!OperatingSystem.IsWindows())
+                create.UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite;
+            using (var stream = new FileStream(file, create))
             using (var writer = new StreamWriter(stream))
                 writer.Write(Convert.ToBase64String(secret));
             return secret;

@@ -17,7 +17,7 @@ namespace FaaST.ScaleController.Platform;
 /// external scaler). Its state is in storage (faast-deployments): a restarted platform loads every deployed
 /// app again.
 /// </summary>
-public sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoopRegistry
+internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoopRegistry
 {
     private readonly WebApplication _web;
     private readonly PlatformContext _context;
@@ -37,9 +37,10 @@ public sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoop
         _logger = loggers.CreateLogger("FaaST.Platform");
         _context = new PlatformContext(options, provider, time, loggers);
         _store = new BlobStore(options.StorageConnectionString);
-        _deployments = new DeploymentStore(_store, loggers.CreateLogger("FaaST.Deploy"));
-        _deploy = new DeployService(_deployments, loggers.CreateLogger("FaaST.Deploy"));
-        _router = options.SingleApp is { } single ? AppRouter.Single(single) : new AppRouter(() => _apps.Keys);
+        _deployments = new DeploymentStore(_store, time: time, logger: loggers.CreateLogger("FaaST.Deploy"));
+        _deploy = new DeployService(_deployments, logger: loggers.CreateLogger("FaaST.Deploy"));
+        _router = options.SingleApp is { } single ? AppRouter.SingleApp(single) : AppRouter.MultiApp();
+        _context.Changed += app => Changed?.Invoke(app);
         provider.Exited += (handle, reason) =>
         {
             if (_apps.TryGetValue(handle.App, out var app))
@@ -95,7 +96,7 @@ public sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoop
         platform.Address = addresses[0];
         platform.ControlAddress = addresses[1];
         platform._context.ControlAddress = platform.ControlAddress;
-        Log.Listening(platform._logger, platform.Address, platform.ControlAddress, platform._store.AccountName);
+        Log.Listening(platform._logger, platform.Address, platform.ControlAddress, platform._store.Endpoint.ToString());
         await platform.LoadDeployedAppsAsync(ct);
         return platform;
     }
@@ -126,19 +127,20 @@ public sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoop
             context.Response.StatusCode = StatusCodes.Status404NotFound;
             return;
         }
-        if (_router.Route(context.Request) is not { } route)
+        if (!_router.TryRoute(context.Request, out var name, out var pathAndQuery, out var reason))
         {
             await WriteErrorAsync(context, StatusCodes.Status404NotFound, _apps.IsEmpty
                 ? "no app is deployed on this platform; deploy one with ./faast deploy APPDIR --platform URL"
-                : $"no app for {context.Request.Host}{context.Request.Path}: use /APP/... or the host APP.localhost; apps: {string.Join(", ", _apps.Keys.Order())}");
+                : $"{reason}; apps: {string.Join(", ", _apps.Keys.Order())}");
             return;
         }
-        if (!_apps.TryGetValue(route.App, out var app))
+        if (!_apps.TryGetValue(name, out var app))
         {
-            await WriteErrorAsync(context, StatusCodes.Status404NotFound, $"no app named \"{route.App}\" is deployed");
+            // `./faast start APP` routes every path to its app before the app's first instance is up.
+            await WriteErrorAsync(context, StatusCodes.Status503ServiceUnavailable, $"the app \"{name}\" is not loaded yet");
             return;
         }
-        await app.Frontend.ForwardAsync(context, route.PathAndQuery);
+        await app.Frontend.ForwardAsync(context, pathAndQuery);
     }
 
     private static Task WriteErrorAsync(HttpContext context, int status, string error, string? file = null, string? key = null)
@@ -151,7 +153,7 @@ public sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoop
     {
         try
         {
-            var deployment = await DeployPackageAsync(name, context.Request.Body, $"upload from {context.Connection.RemoteIpAddress}", context.RequestAborted);
+            var deployment = await DeployPackageAsync(name, context.Request.Body, context.RequestAborted);
             context.Response.StatusCode = deployment.Version == 1 ? StatusCodes.Status201Created : StatusCodes.Status200OK;
             await context.Response.WriteAsJsonAsync(new DeployResult(deployment.App, deployment.Version, deployment.Sha256, deployment.Size, "running"),
                 PlatformJsonContext.Default.DeployResult);
@@ -161,10 +163,15 @@ public sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoop
             Log.DeployRefused(_logger, name, e.Message);
             await WriteErrorAsync(context, StatusCodes.Status400BadRequest, e.Message, e.File, e.Key);
         }
-        catch (ArgumentException e)
+        catch (Exception e) when (e is DeployRefusedException or ArgumentException)
         {
             Log.DeployRefused(_logger, name, e.Message);
             await WriteErrorAsync(context, StatusCodes.Status400BadRequest, e.Message);
+        }
+        catch (DeployConflictException e)
+        {
+            Log.DeployRefused(_logger, name, e.Message);
+            await WriteErrorAsync(context, StatusCodes.Status409Conflict, e.Message);
         }
         catch (InstanceStartException e)
         {
@@ -173,9 +180,9 @@ public sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoop
     }
 
     /// <summary>Validates and publishes a zipped app, then loads it (first deploy) or rolls its instances to it.</summary>
-    public async Task<Deployment> DeployPackageAsync(string app, Stream zip, string source, CancellationToken ct)
+    public async Task<Deployment> DeployPackageAsync(string app, Stream zip, CancellationToken ct)
     {
-        var deployment = await _deploy.DeployAsync(app, zip, source, ct);
+        var deployment = await _deploy.DeployAsync(app, zip, ct);
         Log.Deployed(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256);
         await LoadOrRollAsync(deployment, initialInstances: null, ct);
         return deployment;
@@ -188,7 +195,13 @@ public sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoop
     /// </summary>
     public async Task<Deployment> DeployDirectoryAsync(string directory, int? initialInstances, CancellationToken ct)
     {
-        var deployment = await _deploy.DeployDirectoryAsync(directory, strictFunctions: false, $"./faast start {directory}", ct);
+        // The runtime's own checks of app-level files (host.json, local.settings.json, faast.json) refuse as before.
+        var app = Runtime.App.FunctionApp.Load(directory);
+        CachePolicyFile.Load(directory);
+        using var zip = new MemoryStream();
+        Packager.Zip(directory, zip);
+        zip.Position = 0;
+        var deployment = await _deployments.PublishAsync(app.Name, zip, $"./faast start {directory}", ct);
         Log.Deployed(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256);
         await LoadOrRollAsync(deployment, initialInstances, ct);
         return deployment;
@@ -200,7 +213,7 @@ public sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoop
         try
         {
             var directory = await _deployments.ExtractAsync(deployment, Options.StateDirectory, ct);
-            var policy = AppValidator.LoadPolicy(directory).Scale;
+            var policy = CachePolicyFile.Load(directory).Scale;
             if (_apps.TryGetValue(deployment.App, out var running))
             {
                 await running.RedeployAsync(deployment, directory, policy, ct);
@@ -209,6 +222,7 @@ public sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoop
             {
                 var app = new AppHost(_context, deployment, directory, policy, _context.Loggers.CreateLogger("FaaST.Platform"));
                 ImmutableInterlocked.Update(ref _apps, a => a.SetItem(deployment.App, app));
+                _router.AddApp(deployment.App);
                 await app.StartAsync(Math.Clamp(initialInstances ?? Options.InitialInstances ?? policy.MinInstances, 1, policy.MaxInstances), ct);
             }
             Changed?.Invoke(deployment.App);
@@ -233,7 +247,7 @@ public sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoop
                 await LoadOrRollAsync(deployment, initialInstances: null, ct);
                 Log.Recovered(_logger, deployment.App, deployment.Version, deployment.Deployed);
             }
-            catch (Exception e) when (e is DeployValidationException or InstanceStartException or IOException or InvalidDataException)
+            catch (Exception e) when (e is DeployRefusedException or PolicyFileException or Runtime.App.AppConfigException or InstanceStartException or IOException or InvalidDataException or DeploymentStoreException)
             {
                 Log.RecoveryFailed(_logger, deployment.App, deployment.Version, e.Message);
             }
@@ -248,15 +262,18 @@ public sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoop
         {
             var loop = a.Loop.Snapshot();
             var outstanding = a.Frontend.Instances.ToDictionary(i => i.Id, i => i.Outstanding);
+            var stats = a.LastStats;
             return new AppStatus(
                 a.App, a.Deployment.Version, a.Deployment.Sha256, a.Deployment.Deployed, a.Unloaded, a.Desired, a.LoadSeconds,
                 a.Instances.Select(i => new InstanceStatusView(i.Handle.Id, $"v{i.Handle.Version}", i.State.ToString().ToLowerInvariant(),
                     i.Handle.BaseAddress, i.Handle.PeerAddress, i.Handle.ProcessId, outstanding.GetValueOrDefault(i.Handle.Id), i.Handle.Started)).ToArray(),
-                new FrontendView(a.Frontend.InFlight, a.Frontend.Queued, a.Frontend.Completed, a.Frontend.Failed,
-                    a.Frontend.LastRequest == default ? null : a.Frontend.LastRequest),
-                loop.LastVotes.Select(v => new VoteView(v.Instance, v.Policy, v.Delta, v.Reason, v.At)).ToArray(),
-                loop.Decisions.Select(d => new DecisionView(d.At, d.Kind.ToString().ToLowerInvariant(), d.From, d.To, d.Reason)).ToArray(),
-                new ScaleView(a.Policy.MinInstances, a.Policy.MaxInstances, a.Policy.BandLow, a.Policy.BandHigh,
+                new FrontendView(stats.InFlight, stats.Queued, stats.Completed, stats.Failed,
+                    a.Frontend.LastRequest.UtcTicks == 0 ? null : a.Frontend.LastRequest),
+                loop.LastVotes.SelectMany(v => v.Answered
+                    ? v.Votes.Select(p => new VoteView(v.InstanceId, p.Policy, p.Delta, p.Reason, v.At))
+                    : [new VoteView(v.InstanceId, "none", 0, v.Error ?? "no answer", v.At)]).ToArray(),
+                loop.Decisions.Select(d => new DecisionView(d.At, d.Kind.ToString().ToLowerInvariant(), d.Target - d.Delta, d.Target, d.Reason)).ToArray(),
+                new ScaleView(a.Policy.MinInstances, a.Policy.MaxInstances, a.Policy.Band.Low, a.Policy.Band.High,
                     a.Policy.Interval.ToString("c"), a.Policy.KeepAlive.ToString("c")));
         }).ToArray());
 
@@ -267,10 +284,10 @@ public sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoop
         if (_apps.TryGetValue(app, out var host))
         {
             var last = host.Loop.Snapshot().Decisions.LastOrDefault();
-            state = new AppScaleState(host.Desired, !host.Unloaded, last?.Reason ?? "deployed");
+            state = new AppScaleState(host.Desired, last?.Reason ?? "deployed");
             return true;
         }
-        state = default!;
+        state = default;
         return false;
     }
 
