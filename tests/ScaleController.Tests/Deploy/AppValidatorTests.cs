@@ -148,6 +148,32 @@ public sealed class AppValidatorTests : IDisposable
     }
 
     [Fact]
+    public void TwoFunctionsOnOneRoute_AreRefused_NamingTheSecond()
+    {
+        var dir = Apps.CopySample("python-app", _temp.Path);
+        Apps.CopyDirectory(Path.Combine(dir, "Hello"), Path.Combine(dir, "Hello2"));
+        var file = Path.Combine(dir, "Hello2", "function.json");
+        File.WriteAllText(file, File.ReadAllText(file).Replace("\"name\": \"req\"", "\"name\": \"req\", \"route\": \"Hello\"", StringComparison.Ordinal));
+
+        var e = Assert.Throws<DeployValidationException>(() => AppValidator.Validate(dir, Apps.NoEnvironment));
+
+        Assert.Equal("Hello2/function.json", Assert.Single(e.Problems).File);
+        Assert.Contains("conflicts", e.Reason, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void ASettingFromTheEnvironment_IsValidatedToo_NamingTheVariable()
+    {
+        var dir = Apps.CopySample("node-app", _temp.Path);
+
+        var e = Assert.Throws<DeployValidationException>(() =>
+            AppValidator.Validate(dir, new Dictionary<string, string> { ["FUNCTIONS_WORKER_PROCESS_COUNT"] = "0" }));
+
+        Assert.Equal(("local.settings.json", null), (e.File, e.Key));
+        Assert.StartsWith("environment variable FUNCTIONS_WORKER_PROCESS_COUNT is \"0\"", e.Reason, StringComparison.Ordinal);
+    }
+
+    [Fact]
     public void AFunctionDisabledOnPurpose_IsNotAnError()
     {
         var dir = Apps.CopySample("python-app", _temp.Path);

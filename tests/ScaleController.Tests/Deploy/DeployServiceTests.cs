@@ -100,6 +100,34 @@ public sealed class DeployServiceTests(AzuriteFixture fixture) : IDisposable
     }
 
     [Fact]
+    public async Task AFolderWithALinkOutOfIt_IsRefused_AndStorageIsUnchanged()
+    {
+        var app = Apps.NewName("link");
+        var dir = Apps.CopySample("node-app", _temp.Path);
+        await NewService().DeployAsync(app, dir);
+        var before = await Apps.SnapshotAsync(fixture.Store, app);
+        File.CreateSymbolicLink(Path.Combine(dir, "passwd"), "/etc/passwd");
+
+        var e = await Assert.ThrowsAsync<PackageException>(() => NewService().DeployAsync(app, dir));
+
+        Assert.Equal("passwd", e.Entry);
+        var after = await Apps.SnapshotAsync(fixture.Store, app);
+        Assert.Equal(before.Blobs, after.Blobs);
+        Assert.Equal(before.Record, after.Record);
+    }
+
+    [Fact]
+    public async Task AnInvalidAppName_IsRefused_BeforeTheUploadIsRead()
+    {
+        var upload = new MemoryStream(new byte[10]);
+
+        var e = await Assert.ThrowsAsync<ArgumentException>(() => NewService().DeployAsync("My App", upload));
+
+        Assert.Contains("lowercase letters", e.Message, StringComparison.Ordinal);
+        Assert.Equal(0, upload.Position);
+    }
+
+    [Fact]
     public async Task ADeploy_LeavesNoTemporaryFolderBehind()
     {
         var app = Apps.NewName("clean");

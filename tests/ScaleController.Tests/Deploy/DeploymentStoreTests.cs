@@ -159,6 +159,24 @@ public sealed class DeploymentStoreTests(AzuriteFixture fixture) : IDisposable
     }
 
     [Fact]
+    public async Task TwoExtractionsAtOnce_EndInOneCompleteFolder()
+    {
+        var app = Apps.NewName("twice");
+        var source = Apps.CopySample("python-app", _temp.Path);
+        var zip = new MemoryStream();
+        Packager.Zip(source, zip);
+        zip.Position = 0;
+        var d = await NewStore().PublishAsync(app, zip, "x", default);
+        var state = Path.Combine(_temp.Path, "state");
+
+        var folders = await Task.WhenAll(Enumerable.Range(0, 4).Select(_ => Task.Run(() => NewStore().ExtractAsync(d, state, default))));
+
+        Assert.Single(folders.Distinct());
+        Apps.AssertSameFiles(source, folders[0]);
+        Assert.Equal([Path.Combine(state, "apps", app, "v1")], Directory.GetDirectories(Path.Combine(state, "apps", app)));
+    }
+
+    [Fact]
     public async Task Extract_ReusesACompleteExtraction_WithoutStorage()
     {
         var app = Apps.NewName("reuse");
