@@ -133,6 +133,20 @@ public sealed class ExternalScalerTests : IAsyncLifetime
         Assert.Contains("\"counter\"", error.Status.Detail, StringComparison.Ordinal);
     }
 
+    [Fact]
+    public async Task StreamIsActive_StopsListeningToTheController_WhenKedaClosesTheStream()
+    {
+        _server.Decisions.Set(App, 1);
+        using var hang = new CancellationTokenSource(HangGuard);
+        using (var call = Client.StreamIsActive(KedaScalerServer.Ref(App), cancellationToken: hang.Token))
+        {
+            Assert.True(await call.ResponseStream.MoveNext(hang.Token));
+            Assert.Equal(1, _server.Decisions.Subscribers);
+        }
+
+        await Eventually.TrueAsync(() => _server.Decisions.Subscribers == 0, "the closed stream unsubscribed from the controller's changes");
+    }
+
     [Theory]
     [InlineData(nameof(ExternalScaler.ExternalScalerClient.IsActive))]
     [InlineData(nameof(ExternalScaler.ExternalScalerClient.StreamIsActive))]
