@@ -181,7 +181,8 @@ public sealed class ExternalScalerTests : IAsyncLifetime
     [InlineData("", "is empty")]
     [InlineData("shop/../counter", "holds '/'")]
     [InlineData("-counter", "does not start with a letter or digit")]
-    [InlineData("counter app", "holds ' '")]
+    [InlineData("counter app", "holds ' ' U+0020")]
+    [InlineData("counter\nWarning: forged", "\"counter?Warning: forged\" holds U+000A")]
     [InlineData("a123456789012345678901234567890123456789012345678901234567890123", "64 characters long")]
     public async Task AMalformedAppValue_IsInvalidArgument_NamingTheKeyAndTheProblem(string value, string problem)
     {
