@@ -57,15 +57,34 @@ internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<E
     internal static string? AppNameProblem(string value)
     {
         if (value.Length > MaxAppNameLength)
-            return $"is {value.Length} characters long; an app name has at most {MaxAppNameLength}";
+            return $"\"{Printable(value)}\" is {value.Length} characters long; an app name has at most {MaxAppNameLength}";
         if (!char.IsAsciiLetterOrDigit(value[0]))
-            return $"\"{value}\" does not start with a letter or digit";
+            return $"\"{Printable(value)}\" does not start with a letter or digit";
         foreach (var c in value)
         {
             if (!char.IsAsciiLetterOrDigit(c) && c is not ('-' or '_' or '.'))
-                return $"\"{value}\" holds '{c}' (U+{(int)c:X4}); an app name has only ASCII letters, digits, '-', '_' and '.'";
+                return $"\"{Printable(value)}\" holds {(c is >= ' ' and <= '~' ? $"'{c}' " : "")}U+{(int)c:X4}; an app name has only ASCII letters, digits, '-', '_' and '.'";
         }
         return null;
+    }
+
+    /// <summary>
+    /// <paramref name="value"/> as it may appear in an error detail and a log line: what a client sent is echoed,
+    /// but not its control characters (a forged line break in the log) nor more than 80 characters of it.
+    /// </summary>
+    internal static string Printable(string value)
+    {
+        const int Max = 80;
+        var clean = true;
+        foreach (var c in value)
+            clean &= c is >= ' ' and <= '~';
+        if (clean && value.Length <= Max)
+            return value;
+        return string.Create(Math.Min(value.Length, Max + 1), value, static (span, v) =>
+        {
+            for (var i = 0; i < span.Length; i++)
+                span[i] = i == Max ? '…' : v[i] is >= ' ' and <= '~' ? v[i] : '?';
+        });
     }
 
     public override Task<IsActiveResponse> IsActive(ScaledObjectRef request, ServerCallContext context)
@@ -96,7 +115,7 @@ internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<E
         if (!string.Equals(request.MetricName, metric, StringComparison.Ordinal))
         {
             throw Refuse(nameof(GetMetrics), request.ScaledObjectRef, StatusCode.InvalidArgument,
-                $"GetMetricsRequest.metricName \"{request.MetricName}\" is not a metric of app \"{app}\"; GetMetricSpec names \"{metric}\"");
+                $"GetMetricsRequest.metricName \"{Printable(request.MetricName)}\" is not a metric of app \"{app}\"; GetMetricSpec names \"{metric}\"");
         }
 
         Log.MetricsAnswered(_logger, app, state.DesiredInstances, state.Reason);
@@ -113,6 +132,7 @@ internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<E
     public override async Task StreamIsActive(ScaledObjectRef request, IServerStreamWriter<IsActiveResponse> responseStream, ServerCallContext context)
     {
         var app = AppOf(request, nameof(StreamIsActive));
+        var (ns, name) = (Printable(request.Namespace), Printable(request.Name)); // for the log lines
 
         // Subscribe before the first read, so that a change between the two is not lost; the handler only sets a
         // flag (a channel of capacity one), the stream's own loop reads the decision and writes.
@@ -132,7 +152,7 @@ internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<E
         {
             var state = Lookup(app, request, nameof(StreamIsActive));
             var active = state.Active;
-            Log.StreamOpened(_logger, app, request.Namespace, request.Name, active);
+            Log.StreamOpened(_logger, app, ns, name, active);
             await responseStream.WriteAsync(active ? ActiveResponse : InactiveResponse, context.CancellationToken);
 
             while (await wake.Reader.WaitToReadAsync(context.CancellationToken))
@@ -142,7 +162,7 @@ internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<E
                 if (state.Active == active)
                     continue; // the count changed, not the activity: that reaches KEDA through GetMetrics
                 active = state.Active;
-                Log.ActivityPushed(_logger, app, active ? "active" : "inactive", request.Namespace, request.Name, state.DesiredInstances, state.Reason);
+                Log.ActivityPushed(_logger, app, active ? "active" : "inactive", ns, name, state.DesiredInstances, state.Reason);
                 await responseStream.WriteAsync(active ? ActiveResponse : InactiveResponse, context.CancellationToken);
             }
         }
@@ -153,7 +173,7 @@ internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<E
         finally
         {
             _decisions.Changed -= OnChanged;
-            Log.StreamClosed(_logger, app, request.Namespace, request.Name);
+            Log.StreamClosed(_logger, app, ns, name);
         }
     }
 
@@ -191,7 +211,7 @@ internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<E
         var next = Volatile.Read(ref _nextRefusalLog);
         if (now >= next && Interlocked.CompareExchange(ref _nextRefusalLog, now + Stopwatch.Frequency, next) == next)
         {
-            Log.Refused(_logger, method, request?.Namespace ?? "", request?.Name ?? "", code.ToString(), detail,
+            Log.Refused(_logger, method, Printable(request?.Namespace ?? ""), Printable(request?.Name ?? ""), code.ToString(), detail,
                 Interlocked.Exchange(ref _refusalsHeldBack, 0));
         }
         else

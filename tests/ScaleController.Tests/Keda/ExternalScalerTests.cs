@@ -133,6 +133,20 @@ public sealed class ExternalScalerTests : IAsyncLifetime
         Assert.Contains("\"counter\"", error.Status.Detail, StringComparison.Ordinal);
     }
 
+    [Fact]
+    public async Task StreamIsActive_StopsListeningToTheController_WhenKedaClosesTheStream()
+    {
+        _server.Decisions.Set(App, 1);
+        using var hang = new CancellationTokenSource(HangGuard);
+        using (var call = Client.StreamIsActive(KedaScalerServer.Ref(App), cancellationToken: hang.Token))
+        {
+            Assert.True(await call.ResponseStream.MoveNext(hang.Token));
+            Assert.Equal(1, _server.Decisions.Subscribers);
+        }
+
+        await Eventually.TrueAsync(() => _server.Decisions.Subscribers == 0, "the closed stream unsubscribed from the controller's changes");
+    }
+
     [Theory]
     [InlineData(nameof(ExternalScaler.ExternalScalerClient.IsActive))]
     [InlineData(nameof(ExternalScaler.ExternalScalerClient.StreamIsActive))]
@@ -167,7 +181,8 @@ public sealed class ExternalScalerTests : IAsyncLifetime
     [InlineData("", "is empty")]
     [InlineData("shop/../counter", "holds '/'")]
     [InlineData("-counter", "does not start with a letter or digit")]
-    [InlineData("counter app", "holds ' '")]
+    [InlineData("counter app", "holds ' ' U+0020")]
+    [InlineData("counter\nWarning: forged", "\"counter?Warning: forged\" holds U+000A")]
     [InlineData("a123456789012345678901234567890123456789012345678901234567890123", "64 characters long")]
     public async Task AMalformedAppValue_IsInvalidArgument_NamingTheKeyAndTheProblem(string value, string problem)
     {

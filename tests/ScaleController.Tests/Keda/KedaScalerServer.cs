@@ -73,7 +73,16 @@ internal sealed class TestDecisions : IScaleDecisions
     private readonly ConcurrentDictionary<string, AppScaleState> _apps = new(StringComparer.Ordinal);
     private int _lookups;
 
-    public event Action<string>? Changed;
+    private Action<string>? _changed;
+
+    public event Action<string>? Changed
+    {
+        add { lock (_apps) _changed += value; }
+        remove { lock (_apps) _changed -= value; }
+    }
+
+    /// <summary>How many handlers are subscribed to <see cref="Changed"/> now (an open stream holds one).</summary>
+    public int Subscribers => Volatile.Read(ref _changed)?.GetInvocationList().Length ?? 0;
 
     /// <summary>How many times the scaler read a decision: lets a test wait until a change was seen.</summary>
     public int Lookups => Volatile.Read(ref _lookups);
@@ -87,12 +96,12 @@ internal sealed class TestDecisions : IScaleDecisions
     public void Set(string app, int desired, string reason = "set by the test")
     {
         _apps[app] = new AppScaleState(desired, reason);
-        Changed?.Invoke(app);
+        Volatile.Read(ref _changed)?.Invoke(app);
     }
 
     public void Remove(string app)
     {
         _apps.TryRemove(app, out _);
-        Changed?.Invoke(app);
+        Volatile.Read(ref _changed)?.Invoke(app);
     }
 }
