@@ -84,6 +84,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         PlatformHost? platform = null;
         builder.Services.AddSingleton<IScaleDecisions>(_ => platform!);
         builder.Services.AddSingleton<IScaleLoopRegistry>(_ => platform!);
+        builder.Services.AddSingleton<ExternalScalerService>();
         var web = builder.Build();
         provider ??= new LocalProcessProvider(new LocalProcessOptions
         {
@@ -103,8 +104,10 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
 
     private void Map()
     {
-        _web.MapGrpcService<ScaleControlService>().RequireHost($"*:{Options.ControlPort}");
-        _web.MapGrpcService<ExternalScalerService>();
+        // gRPC needs HTTP/2, which only the control port speaks in cleartext: these answer there (the frontend's
+        // port is HTTP/1.1 for them).
+        _web.MapGrpcService<ScaleControlService>();
+        _web.MapKedaExternalScaler();
         _web.MapGet("/admin/platform", (HttpContext c) => Results.Json(Status(c), PlatformJsonContext.Default.PlatformStatus));
         _web.MapPut("/admin/platform/apps/{name}", DeployEndpointAsync);
         _web.MapPost("/admin/platform/apps/{name}", DeployEndpointAsync);

@@ -4,6 +4,7 @@ using System.Net.Http.Json;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Platform;
 using FaaST.ScaleController.Providers;
+using Microsoft.Extensions.Logging;
 
 namespace FaaST.ScaleController.Tests.Platform;
 
