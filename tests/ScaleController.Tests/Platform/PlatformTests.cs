@@ -8,27 +8,27 @@ using Microsoft.Extensions.Logging;
 
 namespace FaaST.ScaleController.Tests.Platform;
 
-[CollectionDefinition(nameof(PlatformCollection))]
-public sealed class PlatformCollection : ICollectionFixture<AzuriteFixture>;
-
 /// <summary>
 /// The platform process's parts together, for real: the frontend on a loopback port, deploy into real Azurite,
-/// instances as real runtime host processes with real Python workers, drained and replaced for real.
+/// instances as real runtime host processes with real Python workers, drained and replaced for real. Each test has
+/// an Azurite of its own: a platform loads every app deployed in its storage, so tests sharing one would see each
+/// other's apps.
 /// </summary>
-[Collection(nameof(PlatformCollection))]
-public sealed class PlatformTests(AzuriteFixture azurite) : IAsyncLifetime
+public sealed class PlatformTests : IAsyncLifetime
 {
+    private Storage.AzuriteProcess _azurite = null!;
     private readonly TempDirectory _state = new("faast-platform-state-");
     private readonly TempDirectory _apps = new("faast-platform-apps-");
     private readonly ConcurrentQueue<string> _output = new();
     private readonly List<PlatformHost> _platforms = [];
 
-    public Task InitializeAsync() => Task.CompletedTask;
+    public async Task InitializeAsync() => _azurite = await Storage.AzuriteProcess.StartAsync(Repo.Root);
 
     public async Task DisposeAsync()
     {
         foreach (var p in _platforms)
             await p.DisposeAsync();
+        await _azurite.DisposeAsync();
         _state.Dispose();
         _apps.Dispose();
     }
@@ -39,7 +39,7 @@ public sealed class PlatformTests(AzuriteFixture azurite) : IAsyncLifetime
         {
             Port = 0,
             StateDirectory = _state.Path,
-            StorageConnectionString = azurite.ConnectionString,
+            StorageConnectionString = _azurite.ConnectionString,
             DevelopmentStorage = true,
             InstanceArguments = ["--isolation", "off"],
             DrainDeadline = drain ?? TimeSpan.FromSeconds(30),
