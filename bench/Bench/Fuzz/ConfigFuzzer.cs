@@ -75,7 +75,7 @@ public sealed class ConfigFuzzer : IDisposable
     public const string ValidSettingsJson = """{ "IsEncrypted": false, "Values": { "FUNCTIONS_WORKER_RUNTIME": "python", "AzureWebJobsStorage": "UseDevelopmentStorage=true", "FUNCTIONS_WORKER_PROCESS_COUNT": "1", "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT": "1048576", "AzureWebJobs.G.Disabled": "false", "Container": "data" }, "Host": { "LocalHttpPort": 7071 } }""";
     public const string ValidFunctionJson = """{ "scriptFile": "__init__.py", "entryPoint": "main", "disabled": false, "bindings": [ { "type": "httpTrigger", "direction": "in", "name": "req", "authLevel": "anonymous", "methods": ["get", "post"], "route": "items/{id:int}/{name?}" }, { "type": "blob", "direction": "in", "name": "inblob", "path": "%Container%/{name}", "dataType": "binary", "connection": "AzureWebJobsStorage" }, { "type": "blob", "direction": "out", "name": "outblob", "path": "out/{id}-{rand-guid}.txt" }, { "type": "http", "direction": "out", "name": "$return" } ] }""";
     public const string ValidBlobTriggerJson = """{ "bindings": [ { "type": "blobTrigger", "direction": "in", "name": "input", "path": "input/{name}.{ext}", "dataType": "string" }, { "type": "blob", "direction": "out", "name": "$return", "path": "output/{name}-{DateTime}.{ext}" } ] }""";
-    public const string ValidFaastJson = """{ "$schema": "../schemas/faast.schema.json", "cache": { "enabled": true, "memoryLimit": "1GiB", "cacheCapacity": "512MiB", "headroom": 0.10, "eviction": { "policy": "lru", "sizeThreshold": "12KiB", "ttl": "00:10:00" }, "doNotCache": ["logs/**", "tmp/*.bin"], "consistency": "storage/sync/storage", "inlineThreshold": "64KiB", "memoryDaemonInterval": "00:00:00.5", "peerTimeout": "00:00:05", "peerFetchTimeout": "00:05:00" } }""";
+    public const string ValidFaastJson = """{ "$schema": "../schemas/faast.schema.json", "cache": { "enabled": true, "memoryLimit": "1GiB", "cacheCapacity": "512MiB", "headroom": 0.10, "eviction": { "policy": "lru", "sizeThreshold": "12KiB", "ttl": "00:10:00" }, "doNotCache": ["logs/**", "tmp/*.bin"], "consistency": "storage/sync/storage", "inlineThreshold": "64KiB", "memoryDaemonInterval": "00:00:00.5", "peerTimeout": "00:00:05", "peerFetchTimeout": "00:05:00" }, "scale": { "minInstances": 1, "maxInstances": 8, "interval": "00:00:01", "scaleOutCooldown": "00:00:05", "scaleInCooldown": "00:00:30", "scaleInRounds": 3, "keepAlive": "00:10:00", "band": { "low": 0.6, "high": 0.8 }, "rareAccessesPerSecond": 1.0, "votes": { "compute": true, "cacheSize": true, "bandwidth": true }, "bandwidth": { "minObjectSize": "64MiB" }, "queueTimeout": "00:00:30", "maxQueueLength": 1000 } }""";
 
     /// <summary>Values that matter to each key, beside the generic ones the mutator always tries.</summary>
     public static readonly IReadOnlyDictionary<string, string[]> Values = new Dictionary<string, string[]>
@@ -136,6 +136,19 @@ public sealed class ConfigFuzzer : IDisposable
         ["peerTimeout"] = ["00:00:05", "00:00:00", "10675199.02:48:05.4775807", "99999.00:00:00"],
         ["peerFetchTimeout"] = ["00:05:00", "00:00:00", "10675199.02:48:05.4775807"],
         ["enabled"] = ["\u0001raw:true", "\u0001raw:false", "true", "\u0001raw:1"],
+        ["minInstances"] = ["\u0001raw:1", "\u0001raw:0", "\u0001raw:9", "\u0001raw:64", "\u0001raw:65", "\u0001raw:1.5", "\u0001raw:1e40", "2"],
+        ["maxInstances"] = ["\u0001raw:8", "\u0001raw:0", "\u0001raw:1", "\u0001raw:64", "\u0001raw:65", "\u0001raw:-1", "\u0001raw:2147483648"],
+        ["scaleInRounds"] = ["\u0001raw:3", "\u0001raw:0", "\u0001raw:1000", "\u0001raw:1001"],
+        ["maxQueueLength"] = ["\u0001raw:1000", "\u0001raw:0", "\u0001raw:1000000", "\u0001raw:1000001"],
+        ["interval"] = ["00:00:01", "00:00:00", "00:00:00.1", "00:00:00.0999999", "00:01:00.0000001", "10675199.02:48:05.4775807"],
+        ["keepAlive"] = ["00:10:00", "00:00:00", "30.00:00:00", "30.00:00:00.0000001", "10675199.02:48:05.4775807"],
+        ["queueTimeout"] = ["00:00:30", "00:00:00", "00:10:00", "99999.00:00:00"],
+        ["scaleOutCooldown"] = ["00:00:05", "00:00:00", "-00:00:01", "01:00:00.0000001"],
+        ["scaleInCooldown"] = ["00:00:30", "00:00:00", "1.00:00:00.0000001"],
+        ["low"] = ["\u0001raw:0.6", "\u0001raw:0", "\u0001raw:0.8", "\u0001raw:1", "\u0001raw:1e-300", "\u0001raw:-0.1"],
+        ["high"] = ["\u0001raw:0.8", "\u0001raw:0.6", "\u0001raw:1", "\u0001raw:1.0000001", "\u0001raw:0"],
+        ["rareAccessesPerSecond"] = ["\u0001raw:1.0", "\u0001raw:0", "\u0001raw:-1", "\u0001raw:1000000", "\u0001raw:1e300"],
+        ["minObjectSize"] = ["64MiB", "0", "1B", "\u0001raw:-1"],
     };
 
     public ConfigFuzzer(string? workDirectory = null)
@@ -323,7 +336,13 @@ public sealed class ConfigFuzzer : IDisposable
         {
             return Outcome.Crash("faast.json: accepted, then the host's use of it threw", e);
         }
-        foreach (var (name, t) in new[] { ("memoryDaemonInterval", policy.MemoryDaemonInterval), ("peerTimeout", policy.PeerTimeout), ("peerFetchTimeout", policy.PeerFetchTimeout) })
+        if (policy.Scale.MinInstances > policy.Scale.MaxInstances || policy.Scale.Band.Low >= policy.Scale.Band.High)
+            return Outcome.Crash("faast.json accepted a scale section the controller cannot satisfy", $"{policy.Scale}");
+        foreach (var (name, t) in new[]
+        {
+            ("memoryDaemonInterval", policy.MemoryDaemonInterval), ("peerTimeout", policy.PeerTimeout), ("peerFetchTimeout", policy.PeerFetchTimeout),
+            ("scale.interval", policy.Scale.Interval), ("scale.keepAlive", policy.Scale.KeepAlive), ("scale.queueTimeout", policy.Scale.QueueTimeout),
+        })
             if (t <= TimeSpan.Zero || t > MaxTimer)
                 return Outcome.Crash($"faast.json accepted a {name} no timer can wait for", $"{name} {t}");
         return Outcome.Accepted;

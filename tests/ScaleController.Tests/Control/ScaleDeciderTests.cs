@@ -322,15 +322,22 @@ public sealed class ScaleDeciderTests
     }
 
     [Fact]
-    public void A_collapsed_request_waits_while_the_cool_down_lasts()
+    public void A_collapsed_request_waits_while_the_cool_down_lasts_then_acts()
     {
         var decider = NewDecider();
         decider.RequestImmediate(1, 2, "owner a");
         Wait(1);
-        decider.RequestImmediate(2, 4, "owner b");
+        var collapsed = decider.RequestImmediate(2, 4, "owner b");
         Wait(1);
+        var during = Round(decider, 2, AllKeep(2));
+        Wait(3);
+        var after = Round(decider, 2, AllKeep(2));
 
-        Assert.Equal(ScaleDecisionKind.Hold, Round(decider, 2, AllKeep(2)).Kind);
+        Assert.Equal(ScaleDecisionKind.Hold, collapsed.Kind);
+        Assert.Equal(4, collapsed.Target);
+        Assert.Equal(ScaleDecisionKind.Hold, during.Kind);
+        Assert.Equal(ScaleDecisionKind.Out, after.Kind);
+        Assert.Equal(4, after.Target);
     }
 
     [Fact]

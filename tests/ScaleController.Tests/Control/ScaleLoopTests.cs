@@ -32,6 +32,29 @@ public sealed class ScaleLoopTests
         Assert.All(_votes.Queries, q => Assert.Equal(new VoteQuery("app", 3, 0), q));
     }
 
+    private sealed class MeasuredTarget(TimeProvider time) : IScaleTarget, IInstanceLoadTime
+    {
+        private readonly FakeTarget _inner = new("app", time);
+        public string App => _inner.App;
+        public int CurrentInstances => _inner.CurrentInstances;
+        public IReadOnlyList<VoteEndpoint> ReadyInstances => _inner.ReadyInstances;
+        public FrontendLoad Load() => _inner.Load();
+        public DateTimeOffset LastInvocation => _inner.LastInvocation;
+        public Task ScaleToAsync(int target, string reason, CancellationToken ct) => _inner.ScaleToAsync(target, reason, ct);
+        public Task UnloadAsync(string reason, CancellationToken ct) => _inner.UnloadAsync(reason, ct);
+        public TimeSpan? InstanceLoadTime => TimeSpan.FromSeconds(2.5);
+    }
+
+    [Fact]
+    public async Task A_platform_that_measures_instance_load_time_has_it_sent_with_every_query()
+    {
+        var loop = new ScaleLoop(new MeasuredTarget(_time), ScalePolicy.Default, _votes, _time, _log);
+
+        await loop.RoundAsync(CancellationToken.None);
+
+        Assert.Equal(new VoteQuery("app", 1, 2.5), Assert.Single(_votes.Queries));
+    }
+
     [Fact]
     public async Task An_out_vote_scales_the_platform_out_and_is_recorded()
     {
