@@ -129,6 +129,38 @@ public sealed class InstanceScalingTests(AzuriteFixture azurite)
         Assert.All(await Task.WhenAll(requests), r => Assert.Equal("slept", r));
     }
 
+    [Fact]
+    public async Task A_working_set_larger_than_the_cache_makes_the_cache_size_vote_say_out()
+    {
+        using var app = SleepApp().Function("Read", TestApp.BlobReadJson("data"), ("__init__.py", """
+            import azure.functions as func
+            def main(req: func.HttpRequest, inblob: func.InputStream) -> str:
+                return str(len(inblob.read()))
+            """));
+        File.WriteAllText(Path.Combine(app.Directory, "faast.json"), """{ "cache": { "cacheCapacity": "1MiB" } }""");
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
+        using var caller = new Caller(host.Host.Self!.PeerAddress, host.Host.App.Name);
+        await host.Blobs!.CreateContainerIfNotExistsAsync("data");
+        var names = Enumerable.Range(0, 4).Select(i => $"ws-{i}-{Guid.NewGuid():N}").ToArray();
+        foreach (var name in names)
+            await host.Blobs.UploadAsync("data", name, new byte[400 << 10]);
+        await caller.VoteAsync(); // the interval starts here
+
+        // 1.6 MiB read round-robin through a 1 MiB cache: each object comes back after being evicted.
+        for (var round = 0; round < 3; round++)
+        {
+            foreach (var name in names)
+                Assert.Equal((400 << 10).ToString(System.Globalization.CultureInfo.InvariantCulture), await host.Http.GetStringAsync($"/api/read/{name}"));
+        }
+        var reply = await caller.VoteAsync();
+
+        var cacheSize = reply.Votes.Single(v => v.Policy == VoteRules.CacheSize);
+        Assert.True(reply.Load.ObjectsEvictedTwice >= 1, $"{reply.Load.Evictions} evictions, {reply.Load.ObjectsEvictedTwice} objects evicted twice");
+        Assert.Equal(1, cacheSize.Delta);
+        Assert.Contains("evicted more than once", cacheSize.Reason, StringComparison.Ordinal);
+        Assert.True(reply.Load.CacheAccesses >= 12, $"{reply.Load.CacheAccesses} accesses");
+    }
+
     private static async Task<Uri> PeerAddressAsync(HostProcess host)
     {
         using var status = JsonDocument.Parse(await host.Http.GetStringAsync("/admin/host/status"));

@@ -53,7 +53,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         var functions = new HttpFunctionsComponent(app, options.Serving, _serving, _workers, keys.Check, loggers);
         // The scale votes are served on the peer endpoint, so only with peers; after the functions, so
         // that its draining callback runs once their gate is closed.
-        _scaling = _peers is null ? null : new ScalingComponent(app, options.Scaling, options.Serving, _serving, _peers, _cache,
+        _scaling = _peers is null ? null : new ScalingComponent(app, options.Scaling, options.Serving, _serving, _peers, _cache, functions,
             () => _lifecycle.StopAsync(), loggers);
         _serving.MapEndpoints(web => AdminEndpoints.Map(web, this, keys.Check, loggers.CreateLogger("FaaST.Http")));
         telemetry.MapMetrics();

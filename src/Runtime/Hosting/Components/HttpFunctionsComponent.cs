@@ -71,7 +71,8 @@ internal sealed class HttpFunctionsComponent : ILifecycleParticipant
         return Task.CompletedTask;
     }
 
-    private void Close()
+    /// <summary>Refuses new function requests from now on (503, Retry-After); also before the host drains, for a drain the scale controller asked for.</summary>
+    internal void Close()
     {
         Interlocked.Exchange(ref _gate, Closed);
         _opened.TrySetResult(); // releases the requests held at start; they see the gate closed

@@ -30,6 +30,7 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
     private readonly ServingComponent _web;
     private readonly PeersComponent _peers;
     private readonly CacheComponent _cache;
+    private readonly HttpFunctionsComponent _functions;
     private readonly ILogger _logger;
     private readonly Func<Task> _stopLifecycle;
     private IHostLifecycle? _lifecycle;
@@ -40,8 +41,9 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
 
     /// <param name="stopLifecycle">Stops the host's lifecycle after a drain when <see cref="ScalingHostOptions.StopRequested"/> is null (a host in a test's process).</param>
     public ScalingComponent(FunctionApp app, ScalingHostOptions options, ServingOptions serving, ServingComponent web, PeersComponent peers,
-        CacheComponent cache, Func<Task> stopLifecycle, ILoggerFactory loggers)
+        CacheComponent cache, HttpFunctionsComponent functions, Func<Task> stopLifecycle, ILoggerFactory loggers)
     {
+        _functions = functions;
         _stopLifecycle = stopLifecycle;
         _app = app;
         _options = options;
@@ -138,6 +140,9 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
             return new DrainReply { InFlight = (int)Math.Min(int.MaxValue, inFlight) }; // already draining: the first deadline holds
         _drainDeadline = request.DeadlineMs > 0 ? TimeSpan.FromMilliseconds(request.DeadlineMs) : _serving.DrainTimeout;
         Log.DrainRequested(_logger, request.Reason.Length > 0 ? LogText.Escape(request.Reason) : "no reason given", inFlight, _drainDeadline);
+        // From the reply on, new function requests get 503 with Retry-After (the frontend retries them on
+        // another instance), without waiting for the host's stop to get that far.
+        _functions.Close();
         if (_peers.Membership is { } membership)
         {
             try
