@@ -415,7 +415,15 @@ public sealed class AppFrontend : IAsyncDisposable
         if (!Remove(slot.Endpoint.Id, slot))
             return; // another request got there first
         Log.InstanceConnectFailed(_logger, e, _app, slot.Endpoint.Id, slot.Endpoint.BaseAddress);
-        InstanceFailed?.Invoke(slot.Endpoint.Id, e);
+        try
+        {
+            InstanceFailed?.Invoke(slot.Endpoint.Id, e);
+        }
+        catch (Exception handlerError)
+        {
+            // The platform's handler must not fail the invocation, which goes on to another instance.
+            Log.InstanceFailedHandlerThrew(_logger, handlerError, _app, slot.Endpoint.Id);
+        }
     }
 
     private void WarnHeldBack(long count)
