@@ -391,6 +391,7 @@ public sealed class AppFrontend : IAsyncDisposable
         Log.ColdStartRequested(_logger, _app);
         _coldStart = Task.Run(async () =>
         {
+            Exception? failure = null;
             try
             {
                 await start(_shutdown.Token).ConfigureAwait(false);
@@ -401,12 +402,12 @@ public sealed class AppFrontend : IAsyncDisposable
             }
             catch (Exception e)
             {
-                Log.ColdStartFailed(_logger, e, _app);
+                failure = e;
             }
-            finally
-            {
-                Volatile.Write(ref _coldStarting, 0);
-            }
+            // Open for the next invocation before reporting, so whoever reads the report can rely on it.
+            Volatile.Write(ref _coldStarting, 0);
+            if (failure is not null)
+                Log.ColdStartFailed(_logger, failure, _app);
         });
     }
 
