@@ -391,6 +391,7 @@ public sealed class AppFrontend : IAsyncDisposable
         Log.ColdStartRequested(_logger, _app);
         _coldStart = Task.Run(async () =>
         {
+            Exception? failure = null;
             try
             {
                 await start(_shutdown.Token).ConfigureAwait(false);
@@ -401,12 +402,12 @@ public sealed class AppFrontend : IAsyncDisposable
             }
             catch (Exception e)
             {
-                Log.ColdStartFailed(_logger, e, _app);
+                failure = e;
             }
-            finally
-            {
-                Volatile.Write(ref _coldStarting, 0);
-            }
+            // Open for the next invocation before reporting, so whoever reads the report can rely on it.
+            Volatile.Write(ref _coldStarting, 0);
+            if (failure is not null)
+                Log.ColdStartFailed(_logger, failure, _app);
         });
     }
 
@@ -415,7 +416,15 @@ public sealed class AppFrontend : IAsyncDisposable
         if (!Remove(slot.Endpoint.Id, slot))
             return; // another request got there first
         Log.InstanceConnectFailed(_logger, e, _app, slot.Endpoint.Id, slot.Endpoint.BaseAddress);
-        InstanceFailed?.Invoke(slot.Endpoint.Id, e);
+        try
+        {
+            InstanceFailed?.Invoke(slot.Endpoint.Id, e);
+        }
+        catch (Exception handlerError)
+        {
+            // The platform's handler must not fail the invocation, which goes on to another instance.
+            Log.InstanceFailedHandlerThrew(_logger, handlerError, _app, slot.Endpoint.Id);
+        }
     }
 
     private void WarnHeldBack(long count)

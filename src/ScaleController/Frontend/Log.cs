@@ -52,4 +52,8 @@ internal static partial class Log
     [LoggerMessage(EventId = 8011, Level = LogLevel.Warning,
         Message = "Frontend {App}: {Method} {Path} broke on instance {Instance} after the response started; the client connection is aborted")]
     public static partial void ResponseBroken(ILogger logger, Exception exception, string app, string method, string path, string instance);
+
+    [LoggerMessage(EventId = 8012, Level = LogLevel.Error,
+        Message = "Frontend {App}: a handler of InstanceFailed threw for instance {Instance}; the invocation goes on to another instance")]
+    public static partial void InstanceFailedHandlerThrew(ILogger logger, Exception exception, string app, string instance);
 }

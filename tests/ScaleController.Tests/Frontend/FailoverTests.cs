@@ -1,4 +1,5 @@
 using System.Net;
+using System.Net.Sockets;
 using FaaST.ScaleController.Frontend;
 
 namespace FaaST.ScaleController.Tests.Frontend;
@@ -84,5 +85,43 @@ public sealed class FailoverTests
 
         await Assert.ThrowsAnyAsync<IOException>(() => stream.CopyToAsync(Stream.Null));
         Assert.Equal(1, dying.Hits);
+    }
+
+    [Fact]
+    public async Task An_instance_that_does_not_accept_within_the_connect_timeout_is_taken_out_of_rotation()
+    {
+        // A listener that never accepts, its accept queue filled: the kernel drops further SYNs, so a connect hangs.
+        using var stuck = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
+        stuck.Bind(new IPEndPoint(IPAddress.Loopback, 0));
+        stuck.Listen(0);
+        var endpoint = (IPEndPoint)stuck.LocalEndPoint!;
+        var fillers = new List<Socket>();
+        try
+        {
+            for (var i = 0; i < 4; i++)
+            {
+                var filler = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
+                fillers.Add(filler);
+                _ = filler.ConnectAsync(endpoint);
+            }
+            await using var alive = await Backend.StartAsync("alive");
+            await using var host = await FrontendHost.StartAsync(new FrontendOptions { ConnectTimeout = TimeSpan.FromMilliseconds(300) });
+            host.Frontend.AddInstance(new InstanceEndpoint("stuck", new Uri($"http://127.0.0.1:{endpoint.Port}/"), "v1"));
+            host.Frontend.AddInstance(alive.Endpoint);
+            var failed = new List<string>();
+            host.Frontend.InstanceFailed += (id, e) => { lock (failed) failed.Add($"{id}: {e.InnerException?.Message}"); };
+
+            for (var i = 0; i < 2; i++)
+                Assert.Contains("instance=alive", await host.Client.GetStringAsync("/echo"));
+
+            Assert.Equal([$"stuck: connecting to 127.0.0.1:{endpoint.Port} took longer than 0.3 s"], failed);
+            Assert.Equal(["alive"], host.Frontend.Instances.Select(i => i.Id));
+            Assert.Contains(host.Logs.Entries, e => e.EventId == 8004 && e.Text.Contains("stuck", StringComparison.Ordinal));
+        }
+        finally
+        {
+            foreach (var filler in fillers)
+                filler.Dispose();
+        }
     }
 }

@@ -80,6 +80,30 @@ public sealed class QueueingTests
     }
 
     [Fact]
+    public async Task After_a_failed_cold_start_the_next_request_asks_again_and_both_queued_requests_are_served()
+    {
+        await using var host = await FrontendHost.StartAsync();
+        await using var backend = await Backend.StartAsync("second-try");
+        var calls = 0;
+        host.Frontend.ColdStart = _ =>
+        {
+            if (Interlocked.Increment(ref calls) == 1)
+                throw new InvalidOperationException("the instance process exited with code 1");
+            host.Frontend.AddInstance(backend.Endpoint);
+            return Task.CompletedTask;
+        };
+
+        var first = host.Client.GetStringAsync("/echo?n=1");
+        await Eventually.TrueAsync(() => host.Logs.Entries.Any(e => e.EventId == 8010), "the first cold start failed and was logged");
+        Assert.Equal(1, host.Frontend.Queued);
+        var second = host.Client.GetStringAsync("/echo?n=2");
+
+        Assert.Contains("instance=second-try", await first);
+        Assert.Contains("instance=second-try", await second);
+        Assert.Equal(2, Volatile.Read(ref calls));
+    }
+
+    [Fact]
     public async Task A_draining_instance_gets_no_new_requests_and_its_drain_completes_when_its_last_request_ends()
     {
         await using var old = await Backend.StartAsync("old");
