@@ -131,13 +131,13 @@ public static class ScalingScenario
         }
     }
 
-    private sealed record Second(double Second, double Offered, int Sent, int Served, int Failed, double P50Ms, double P99Ms, int Instances, int Desired);
+    private sealed record Sample(double Second, double Offered, int Sent, int Served, int Failed, double P50Ms, double P99Ms, int Instances, int Desired);
 
     /// <summary>
     /// Open-loop load (requests leave on schedule whatever the latency, as users' requests would), one bucket per
     /// second; the platform's instance count sampled each second from /admin/platform.
     /// </summary>
-    private static async Task<List<Second>> RunRampAsync(HttpClient http, Uri baseUri, Uri work, (double Seconds, double From, double To)[] ramp)
+    private static async Task<List<Sample>> RunRampAsync(HttpClient http, Uri baseUri, Uri work, (double Seconds, double From, double To)[] ramp)
     {
         var duration = ramp.Sum(r => r.Seconds);
         var buckets = new ConcurrentBag<(int Bucket, double Ms, bool Ok)>[(int)Math.Ceiling(duration) + 1];
@@ -197,14 +197,14 @@ public static class ScalingScenario
         await Task.WhenAll(inFlight);
         await sampling.CancelAsync();
         await sampler;
-        var result = new List<Second>();
+        var result = new List<Sample>();
         for (var b = 0; b < (int)duration; b++)
         {
             var done = buckets[b].ToArray();
             var ok = done.Where(d => d.Ok).Select(d => d.Ms).Order().ToArray();
             if (instances[b] == 0 && b > 0)
                 (instances[b], desired[b]) = (instances[b - 1], desired[b - 1]);
-            result.Add(new Second(b, offered[b], sent[b], ok.Length, done.Count(d => !d.Ok),
+            result.Add(new Sample(b, offered[b], sent[b], ok.Length, done.Count(d => !d.Ok),
                 ok.Length > 0 ? ok[ok.Length / 2] : 0, ok.Length > 0 ? ok[Math.Min(ok.Length - 1, (int)(ok.Length * 0.99))] : 0,
                 instances[b], desired[b]));
         }

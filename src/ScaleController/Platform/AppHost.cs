@@ -20,7 +20,7 @@ public enum InstanceState
 /// Changes to the instance set (scale out or in, redeploy, unload, replacing a dead instance) are serialised
 /// per app; the request path never waits on them (the frontend reads an immutable snapshot of ready instances).
 /// </summary>
-internal sealed class AppHost : IScaleTarget, IAsyncDisposable
+internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposable
 {
     private readonly PlatformContext _platform;
     private readonly SemaphoreSlim _changes = new(1, 1);
@@ -122,6 +122,9 @@ internal sealed class AppHost : IScaleTarget, IAsyncDisposable
 
     /// <summary>The mean time an instance of this app took to start (T_Load), 0 before the first start.</summary>
     public double LoadSeconds { get; private set; }
+
+    /// <summary>T_Load for the instances' bandwidth planning: sent with every vote query.</summary>
+    public TimeSpan? InstanceLoadTime => LoadSeconds == 0 ? null : TimeSpan.FromSeconds(LoadSeconds);
 
     /// <summary>Starts the first instances (at least one).</summary>
     public async Task StartAsync(int instances, CancellationToken ct)
