@@ -76,9 +76,17 @@ internal sealed record HostOptions(
         };
         var scaling = new ScalingHostOptions
         {
-            // THE place where faast.json's `scale` section reaches the instance's vote rules: once the policy
-            // parser reads it (issue 13, the deploy part), pass its values here instead of the defaults.
-            Votes = VoteOptions.Default.Validate(Path.Combine(app.Directory, "faast.json")),
+            // faast.json's `scale` section (validated by the policy file) sets the instance's vote rules.
+            Votes = new VoteOptions
+            {
+                BandLow = cache.Policy.Scale.Band.Low,
+                BandHigh = cache.Policy.Scale.Band.High,
+                RareAccessesPerSecond = cache.Policy.Scale.RareAccessesPerSecond,
+                LargeObjectBytes = cache.Policy.Scale.BandwidthMinObjectSize,
+                ComputeEnabled = cache.Policy.Scale.Votes.Compute,
+                CacheSizeEnabled = cache.Policy.Scale.Votes.CacheSize,
+                BandwidthEnabled = cache.Policy.Scale.Votes.Bandwidth,
+            }.Validate(Path.Combine(app.Directory, "faast.json")),
             WorkerSlots = ScalingHostOptions.SlotsOf(app, workers.ProcessCount),
             StopRequested = options.StopRequested,
         };

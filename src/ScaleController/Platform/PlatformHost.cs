@@ -133,7 +133,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         if (!_router.TryRoute(context.Request, out var name, out var pathAndQuery, out var reason))
         {
             await WriteErrorAsync(context, StatusCodes.Status404NotFound, _apps.IsEmpty
-                ? "no app is deployed on this platform; deploy one with ./faast deploy APPDIR --platform URL"
+                ? $"{reason}: no app is deployed on this platform; deploy one with ./faast deploy APPDIR --platform URL"
                 : $"{reason}; apps: {string.Join(", ", _apps.Keys.Order())}");
             return;
         }

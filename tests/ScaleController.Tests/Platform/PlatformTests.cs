@@ -180,7 +180,10 @@ public sealed class PlatformTests : IAsyncLifetime
         // The first request after the kill may find no ready instance: it waits in the queue for the replacement.
         Assert.Equal("Hello, again!", await client.GetStringAsync("phoenix/api/Hello?name=again"));
         await Eventually.TrueAsync(() => provider.Processes.Count == 1 && !provider.Processes.ContainsKey(id), "a replacement instance", () => Output);
-        Assert.Contains("exited", Output + string.Join('\n', platform.Apps["phoenix"].Loop.Snapshot().Decisions.Select(d => d.Reason)), StringComparison.Ordinal);
+        var status = await client.GetFromJsonAsync("admin/platform", PlatformJsonContext.Default.PlatformStatus);
+        var instance = Assert.Single(Assert.Single(status!.Apps).Instances);
+        Assert.NotEqual(id, instance.Id);
+        Assert.Equal("ready", instance.State);
     }
 
     [Fact]
@@ -206,5 +209,107 @@ public sealed class PlatformTests : IAsyncLifetime
         using var response = await client.GetAsync("nosuchapp/api/Hello");
         Assert.Equal(HttpStatusCode.NotFound, response.StatusCode);
         Assert.Contains("nosuchapp", await response.Content.ReadAsStringAsync(), StringComparison.Ordinal);
+    }
+
+    /// <summary>bench/apps/scale-bench (a function holding one of 4 worker threads for N ms) with a fast scale policy.</summary>
+    private string ScaleApp(string name, string scale)
+    {
+        var dir = CopySample(name, Path.Combine("..", "bench", "apps", "scale-bench"));
+        File.WriteAllText(Path.Combine(dir, "faast.json"), $$"""{ "scale": {{scale}} }""");
+        return dir;
+    }
+
+    private static async Task<AppStatus> AppAsync(HttpClient client, string app) =>
+        (await client.GetFromJsonAsync("admin/platform", PlatformJsonContext.Default.PlatformStatus))!.Apps.Single(a => a.App == app);
+
+    [Fact]
+    public async Task Load_above_the_band_adds_instances_and_when_it_stops_they_drain_back_to_the_minimum()
+    {
+        var platform = await StartPlatformAsync();
+        using var client = Client(platform);
+        var dir = ScaleApp("busy", """
+            { "minInstances": 1, "maxInstances": 3, "interval": "00:00:01", "scaleOutCooldown": "00:00:01",
+              "scaleInCooldown": "00:00:02", "scaleInRounds": 2, "keepAlive": "01:00:00" }
+            """);
+        using (var deployed = await client.PutAsync("admin/platform/apps/busy", new StreamContent(Zip(dir))))
+            Assert.True(deployed.IsSuccessStatusCode, await deployed.Content.ReadAsStringAsync());
+
+        // 10 clients on 4 worker threads: every thread busy all the time, utilisation 1.0 > 0.8.
+        using var stop = new CancellationTokenSource();
+        var failures = new ConcurrentBag<string>();
+        var load = Enumerable.Range(0, 10).Select(_ => Task.Run(async () =>
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                using var response = await client.GetAsync("busy/api/work/300");
+                if (!response.IsSuccessStatusCode)
+                    failures.Add($"{(int)response.StatusCode} {await response.Content.ReadAsStringAsync()}");
+            }
+        })).ToArray();
+        try
+        {
+            await Eventually.TrueAsync(async () => (await AppAsync(client, "busy")).Instances.Count(i => i.State == "ready") >= 2,
+                "a second ready instance under load", seconds: 90);
+        }
+        finally
+        {
+            await stop.CancelAsync();
+            await Task.WhenAll(load);
+        }
+        var loaded = await AppAsync(client, "busy");
+        Assert.Contains(loaded.Decisions, d => d.Kind == "out" && d.Reason.Contains("compute", StringComparison.Ordinal));
+        Assert.Empty(failures);
+
+        // Idle: every policy of every instance votes in; after the rounds and the cool-down one drains at a time.
+        await Eventually.TrueAsync(async () => (await AppAsync(client, "busy")).Instances.Count == 1, "a drain back to one instance", seconds: 90);
+        var idle = await AppAsync(client, "busy");
+        Assert.Contains(idle.Decisions, d => d.Kind == "in");
+        Assert.Equal("ready", Assert.Single(idle.Instances).State);
+        Assert.Equal("ok", await client.GetStringAsync("busy/api/work/1"));
+    }
+
+    [Fact]
+    public async Task An_idle_app_is_unloaded_after_its_keep_alive_and_its_next_request_loads_it_again()
+    {
+        var provider = Provider();
+        var platform = await StartPlatformAsync(provider);
+        using var client = Client(platform);
+        var dir = ScaleApp("sleepy", """{ "keepAlive": "00:00:03", "interval": "00:00:01" }""");
+        using (var deployed = await client.PutAsync("admin/platform/apps/sleepy", new StreamContent(Zip(dir))))
+            Assert.True(deployed.IsSuccessStatusCode, await deployed.Content.ReadAsStringAsync());
+        Assert.Equal("ok", await client.GetStringAsync("sleepy/api/work/1"));
+
+        await Eventually.TrueAsync(async () => await AppAsync(client, "sleepy") is { Unloaded: true, Instances.Count: 0 }, "the unload", seconds: 60);
+        Assert.Empty(provider.Processes);
+        Assert.Contains((await AppAsync(client, "sleepy")).Decisions, d => d.Kind == "unload");
+
+        // A cold start: the request waits in the frontend's queue while an instance starts.
+        Assert.Equal("ok", await client.GetStringAsync("sleepy/api/work/1"));
+        var loaded = await AppAsync(client, "sleepy");
+        Assert.False(loaded.Unloaded);
+        Assert.Equal("ready", Assert.Single(loaded.Instances).State);
+    }
+
+    [Fact]
+    public async Task KEDA_reads_the_controllers_desired_instances_from_the_platforms_control_port()
+    {
+        var platform = await StartPlatformAsync();
+        using var client = Client(platform);
+        using (var deployed = await client.PutAsync("admin/platform/apps/kedaapp", new StreamContent(Zip(CopySample("kedaapp")))))
+            Assert.True(deployed.IsSuccessStatusCode, await deployed.Content.ReadAsStringAsync());
+
+        using var channel = Grpc.Net.Client.GrpcChannel.ForAddress(platform.ControlAddress);
+        var keda = new Protos.Keda.ExternalScaler.ExternalScalerClient(channel);
+        var reference = new Protos.Keda.ScaledObjectRef { Name = "kedaapp-instances", Namespace = "faast" };
+        reference.ScalerMetadata["app"] = "kedaapp";
+        Assert.True((await keda.IsActiveAsync(reference)).Result);
+        var spec = Assert.Single((await keda.GetMetricSpecAsync(reference)).MetricSpecs);
+        var metrics = await keda.GetMetricsAsync(new Protos.Keda.GetMetricsRequest { ScaledObjectRef = reference, MetricName = spec.MetricName });
+        Assert.Equal(1, Assert.Single(metrics.MetricValues).MetricValue_);
+
+        reference.ScalerMetadata["app"] = "nosuch";
+        var missing = await Assert.ThrowsAsync<Grpc.Core.RpcException>(async () => await keda.IsActiveAsync(reference));
+        Assert.Equal(Grpc.Core.StatusCode.NotFound, missing.StatusCode);
+        Assert.Contains("nosuch", missing.Status.Detail, StringComparison.Ordinal);
     }
 }

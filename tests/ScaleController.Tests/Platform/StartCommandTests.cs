@@ -1,0 +1,120 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using System.Globalization;
+using System.Net;
+using System.Net.Sockets;
+using System.Text.Json;
+
+namespace FaaST.ScaleController.Tests.Platform;
+
+/// <summary>
+/// `./faast start APPDIR` as a user runs it: the platform process (FaaST.ScaleController.dll start) with its own
+/// Azurite, the frontend on the app's port and the instance behind it, the same URLs and admin endpoints as one
+/// host before, and a clean stop on SIGTERM.
+/// </summary>
+public sealed class StartCommandTests : IDisposable
+{
+    private readonly TempDirectory _apps = new("faast-start-");
+
+    public void Dispose() => _apps.Dispose();
+
+    private string CopySample(string name)
+    {
+        var target = Path.Combine(_apps.Path, name);
+        var source = Path.Combine(Repo.Root, "samples", "python-app");
+        foreach (var dir in Directory.EnumerateDirectories(source, "*", SearchOption.AllDirectories).Where(d => !d.Contains("/.faast", StringComparison.Ordinal)))
+            Directory.CreateDirectory(Path.Combine(target, Path.GetRelativePath(source, dir)));
+        Directory.CreateDirectory(target);
+        foreach (var file in Directory.EnumerateFiles(source, "*", SearchOption.AllDirectories).Where(f => !f.Contains("/.faast/", StringComparison.Ordinal)))
+            File.Copy(file, Path.Combine(target, Path.GetRelativePath(source, file)), overwrite: true);
+        return target;
+    }
+
+    private static Process Start(IEnumerable<string> args, ConcurrentQueue<string> output)
+    {
+        var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
+        info.ArgumentList.Add(Path.Combine(AppContext.BaseDirectory, "FaaST.ScaleController.dll"));
+        foreach (var a in args)
+            info.ArgumentList.Add(a);
+        info.Environment["FAAST_HOME"] = Repo.Root;
+        info.Environment.Remove("AzureWebJobsStorage");
+        var process = Process.Start(info)!;
+        process.OutputDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
+        process.ErrorDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
+        process.BeginOutputReadLine();
+        process.BeginErrorReadLine();
+        return process;
+    }
+
+    [Fact]
+    public async Task Start_serves_the_app_on_its_port_with_the_same_urls_and_admin_endpoints_and_stops_cleanly_on_sigterm()
+    {
+        var app = CopySample("startapp");
+        var port = Ports.Free();
+        var output = new ConcurrentQueue<string>();
+        using var process = Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture), "--azurite-in-memory", "--isolation", "off"], output);
+        try
+        {
+            await Eventually.TrueAsync(() => output.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || process.HasExited,
+                "the platform to serve the app", () => string.Join('\n', output), seconds: 120);
+            Assert.False(process.HasExited, string.Join('\n', output));
+            using var http = new HttpClient { BaseAddress = new Uri($"http://127.0.0.1:{port}/"), Timeout = TimeSpan.FromSeconds(30) };
+
+            Assert.Equal("Hello, World!", await http.GetStringAsync("api/Hello?name=World"));
+            using var status = JsonDocument.Parse(await http.GetStringAsync("admin/host/status"));
+            Assert.Equal("Running", status.RootElement.GetProperty("state").GetString());
+            Assert.Contains(status.RootElement.GetProperty("functions").EnumerateArray(), f => f.GetProperty("name").GetString() == "WordCount");
+            using var cache = JsonDocument.Parse(await http.GetStringAsync("admin/cache"));
+            Assert.True(cache.RootElement.GetProperty("enabled").GetBoolean());
+            using var platform = JsonDocument.Parse(await http.GetStringAsync("admin/platform"));
+            var only = Assert.Single(platform.RootElement.GetProperty("apps").EnumerateArray());
+            Assert.Equal("startapp", only.GetProperty("app").GetString());
+            var instancePid = Assert.Single(only.GetProperty("instances").EnumerateArray()).GetProperty("processId").GetInt32();
+            Assert.True(File.Exists(Path.Combine(app, ".faast", "azurite-connection")), "`./faast blob` finds the platform's Azurite");
+
+            Process.Start("kill", ["-TERM", process.Id.ToString(CultureInfo.InvariantCulture)])!.WaitForExit();
+            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(60));
+            await process.WaitForExitAsync(timeout.Token);
+            Assert.Equal(0, process.ExitCode);
+            Assert.False(Directory.Exists($"/proc/{instancePid}") && !File.ReadAllText($"/proc/{instancePid}/stat").Contains(") Z ", StringComparison.Ordinal),
+                "the instance outlived the platform");
+        }
+        finally
+        {
+            if (!process.HasExited)
+                process.Kill(entireProcessTree: true);
+        }
+    }
+
+    [Fact]
+    public async Task Start_with_a_bad_policy_is_one_line_naming_the_file_and_key_and_exit_3()
+    {
+        var app = CopySample("badpolicy");
+        File.WriteAllText(Path.Combine(app, "faast.json"), """{ "scale": { "maxInstances": 0 } }""");
+        var output = new ConcurrentQueue<string>();
+        using var process = Start(["start", app, "--port", "0"], output);
+        using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(60));
+        await process.WaitForExitAsync(timeout.Token);
+        Assert.Equal(3, process.ExitCode);
+        var line = Assert.Single(output);
+        Assert.StartsWith("faast: the app cannot start: ", line, StringComparison.Ordinal);
+        Assert.Contains("faast.json", line, StringComparison.Ordinal);
+        Assert.Contains("scale.maxInstances", line, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public async Task Start_on_a_taken_port_is_one_line_and_exit_4_before_azurite_starts()
+    {
+        var app = CopySample("takenport");
+        using var taken = new TcpListener(IPAddress.Loopback, 0);
+        taken.Start();
+        var port = ((IPEndPoint)taken.LocalEndpoint).Port;
+        var output = new ConcurrentQueue<string>();
+        using var process = Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture)], output);
+        using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(60));
+        await process.WaitForExitAsync(timeout.Token);
+        Assert.Equal(4, process.ExitCode);
+        Assert.StartsWith($"faast: port {port} on 127.0.0.1", Assert.Single(output), StringComparison.Ordinal);
+        Assert.False(Directory.Exists(Path.Combine(app, ".faast", "azurite")));
+    }
+}
