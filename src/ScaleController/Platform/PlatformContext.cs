@@ -39,7 +39,7 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
         var app = FunctionApp.Load(directory);
         var environment = new Dictionary<string, string>
         {
-            [PeerSecretSetting] = Convert.ToBase64String(PeerSecretOf(deployment.App, directory)),
+            [PeerSecretSetting] = PeerSecretTextOf(deployment.App, directory),
         };
         // An app on development storage gets the platform's Azurite (as `./faast start --instances N` did);
         // an app with a storage account of its own keeps it.
@@ -61,24 +61,27 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
     /// own FAAST_PEER_SECRET, else a random one kept (0600) in the platform's state directory, so that a
     /// restarted platform can still talk to the instances it left running.
     /// </summary>
-    public byte[] PeerSecretOf(string app, string directory)
+    /// <remarks>The instance takes the setting's UTF-8 bytes as the key (src/Runtime PeerSecret), so both sides use those.</remarks>
+    public byte[] PeerSecretOf(string app, string directory) => System.Text.Encoding.UTF8.GetBytes(PeerSecretTextOf(app, directory));
+
+    private string PeerSecretTextOf(string app, string directory)
     {
         var settings = FunctionApp.Load(directory).Settings;
         if (settings[PeerSecretSetting] is { Length: > 0 } own)
-            return System.Text.Encoding.UTF8.GetBytes(own);
+            return own;
         var file = Path.Combine(Options.StateDirectory, "apps", app, "peer-secret");
         lock (this)
         {
             if (File.Exists(file))
-                return Convert.FromBase64String(File.ReadAllText(file).Trim());
+                return File.ReadAllText(file).Trim();
             System.IO.Directory.CreateDirectory(Path.GetDirectoryName(file)!);
-            var secret = RandomNumberGenerator.GetBytes(32);
+            var secret = Convert.ToBase64String(RandomNumberGenerator.GetBytes(32));
             var create = new FileStreamOptions { Mode = FileMode.CreateNew, Access = FileAccess.Write };
             if (!OperatingSystem.IsWindows())
                 create.UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite;
             using (var stream = new FileStream(file, create))
             using (var writer = new StreamWriter(stream))
-                writer.Write(Convert.ToBase64String(secret));
+                writer.Write(secret);
             return secret;
         }
     }

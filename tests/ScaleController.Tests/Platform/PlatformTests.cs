@@ -219,6 +219,11 @@ public sealed class PlatformTests : IAsyncLifetime
         return dir;
     }
 
+    private static string Describe(AppStatus? app) => app is null ? "(no status)" : string.Join('\n',
+        app.Instances.Select(i => $"instance {i.Id} {i.State}")
+            .Concat(app.LastVotes.Select(v => $"vote {v.Instance} {v.Policy} {v.Delta}: {v.Reason}"))
+            .Concat(app.Decisions.Select(d => $"decision {d.Kind} {d.From}->{d.To}: {d.Reason}")));
+
     private static async Task<AppStatus> AppAsync(HttpClient client, string app) =>
         (await client.GetFromJsonAsync("admin/platform", PlatformJsonContext.Default.PlatformStatus))!.Apps.Single(a => a.App == app);
 
@@ -248,8 +253,12 @@ public sealed class PlatformTests : IAsyncLifetime
         })).ToArray();
         try
         {
-            await Eventually.TrueAsync(async () => (await AppAsync(client, "busy")).Instances.Count(i => i.State == "ready") >= 2,
-                "a second ready instance under load", seconds: 90);
+            AppStatus? last = null;
+            await Eventually.TrueAsync(() =>
+            {
+                last = AppAsync(client, "busy").GetAwaiter().GetResult();
+                return last.Instances.Count(i => i.State == "ready") >= 2;
+            }, "a second ready instance under load", () => Describe(last) + "\n" + Output, seconds: 90);
         }
         finally
         {
