@@ -32,7 +32,7 @@ public static class Program
                     await FaultsScenario.RunAsync(home, quick);
                     return 0;
                 case "net":
-                    await Net.NetScenario.RunAsync(home, quick);
+                    await Net.NetScenario.RunAsync(home, quick, args);
                     return 0;
                 case "micro":
                     // In-process: the project file is not named after the assembly, so BenchmarkDotNet's

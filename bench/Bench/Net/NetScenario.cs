@@ -18,8 +18,18 @@ internal static class NetScenario
 {
     private const int Instances = 4;
 
-    public static async Task RunAsync(string home, bool quick)
+    /// <param name="args">The command line: <c>--storage-mbps R</c> and <c>--peer-mbps R</c> override the defaults of
+    /// <see cref="CloudNetworkSettings"/> (e.g. 720 and 6000 for the paper's absolute figures).</param>
+    public static async Task RunAsync(string home, bool quick, IReadOnlyList<string> args)
     {
+        var defaults = new CloudNetworkSettings();
+        var settings = defaults with
+        {
+            StorageMbps = IntOption(args, "--storage-mbps") ?? defaults.StorageMbps,
+            PeerMbps = IntOption(args, "--peer-mbps") ?? defaults.PeerMbps,
+        };
+        // The defaults' run is bench/results/net.json; another shape's run goes beside it, named after it.
+        var file = settings == defaults ? "net.json" : string.Create(CultureInfo.InvariantCulture, $"net-{settings.StorageMbps}-{settings.PeerMbps}.json");
         var size = quick ? 50L << 20 : 200L << 20;
         var result = new JsonObject
         {
@@ -32,12 +42,11 @@ internal static class NetScenario
         if (!availability.IsAvailable)
         {
             result["network"] = CloudNetwork.LoopbackDescription(availability.Reason);
-            await WriteAsync(home, result);
+            await WriteAsync(home, file, result);
             Console.WriteLine($"net: the shaped network is unavailable here ({availability.Reason}); nothing to measure");
             return;
         }
 
-        var settings = new CloudNetworkSettings();
         await using var network = await CloudNetwork.UpAsync(home, Instances, settings);
         result["network"] = network.Description;
         result["storage_mbps_setting"] = settings.StorageMbps;
@@ -65,7 +74,7 @@ internal static class NetScenario
         Console.WriteLine($"net: instance 0 → instance 1: {peer:0.0} MB/s");
 
         result["finished"] = DateTime.UtcNow.ToString("O", CultureInfo.InvariantCulture);
-        await WriteAsync(home, result);
+        await WriteAsync(home, file, result);
     }
 
     /// <summary>A blob of random bytes in a container readable without a key, so curl can fetch it by URL.</summary>
@@ -152,9 +161,22 @@ internal static class NetScenario
         c.shutdown(socket.SHUT_WR); c.recv(1); c.close()
         """;
 
-    private static async Task WriteAsync(string home, JsonObject result)
+    private static int? IntOption(IReadOnlyList<string> args, string name)
     {
-        var path = Path.Combine(home, "bench", "results", "net.json");
+        for (var i = 0; i < args.Count; i++)
+        {
+            if (args[i] != name)
+                continue;
+            if (i + 1 < args.Count && int.TryParse(args[i + 1], NumberStyles.None, CultureInfo.InvariantCulture, out var value) && value > 0)
+                return value;
+            throw new ArgumentException($"{name}: want a whole number of Mbit/s above 0, got '{(i + 1 < args.Count ? args[i + 1] : "")}'");
+        }
+        return null;
+    }
+
+    private static async Task WriteAsync(string home, string file, JsonObject result)
+    {
+        var path = Path.Combine(home, "bench", "results", file);
         Directory.CreateDirectory(Path.GetDirectoryName(path)!);
         await File.WriteAllTextAsync(path, result.ToJsonString(new JsonSerializerOptions { WriteIndented = true }) + "\n");
         Console.WriteLine($"net: wrote {path}");
