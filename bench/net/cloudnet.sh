@@ -10,7 +10,10 @@
 #   │ bridge PREFIXbr              │  veth pair  │ eth0  198.18.K.(10+i)/24     │
 #   │   198.18.K.1/24 = "storage"  ├─PREFIXh<i>──┤ lo up, no default route      │
 #   │   (Azurite listens here)     │             │ (the runtime host runs here) │
-#   └──────────────────────────────┘             └──────────────────────────────┘
+#   │   198.18.K.2/24 = "platform" │             └──────────────────────────────┘
+#   │   (frontend, controller,     │
+#   │    benchmark driver)         │
+#   └──────────────────────────────┘
 #
 # Shaping, on both ends of each veth pair (egress only, so no ifb is needed: whatever one end receives
 # is what the other end sent, and both ends are ours):
@@ -18,7 +21,11 @@
 #     address) at --storage-mbps, class 1:20 (source = another instance in the subnet) at --peer-mbps.
 #   - eth0 in PREFIX-i egress = what instance i SENDS. Class 1:10 (destination = storage) at
 #     --storage-mbps, class 1:20 (destination = the subnet) at --peer-mbps.
-#   - Class 1:30 (the default: ARP and anything unmatched) is left fast.
+#   - Class 1:30 (the default: ARP, the platform address, anything unmatched) is left fast: the
+#     frontend, the controller and the benchmark's client stand outside the VMs whose links the paper
+#     measures, so their traffic must not count against an instance's storage or peer budget. The
+#     platform address is the bridge's primary one, so a connection this namespace opens to an
+#     instance leaves from it (not from the storage address, whose traffic is shaped as storage).
 #   The classes are siblings, not children of a common ceiling: as on a VM, reading storage does not
 #   slow peer traffic down. Optional netem delay is a leaf under 1:10 / 1:20, applied per direction on
 #   each end, so a round trip gains twice the delay.
@@ -52,7 +59,7 @@ options:
   --prefix NAME            name prefix, [a-z][a-z0-9]{0,7} (default fcn)
   --subnet K               use 198.18.K.0/24, K in 0..255 (default 0); two networks need two subnets
 output of up and status, one key=value per line:
-  prefix= bridge= subnet= storage= storage_mbps= peer_mbps= storage_latency_ms= peer_latency_ms=
+  prefix= bridge= subnet= storage= platform= storage_mbps= peer_mbps= storage_latency_ms= peer_latency_ms=
   instances=N  then  instance.I=NAMESPACE ADDRESS  for each instance
 EOF
 }
@@ -105,6 +112,7 @@ done
 bridge="${prefix}br"
 net="198.18.${subnet}"
 storage="${net}.1"
+platform="${net}.2"
 state_dir=/run/faast-cloudnet
 state_file="$state_dir/$prefix.env"
 
@@ -153,8 +161,9 @@ shape() {
     "${run[@]}" tc class add dev "$dev" parent 1: classid 1:20 htb rate "${peer_mbps}mbit" ceil "${peer_mbps}mbit" \
         burst "$peer_burst" cburst "$peer_burst" quantum 65536
     "${run[@]}" tc class add dev "$dev" parent 1: classid 1:30 htb rate 40gbit burst 1048576 cburst 1048576 quantum 65536
-    "${run[@]}" tc filter add dev "$dev" parent 1: protocol ip prio 1 u32 match ip "$dir" "${storage}/32" flowid 1:10
-    "${run[@]}" tc filter add dev "$dev" parent 1: protocol ip prio 2 u32 match ip "$dir" "${net}.0/24" flowid 1:20
+    "${run[@]}" tc filter add dev "$dev" parent 1: protocol ip prio 1 u32 match ip "$dir" "${platform}/32" flowid 1:30
+    "${run[@]}" tc filter add dev "$dev" parent 1: protocol ip prio 2 u32 match ip "$dir" "${storage}/32" flowid 1:10
+    "${run[@]}" tc filter add dev "$dev" parent 1: protocol ip prio 3 u32 match ip "$dir" "${net}.0/24" flowid 1:20
     # netem's queue must hold a delay's worth of packets at the class rate, or it drops instead of delaying.
     if [[ "$storage_latency" != 0 && "$storage_latency" != 0.0 ]]; then
         "${run[@]}" tc qdisc add dev "$dev" parent 1:10 handle 10: netem delay "${storage_latency}ms" limit 100000
@@ -169,6 +178,7 @@ print_status() {
     echo "bridge=$bridge"
     echo "subnet=${net}.0/24"
     echo "storage=$storage"
+    echo "platform=$platform"
     echo "storage_mbps=$storage_mbps"
     echo "peer_mbps=$peer_mbps"
     echo "storage_latency_ms=$storage_latency"
@@ -194,6 +204,8 @@ do_up() {
     # driver) run there unchanged. Bridged traffic is kept away from the machine's iptables (per bridge).
     ip link add "$bridge" type bridge nf_call_iptables 0 nf_call_ip6tables 0 nf_call_arptables 0
     echo 1 > "/proc/sys/net/ipv6/conf/$bridge/disable_ipv6"
+    # The platform address first: the primary address is the source of connections from this namespace.
+    ip addr add "${platform}/24" dev "$bridge"
     ip addr add "${storage}/24" dev "$bridge"
     ip link set "$bridge" up
     # Latency needs netem, which some kernels leave out (CONFIG_NET_SCH_NETEM; the 2-vCPU VMs these

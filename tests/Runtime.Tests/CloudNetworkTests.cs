@@ -55,6 +55,24 @@ public sealed class CloudNetworkTests
     }
 
     [NamespacesFact]
+    public async Task A_download_from_the_platform_address_is_not_shaped_like_storage()
+    {
+        const long size = 12L << 20;
+        // Peers as slow as storage: the platform address is in the instances' subnet, and must not fall into
+        // the peer class either.
+        var settings = new CloudNetworkSettings { Prefix = Prefix, Subnet = Subnet, StorageMbps = 80, PeerMbps = 80 };
+        await using var network = await CloudNetwork.UpAsync(Repo.Root, 2, settings);
+        using var storage = Serve(network.StorageAddress, size);
+        using var platform = Serve(network.PlatformAddress, size);
+
+        var shaped = await CurlAsync(network, 0, Url(storage), size);
+        var fromPlatform = await CurlAsync(network, 0, Url(platform), size);
+
+        Assert.True(shaped * 4 < fromPlatform,
+            $"platform → instance 0 ran at {fromPlatform / 1e6:0.0} MB/s, not well above storage → instance 0's {shaped / 1e6:0.0} MB/s");
+    }
+
+    [NamespacesFact]
     public async Task Down_removes_every_namespace_veth_and_the_bridge_even_without_the_process_that_brought_them_up()
     {
         var script = Path.Combine(Repo.Root, "bench", "net", "cloudnet.sh");

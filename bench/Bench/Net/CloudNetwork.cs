@@ -51,11 +51,12 @@ public sealed class CloudNetwork : IAsyncDisposable
     private readonly IPAddress[] _addresses;
     private int _disposed;
 
-    private CloudNetwork(string script, CloudNetworkSettings settings, IPAddress storage, string[] namespaces, IPAddress[] addresses)
+    private CloudNetwork(string script, CloudNetworkSettings settings, IPAddress storage, IPAddress platform, string[] namespaces, IPAddress[] addresses)
     {
         _script = script;
         Settings = settings;
         StorageAddress = storage;
+        PlatformAddress = platform;
         _namespaces = namespaces;
         _addresses = addresses;
         AppDomain.CurrentDomain.ProcessExit += OnProcessExit;
@@ -66,6 +67,13 @@ public sealed class CloudNetwork : IAsyncDisposable
 
     /// <summary>The storage address (on the bridge, in this process's namespace): where Azurite listens.</summary>
     public IPAddress StorageAddress { get; }
+
+    /// <summary>
+    /// The platform address (on the bridge, in this process's namespace, unshaped): where the frontend, the
+    /// controller and a benchmark's client listen. A connection this namespace opens to an instance leaves from
+    /// it, so only storage and instance-to-instance traffic carry the paper's limits.
+    /// </summary>
+    public IPAddress PlatformAddress { get; }
 
     /// <summary>How many instance namespaces there are.</summary>
     public int Instances => _namespaces.Length;
@@ -220,6 +228,8 @@ public sealed class CloudNetwork : IAsyncDisposable
         }
         if (!values.TryGetValue("storage", out var storageText) || !IPAddress.TryParse(storageText, out var storage))
             throw new InvalidOperationException($"{script} up printed no valid storage=ADDRESS line:\n{output}");
+        if (!values.TryGetValue("platform", out var platformText) || !IPAddress.TryParse(platformText, out var platform))
+            throw new InvalidOperationException($"{script} up printed no valid platform=ADDRESS line:\n{output}");
         var namespaces = new string[instances];
         var addresses = new IPAddress[instances];
         for (var i = 0; i < instances; i++)
@@ -231,7 +241,7 @@ public sealed class CloudNetwork : IAsyncDisposable
             namespaces[i] = parts[0];
             addresses[i] = address;
         }
-        return new CloudNetwork(script, settings, storage, namespaces, addresses);
+        return new CloudNetwork(script, settings, storage, platform, namespaces, addresses);
     }
 
     private static string ScriptPath(string home, string? script) => script ?? Path.Combine(home, "bench", "net", "cloudnet.sh");
