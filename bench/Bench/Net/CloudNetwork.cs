@@ -192,7 +192,9 @@ public sealed class CloudNetwork : IAsyncDisposable
         return info;
     }
 
-    /// <summary>Removes every namespace, veth and the bridge (the script's idempotent <c>down</c>).</summary>
+    /// <summary>Removes every namespace, veth and the bridge (the script's idempotent <c>down</c>). Stop the processes
+    /// started with <see cref="InNamespace"/> first: a namespace whose name is removed lives on, unreachable,
+    /// while a process still runs in it.</summary>
     public async ValueTask DisposeAsync()
     {
         if (Interlocked.Exchange(ref _disposed, 1) != 0)
