@@ -41,13 +41,14 @@ public sealed class CloudNetworkTests
     public async Task A_download_from_the_storage_address_into_an_instance_namespace_is_shaped_well_below_loopback()
     {
         const long size = 12L << 20;
-        // 80 Mbit/s = 10 MB/s: 12 MB take a little over a second shaped, a small fraction of that on loopback.
-        var settings = new CloudNetworkSettings { Prefix = Prefix, Subnet = Subnet, StorageMbps = 80, PeerMbps = 800 };
+        // 40 Mbit/s = 5 MB/s: 12 MB take about 2.5 s shaped, a small fraction of that on loopback; long enough
+        // that a scheduling stall of a few hundred ms on a busy machine does not close the gap.
+        var settings = new CloudNetworkSettings { Prefix = Prefix, Subnet = Subnet, StorageMbps = 40, PeerMbps = 800 };
         await using var network = await CloudNetwork.UpAsync(Repo.Root, 2, settings);
         using var storage = Serve(network.StorageAddress, size);
         using var loopback = Serve(IPAddress.Loopback, size);
 
-        var unshaped = await CurlAsync(network, null, Url(loopback), size);
+        var unshaped = await FastestOfAsync(3, () => CurlAsync(network, null, Url(loopback), size));
         var shaped = await CurlAsync(network, 0, Url(storage), size);
 
         Assert.True(shaped * 4 < unshaped,
@@ -60,13 +61,13 @@ public sealed class CloudNetworkTests
         const long size = 12L << 20;
         // Peers as slow as storage: the platform address is in the instances' subnet, and must not fall into
         // the peer class either.
-        var settings = new CloudNetworkSettings { Prefix = Prefix, Subnet = Subnet, StorageMbps = 80, PeerMbps = 80 };
+        var settings = new CloudNetworkSettings { Prefix = Prefix, Subnet = Subnet, StorageMbps = 40, PeerMbps = 40 };
         await using var network = await CloudNetwork.UpAsync(Repo.Root, 2, settings);
         using var storage = Serve(network.StorageAddress, size);
         using var platform = Serve(network.PlatformAddress, size);
 
         var shaped = await CurlAsync(network, 0, Url(storage), size);
-        var fromPlatform = await CurlAsync(network, 0, Url(platform), size);
+        var fromPlatform = await FastestOfAsync(3, () => CurlAsync(network, 0, Url(platform), size));
 
         Assert.True(shaped * 4 < fromPlatform,
             $"platform → instance 0 ran at {fromPlatform / 1e6:0.0} MB/s, not well above storage → instance 0's {shaped / 1e6:0.0} MB/s");
@@ -88,6 +89,29 @@ public sealed class CloudNetworkTests
         Assert.True(again == 0, $"a second down failed: {againError}");
         Assert.Empty(await OursAsync("netns", "list"));
         Assert.Empty(await OursAsync("-o", "link", "show"));
+    }
+
+    [Fact]
+    public void Output_of_up_without_an_instance_line_is_refused_naming_the_missing_line()
+    {
+        const string output = "prefix=fcn\nstorage=198.18.0.1\nplatform=198.18.0.2\ninstances=2\ninstance.0=fcn-0 198.18.0.10\n";
+
+        var error = Assert.Throws<InvalidOperationException>(() => CloudNetwork.Parse("cloudnet.sh", new CloudNetworkSettings(), 2, output));
+
+        Assert.Contains("instance.1=NAMESPACE ADDRESS", error.Message, StringComparison.Ordinal);
+    }
+
+    /// <summary>
+    /// The best of a few runs of a transfer that should be fast: what the path can do, not what a first run
+    /// (JIT, a cold thread pool) or a stall of a busy machine let through once. The shaped side needs no such
+    /// help: a limit only ever makes it slower.
+    /// </summary>
+    private static async Task<double> FastestOfAsync(int runs, Func<Task<double>> transfer)
+    {
+        var best = 0.0;
+        for (var i = 0; i < runs; i++)
+            best = Math.Max(best, await transfer());
+        return best;
     }
 
     /// <summary>Lines of `ip ARGS` that name this run's prefix.</summary>
