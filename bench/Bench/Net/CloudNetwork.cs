@@ -205,7 +205,8 @@ public sealed class CloudNetwork : IAsyncDisposable
             throw new InvalidOperationException($"{_script} down --prefix {Settings.Prefix} failed (exit {code}): {error.Trim()}");
     }
 
-    /// <summary>A benchmark that exits without disposing (an unhandled exception) still takes its network down.</summary>
+    /// <summary>A benchmark that exits (or gets SIGTERM) without disposing still takes its network down; after a
+    /// SIGKILL the next <c>up</c> of the same prefix removes what is left.</summary>
     private void OnProcessExit(object? sender, EventArgs e)
     {
         if (Interlocked.Exchange(ref _disposed, 1) != 0)
