@@ -33,6 +33,8 @@ public static class Program
                     return 0;
                 case "scaling":
                     await ScalingScenario.RunAsync(home, quick);
+                case "net":
+                    await Net.NetScenario.RunAsync(home, quick, args);
                     return 0;
                 case "micro":
                     // In-process: the project file is not named after the assembly, so BenchmarkDotNet's
@@ -46,6 +48,7 @@ public static class Program
                     return 0;
                 default:
                     await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, fuzz, scaling, micro");
+                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, fuzz, net, micro");
                     return 2;
             }
         }

@@ -25,29 +25,33 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     private int _disposed;
 
     private AzuriteProcess(Process process, int port, string workspace, ConcurrentQueue<string> output, AzuriteAccount? account,
-        AzuriteHttps? https, int? queuePort = null)
+        AzuriteHttps? https, int? queuePort, IPAddress listenAddress)
     {
         _process = process;
         _workspace = workspace;
         _output = output;
         Port = port;
+        ListenAddress = listenAddress;
         Account = account;
         Https = https;
         var scheme = https is null ? "http" : "https";
         var name = account?.Name ?? StorageConnectionString.DevelopmentAccountName;
         var key = account?.Key ?? StorageConnectionString.DevelopmentAccountKey;
-        BlobEndpoint = new Uri(string.Create(CultureInfo.InvariantCulture, $"{scheme}://127.0.0.1:{port}/{name}"));
+        BlobEndpoint = new Uri(string.Create(CultureInfo.InvariantCulture, $"{scheme}://{UriHost(listenAddress)}:{port}/{name}"));
         QueuePort = queuePort;
-        QueueEndpoint = queuePort is { } q ? new Uri(string.Create(CultureInfo.InvariantCulture, $"{scheme}://127.0.0.1:{q}/{name}")) : null;
+        QueueEndpoint = queuePort is { } q ? new Uri(string.Create(CultureInfo.InvariantCulture, $"{scheme}://{UriHost(listenAddress)}:{q}/{name}")) : null;
         ConnectionString = string.Create(CultureInfo.InvariantCulture,
             $"DefaultEndpointsProtocol={scheme};AccountName={name};AccountKey={key};BlobEndpoint={BlobEndpoint};") +
             (QueueEndpoint is { } qe ? $"QueueEndpoint={qe};" : "");
     }
 
+    /// <summary>The address every service listens on: 127.0.0.1 unless another was asked for.</summary>
+    public IPAddress ListenAddress { get; }
+
     /// <summary>The loopback port of the queue service; null when only the blob service runs.</summary>
     public int? QueuePort { get; }
 
-    /// <summary>http(s)://127.0.0.1:{QueuePort}/{account name}, or null when only the blob service runs.</summary>
+    /// <summary>http(s)://{ListenAddress}:{QueuePort}/{account name}, or null when only the blob service runs.</summary>
     public Uri? QueueEndpoint { get; }
 
     /// <summary>The HTTPS (and OAuth) settings this Azurite was started with; null: plain HTTP, SharedKey/SAS only.</summary>
@@ -62,7 +66,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     /// <summary>A SharedKey connection string for the account of this instance (its own, or devstoreaccount1).</summary>
     public string ConnectionString { get; }
 
-    /// <summary>http(s)://127.0.0.1:{Port}/{account name}.</summary>
+    /// <summary>http(s)://{ListenAddress}:{Port}/{account name}.</summary>
     public Uri BlobEndpoint { get; }
 
     /// <summary>The id of the node process.</summary>
@@ -122,10 +126,13 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     /// <param name="account">The only account Azurite serves; null: the emulator's public devstoreaccount1.</param>
     /// <param name="https">Serve HTTPS with this certificate (and, if it says so, accept OAuth bearer tokens); null: HTTP.</param>
     /// <param name="queues">Also serve queues (on a free loopback port; <see cref="QueueEndpoint"/>, and QueueEndpoint in the connection string).</param>
+    /// <param name="listenAddress">The address to listen on instead of 127.0.0.1 (the storage address of the benchmarks'
+    /// shaped network, bench/net/cloudnet.sh); the endpoints and the connection string name it.</param>
     public static async Task<AzuriteProcess> StartAsync(string repoRoot, int? port = null, TimeSpan? startupTimeout = null,
         CancellationToken ct = default, string? dataDirectory = null, AzuriteAccount? account = null, AzuriteHttps? https = null,
-        bool queues = false)
+        bool queues = false, IPAddress? listenAddress = null)
     {
+        var address = listenAddress ?? IPAddress.Loopback;
         ArgumentException.ThrowIfNullOrWhiteSpace(repoRoot);
         var launcher = LauncherPath(repoRoot, queues);
         if (!File.Exists(launcher))
@@ -138,8 +145,8 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         const int maxPortTries = 5;
         for (var tryNo = 1; ; tryNo++)
         {
-            var chosen = port ?? FreeLoopbackPort();
-            var (instance, _) = await TryStartAsync(launcher, chosen, timeout, dataDirectory, account, https, queues, ct).ConfigureAwait(false);
+            var chosen = port ?? FreePort(address);
+            var (instance, _) = await TryStartAsync(launcher, chosen, timeout, dataDirectory, account, https, queues, address, ct).ConfigureAwait(false);
             if (instance is not null)
             {
                 return instance;
@@ -149,7 +156,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
             if (port is not null || tryNo >= maxPortTries)
             {
                 throw new InvalidOperationException(string.Create(CultureInfo.InvariantCulture,
-                    $"Azurite could not listen on 127.0.0.1:{chosen}{(queues ? " (and free ports for its queue and table services)" : "")}: the port is in use (try {tryNo})."));
+                    $"Azurite could not listen on {UriHost(address)}:{chosen}{(queues ? " (and free ports for its queue and table services)" : "")}: the port is in use (try {tryNo})."));
             }
         }
     }
@@ -182,8 +189,9 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     public void Kill() => Kill(_process);
 
     private static async Task<(AzuriteProcess? Instance, bool PortInUse)> TryStartAsync(string launcher, int port,
-        TimeSpan timeout, string? dataDirectory, AzuriteAccount? account, AzuriteHttps? https, bool queues, CancellationToken ct)
+        TimeSpan timeout, string? dataDirectory, AzuriteAccount? account, AzuriteHttps? https, bool queues, IPAddress address, CancellationToken ct)
     {
+        var host = address.ToString();
         // In-memory persistence keeps data out of it, but Azurite may still write small files to its working directory.
         var workspace = PrivateFiles.CreateDirectory(Path.Combine(Path.GetTempPath(), "faast-azurite-" + Guid.NewGuid().ToString("N")));
         var guard = Path.Combine(workspace, "faast-guard.cjs");
@@ -199,7 +207,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
             UseShellExecute = false,
             CreateNoWindow = true,
         };
-        foreach (var arg in (string[])["--blobHost", "127.0.0.1", "--blobPort", port.ToString(CultureInfo.InvariantCulture),
+        foreach (var arg in (string[])["--blobHost", host, "--blobPort", port.ToString(CultureInfo.InvariantCulture),
                      "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"])
         {
             psi.ArgumentList.Add(arg);
@@ -209,9 +217,9 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         if (queues)
         {
             // The whole Azurite also starts a table service: on a free loopback port too, never its default 10002.
-            queuePort = FreeLoopbackPort();
-            foreach (var arg in (string[])["--queueHost", "127.0.0.1", "--queuePort", queuePort.Value.ToString(CultureInfo.InvariantCulture),
-                         "--tableHost", "127.0.0.1", "--tablePort", FreeLoopbackPort().ToString(CultureInfo.InvariantCulture)])
+            queuePort = FreePort(address);
+            foreach (var arg in (string[])["--queueHost", host, "--queuePort", queuePort.Value.ToString(CultureInfo.InvariantCulture),
+                         "--tableHost", host, "--tablePort", FreePort(address).ToString(CultureInfo.InvariantCulture)])
                 psi.ArgumentList.Add(arg);
         }
 
@@ -270,7 +278,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
 
         process.BeginOutputReadLine();
         process.BeginErrorReadLine();
-        var instance = new AzuriteProcess(process, port, workspace, output, account, https, queuePort) { _persistent = dataDirectory is not null };
+        var instance = new AzuriteProcess(process, port, workspace, output, account, https, queuePort, address) { _persistent = dataDirectory is not null };
         Live[instance] = true;
         InstallExitHook();
 
@@ -294,7 +302,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
                 ? "exited before it answered"
                 : string.Create(CultureInfo.InvariantCulture, $"did not answer within {timeout.TotalSeconds:0} s");
             throw new InvalidOperationException(string.Create(CultureInfo.InvariantCulture,
-                $"Azurite ('{launcher}') on 127.0.0.1:{port} {what}. Output:{Environment.NewLine}{text}"));
+                $"Azurite ('{launcher}') on {UriHost(address)}:{port} {what}. Output:{Environment.NewLine}{text}"));
         }
         catch
         {
@@ -326,10 +334,10 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
 
         using var http = new HttpClient(handler) { Timeout = TimeSpan.FromSeconds(2) };
         var deadline = Stopwatch.StartNew();
-        var probe = new Uri(string.Create(CultureInfo.InvariantCulture, $"{instance.BlobEndpoint.Scheme}://127.0.0.1:{instance.Port}/"));
+        var probe = new Uri(string.Create(CultureInfo.InvariantCulture, $"{instance.BlobEndpoint.Scheme}://{UriHost(instance.ListenAddress)}:{instance.Port}/"));
         // With queues, the queue service must answer too (the services of one Azurite start one after the other).
         Uri? queueProbe = instance.QueuePort is { } qp
-            ? new Uri(string.Create(CultureInfo.InvariantCulture, $"{instance.BlobEndpoint.Scheme}://127.0.0.1:{qp}/"))
+            ? new Uri(string.Create(CultureInfo.InvariantCulture, $"{instance.BlobEndpoint.Scheme}://{UriHost(instance.ListenAddress)}:{qp}/"))
             : null;
         while (deadline.Elapsed < timeout)
         {
@@ -407,9 +415,13 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         }
     }
 
-    private static int FreeLoopbackPort()
+    /// <summary>An address as the host part of a URI (IPv6 in brackets).</summary>
+    private static string UriHost(IPAddress address) =>
+        address.AddressFamily == AddressFamily.InterNetworkV6 ? $"[{address}]" : address.ToString();
+
+    private static int FreePort(IPAddress address)
     {
-        using var listener = new TcpListener(IPAddress.Loopback, 0);
+        using var listener = new TcpListener(address, 0);
         listener.Start();
         var port = ((IPEndPoint)listener.LocalEndpoint).Port;
         listener.Stop();

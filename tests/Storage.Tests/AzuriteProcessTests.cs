@@ -46,4 +46,21 @@ public class AzuriteProcessTests
         using var client = new TcpClient();
         await Assert.ThrowsAnyAsync<SocketException>(() => client.ConnectAsync(IPAddress.Loopback, port));
     }
+
+    [Fact]
+    public async Task Azurite_listens_on_the_address_it_is_given_and_its_connection_string_names_that_address()
+    {
+        // 127.0.0.2 is on lo like 127.0.0.1 but a different address: what the shaped network's storage address
+        // (bench/net/cloudnet.sh) needs, without root.
+        var address = IPAddress.Parse("127.0.0.2");
+        await using var azurite = await AzuriteProcess.StartAsync(AzuriteFixture.RepoRoot, listenAddress: address);
+        var container = new Azure.Storage.Blobs.BlobContainerClient(azurite.ConnectionString, "listen");
+        await container.CreateAsync();
+        await container.GetBlobClient("a").UploadAsync(BinaryData.FromString("on 127.0.0.2"));
+
+        Assert.Equal("127.0.0.2", azurite.BlobEndpoint.Host);
+        Assert.Equal("on 127.0.0.2", (await container.GetBlobClient("a").DownloadContentAsync()).Value.Content.ToString());
+        using var client = new TcpClient();
+        await Assert.ThrowsAnyAsync<SocketException>(() => client.ConnectAsync(IPAddress.Loopback, azurite.Port));
+    }
 }
