@@ -33,6 +33,7 @@ public static class Program
                     return 0;
                 case "scaling":
                     await ScalingScenario.RunAsync(home, quick);
+                    return 0;
                 case "net":
                     await Net.NetScenario.RunAsync(home, quick, args);
                     return 0;
@@ -47,7 +48,7 @@ public static class Program
                     BenchmarkSwitcher.FromAssembly(typeof(Program).Assembly).Run(rest.Length > 0 ? rest : ["--filter", "*"], config);
                     return 0;
                 default:
-                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, fuzz, scaling, micro");
+                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, fuzz, scaling, net, micro");
                     await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, fuzz, net, micro");
                     return 2;
             }
