@@ -192,6 +192,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         // The unload lifecycle event: every instance drains (each host records and flushes what it holds as it
         // stops); the next request finds no ready instance and loads the app again (a cold start).
         Log.Unloading(_logger, App, reason);
+        _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.Unloading, App, Deployment.Version, null, reason, _platform.Time.GetUtcNow()));
         await ScaleToAsync(0, reason, ct);
     }
 
@@ -250,9 +251,17 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
                 slot.Handle = handle;
                 slot.Started = _platform.Time.GetUtcNow();
                 LoadSeconds = LoadSeconds == 0 ? handle.LoadTime.TotalSeconds : (0.7 * LoadSeconds) + (0.3 * handle.LoadTime.TotalSeconds);
+                bool first;
                 lock (_gate)
+                {
+                    first = !_slots.Any(s => s.State == InstanceState.Ready);
                     slot.State = InstanceState.Ready;
+                }
                 Frontend.AddInstance(new InstanceEndpoint(handle.Id, handle.BaseAddress, $"v{deployment.Version}"));
+                var now = _platform.Time.GetUtcNow();
+                _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStarted, App, deployment.Version, handle.Id, "ready", now));
+                if (first)
+                    _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.Loaded, App, deployment.Version, null, $"first ready instance after {handle.LoadTime.TotalMilliseconds:0} ms", now));
                 Log.InstanceReady(_logger, App, handle.Id, deployment.Version, handle.BaseAddress, handle.LoadTime.TotalMilliseconds);
             }
             catch
@@ -296,9 +305,17 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         }
         Frontend.RemoveInstance(handle.Id);
         await _platform.Provider.StopAsync(handle, _platform.Options.DrainDeadline, CancellationToken.None);
+        bool last;
         lock (_gate)
+        {
             _slots = [.. _slots.Where(s => s != slot)];
+            last = _slots.Count == 0;
+        }
         Log.InstanceStopped(_logger, App, handle.Id);
+        var now = _platform.Time.GetUtcNow();
+        _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStopped, App, handle.Version, handle.Id, "drained", now));
+        if (last && Unloaded)
+            _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.Unloaded, App, handle.Version, null, "every instance stopped", now));
     }
 
     private async Task ColdStartAsync(CancellationToken ct)
@@ -353,6 +370,9 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         try
         {
             _disposed = true;
+            // Instances still starting are waited for (bounded by the provider's start timeout), then drained
+            // with the rest: none is left running behind a stopped platform.
+            await Volatile.Read(ref _starting);
             Slot[] all;
             lock (_gate)
                 all = _slots.ToArray();

@@ -33,6 +33,11 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
 
     public void NotifyChanged(string app) => Changed?.Invoke(app);
 
+    /// <summary>An app's load and unload, and its instances' starts and stops, as they happen (hooks: prewarm records at unload).</summary>
+    public event Action<AppLifecycleEvent>? Lifecycle;
+
+    public void Raise(AppLifecycleEvent e) => Lifecycle?.Invoke(e);
+
     /// <summary>How an instance of <paramref name="deployment"/> is started: its storage, its peer secret, the controller's address.</summary>
     public InstanceSpec SpecFor(Deployment deployment, string directory)
     {
@@ -86,3 +91,20 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
         }
     }
 }
+
+/// <summary>What happened to an app on the platform.</summary>
+public enum AppLifecycleKind
+{
+    /// <summary>The app's first instance of a version is ready (a deploy, a cold start, a platform restart).</summary>
+    Loaded,
+    /// <summary>The keep-alive ran out: every instance is about to drain.</summary>
+    Unloading,
+    /// <summary>The last instance has stopped.</summary>
+    Unloaded,
+    InstanceStarted,
+    InstanceStopped,
+}
+
+/// <summary>One lifecycle event of an app: its kind, the app, the version, the instance (for instance events) and why.</summary>
+public sealed record AppLifecycleEvent(AppLifecycleKind Kind, string App, int Version, string? Instance, string Reason, DateTimeOffset At);
+

@@ -59,6 +59,13 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
 
     public event Action<string>? Changed;
 
+    /// <summary>Apps' load and unload and their instances' starts and stops (the hook later components join, e.g. prewarm at unload).</summary>
+    public event Action<AppLifecycleEvent>? AppLifecycle
+    {
+        add => _context.Lifecycle += value;
+        remove => _context.Lifecycle -= value;
+    }
+
     /// <summary>Binds the frontend and the control port, loads every app deployed in storage, and serves.</summary>
     public static async Task<PlatformHost> StartAsync(PlatformOptions options, IInstanceProvider? provider = null,
         TimeProvider? time = null, Action<ILoggingBuilder>? logging = null, CancellationToken ct = default)

@@ -42,6 +42,8 @@ public sealed record LocalProcessOptions
 public sealed partial class LocalProcessProvider(LocalProcessOptions options) : IInstanceProvider
 {
     private readonly ConcurrentDictionary<string, Tracked> _running = new();
+    private readonly ConcurrentDictionary<int, Process> _starting = new();
+    private volatile bool _disposed;
     private int _sequence;
 
     public event Action<InstanceHandle, string>? Exited;
@@ -66,7 +68,10 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
             info.Environment[name] = value;
         var started = DateTimeOffset.UtcNow;
         var clock = Stopwatch.StartNew();
+        ObjectDisposedException.ThrowIf(_disposed, this);
         var process = Process.Start(info) ?? throw new InvalidOperationException("dotnet did not start");
+        // Tracked from its first moment: a provider disposed while an instance starts must not leave it running.
+        _starting[process.Id] = process;
         var ready = new TaskCompletionSource<Uri>(TaskCreationOptions.RunContinuationsAsynchronously);
         Uri? peer = null;
         var tail = new ConcurrentQueue<string>();
@@ -110,9 +115,18 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
             Kill(process);
             throw;
         }
+        finally
+        {
+            _starting.TryRemove(process.Id, out _);
+        }
         var handle = new InstanceHandle(id, spec.App, spec.Version, await ready.Task, peer, process.Id, started) { LoadTime = clock.Elapsed };
         var tracked = new Tracked(handle, process);
         _running[id] = tracked;
+        if (_disposed)
+        {
+            await StopAsync(handle, TimeSpan.FromSeconds(5), CancellationToken.None);
+            throw new ObjectDisposedException(nameof(LocalProcessProvider), $"the provider was disposed while instance {label} started; it was stopped");
+        }
         _ = WatchAsync(tracked);
         return handle;
     }
@@ -183,6 +197,9 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
     /// <summary>Stops every instance it started (SIGTERM, then kill at 30 s).</summary>
     public async ValueTask DisposeAsync()
     {
+        _disposed = true;
+        foreach (var starting in _starting.Values)
+            Kill(starting);
         var all = _running.Values.ToArray();
         await Task.WhenAll(all.Select(t => StopAsync(t.Handle, TimeSpan.FromSeconds(20), CancellationToken.None)));
     }

@@ -282,6 +282,8 @@ public sealed class PlatformTests : IAsyncLifetime
     {
         var provider = Provider();
         var platform = await StartPlatformAsync(provider);
+        var events = new ConcurrentQueue<AppLifecycleEvent>();
+        platform.AppLifecycle += events.Enqueue;
         using var client = Client(platform);
         var dir = ScaleApp("sleepy", """{ "keepAlive": "00:00:03", "interval": "00:00:01" }""");
         using (var deployed = await client.PutAsync("admin/platform/apps/sleepy", new StreamContent(Zip(dir))))
@@ -291,6 +293,9 @@ public sealed class PlatformTests : IAsyncLifetime
         await Eventually.TrueAsync(async () => await AppAsync(client, "sleepy") is { Unloaded: true, Instances.Count: 0 }, "the unload", seconds: 60);
         Assert.Empty(provider.Processes);
         Assert.Contains((await AppAsync(client, "sleepy")).Decisions, d => d.Kind == "unload");
+        await Eventually.TrueAsync(() => events.Any(e => e.Kind == AppLifecycleKind.Unloaded), "the unloaded event");
+        Assert.Equal([AppLifecycleKind.InstanceStarted, AppLifecycleKind.Loaded, AppLifecycleKind.Unloading, AppLifecycleKind.InstanceStopped, AppLifecycleKind.Unloaded],
+            events.Select(e => e.Kind));
 
         // A cold start: the request waits in the frontend's queue while an instance starts.
         Assert.Equal("ok", await client.GetStringAsync("sleepy/api/work/1"));
