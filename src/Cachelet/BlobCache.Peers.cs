@@ -348,6 +348,7 @@ public sealed partial class BlobCache
         var reads = new Dictionary<string, long>(StringComparer.Ordinal);
         foreach (var path in Enum.GetValues<ReadPath>())
             reads[CacheletMetrics.PathName(path)] = Metrics.Reads(path);
-        return new CacheStats(_owners?.SelfId ?? "", _index.Count, _arena.Allocated, _index.PinnedBytes, _index.Evictions, reads);
+        return new CacheStats(_owners?.SelfId ?? "", _index.Count, _arena.Allocated, _index.PinnedBytes, _index.Evictions, reads,
+            new ParallelFetchStats(ParallelFetches, ParallelRanges, ParallelRangeFallbacks, StorageRangesServed));
     }
 }
