@@ -220,6 +220,12 @@ internal sealed record PeerHostOptions
 
     /// <summary>Heartbeats and expiry; null: <see cref="MembershipOptions"/>' defaults (1 s, gone after 3 missed).</summary>
     public MembershipOptions? Membership { get; init; }
+
+    /// <summary>
+    /// Bandwidth scaling of large misses (Faa$T §4): the threshold (<c>scale.bandwidth.minObjectSize</c>,
+    /// default 64 MiB), the most instances per object, the wait for asked-for instances. See docs/scaling.md.
+    /// </summary>
+    public FaaST.Cachelet.Bandwidth.BandwidthScalingOptions Bandwidth { get; init; } = new();
 }
 
 /// <summary>
