@@ -217,9 +217,11 @@ public sealed partial class BlobCache
             await failed.CancelAsync();
             return RangeOutcome.Changed;
         }
-        catch (OperationCanceledException) when (ct.IsCancellationRequested && !outer.IsCancellationRequested)
+        catch (Exception) when (ct.IsCancellationRequested && !outer.IsCancellationRequested)
         {
-            return RangeOutcome.Stopped; // another range failed first and said why
+            // Another range failed first and said why; however this one's transfer ended when it was
+            // stopped (a cancellation, or a connection cut as a socket error), it has stopped writing.
+            return RangeOutcome.Stopped;
         }
         catch
         {

@@ -373,11 +373,12 @@ internal sealed class PeerServer(BlobCache cache, PeerServerOptions options, ILo
         var blob = request.Blob;
         var started = System.Diagnostics.Stopwatch.GetTimestamp();
         await using var wire = new ForwardingStream(send, header.RangeLength, $"{blob.Container}/{blob.Blob}");
+        // Counted as it starts: the requester may have every byte before this handler returns.
+        cache.CountStorageRangeServed();
         await options.StoreFor(blob.Account)!.DownloadToAsync(blob.Container, blob.Blob, wire,
             new BlobRange(header.Offset, header.RangeLength), ifMatch: header.Version, ct: ct);
         if (wire.Sent != header.RangeLength)
             throw new IOException($"range_from_storage {blob.Container}/{blob.Blob}: storage sent {wire.Sent} of the {header.RangeLength} bytes of range {header.Offset}");
-        cache.CountStorageRangeServed();
         Log.ServedStorageRange(logger, blob.Container, blob.Blob, header.Offset, header.RangeLength,
             System.Diagnostics.Stopwatch.GetElapsedTime(started).TotalMilliseconds);
     }
