@@ -66,7 +66,7 @@ public static class BandwidthScenario
         report.Config("loadavg_at_start", File.ReadAllText("/proc/loadavg").Trim());
 
         // The N the T_DR rule chooses for one running instance, with the paper's profile (the defaults).
-        var paper = new BandwidthProfile().Snapshot();
+        var paper = new ProfiledBandwidth().Snapshot();
         foreach (var (bytes, label) in sizes)
             report.Add($"tdr_n_{label}", BandwidthPlanner.PlanInstances(bytes, 1, paper, 8), "N the T_DR rule picks with 1 running instance and the paper's profile (T_Load 2 s, 90 MB/s, 750 MB/s), cap 8");
 

@@ -117,7 +117,7 @@ public sealed class BandwidthScalingHostTests
     [Fact]
     public void The_instance_planner_plans_with_what_its_transfers_measured()
     {
-        var profile = new FaaST.Scaling.BandwidthProfile();
+        var profile = new ProfiledBandwidth();
         var planner = new ProfiledBandwidthPlanner(profile, maxInstances: 16);
         var before = planner.PlanInstances(800_000_000, running: 1);
         // Storage turned out as fast as the links between instances: splitting gains little.

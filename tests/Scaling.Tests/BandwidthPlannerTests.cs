@@ -72,20 +72,20 @@ public sealed class BandwidthPlannerTests
     }
 }
 
-public sealed class BandwidthProfileTests
+public sealed class ProfiledBandwidthTests
 {
     [Fact]
     public void An_unmeasured_profile_holds_the_documented_defaults()
     {
-        var profile = new BandwidthProfile();
-        var defaults = new BandwidthProfileDefaults();
+        var profile = new ProfiledBandwidth();
+        var defaults = new ProfiledBandwidthDefaults();
         Assert.Equal(new BandwidthSnapshot(defaults.LoadSeconds, defaults.StorageBytesPerSecond, defaults.InstanceBytesPerSecond), profile.Snapshot());
     }
 
     [Fact]
     public void The_first_measurement_replaces_the_default()
     {
-        var profile = new BandwidthProfile();
+        var profile = new ProfiledBandwidth();
         profile.ObserveStorageTransfer(50_000_000, TimeSpan.FromSeconds(1));
         Assert.Equal(50e6, profile.StorageBytesPerSecond, 3);
     }
@@ -93,7 +93,7 @@ public sealed class BandwidthProfileTests
     [Fact]
     public void Later_measurements_are_averaged_with_their_weight()
     {
-        var profile = new BandwidthProfile(weight: 0.5);
+        var profile = new ProfiledBandwidth(weight: 0.5);
         profile.ObserveInstanceTransfer(100_000_000, TimeSpan.FromSeconds(1));
         profile.ObserveInstanceTransfer(300_000_000, TimeSpan.FromSeconds(1));
         Assert.Equal(200e6, profile.InstanceBytesPerSecond, 3);
@@ -102,7 +102,7 @@ public sealed class BandwidthProfileTests
     [Fact]
     public void Observed_load_times_update_the_load_time()
     {
-        var profile = new BandwidthProfile(weight: 0.5);
+        var profile = new ProfiledBandwidth(weight: 0.5);
         profile.ObserveLoad(TimeSpan.FromSeconds(4));
         profile.ObserveLoad(TimeSpan.FromSeconds(2));
         Assert.Equal(3.0, profile.LoadSeconds, 9);
@@ -112,16 +112,16 @@ public sealed class BandwidthProfileTests
     [Fact]
     public void Empty_transfers_are_not_measurements()
     {
-        var profile = new BandwidthProfile();
+        var profile = new ProfiledBandwidth();
         profile.ObserveStorageTransfer(0, TimeSpan.FromSeconds(1));
         profile.ObserveStorageTransfer(1000, TimeSpan.Zero);
-        Assert.Equal(new BandwidthProfileDefaults().StorageBytesPerSecond, profile.StorageBytesPerSecond);
+        Assert.Equal(new ProfiledBandwidthDefaults().StorageBytesPerSecond, profile.StorageBytesPerSecond);
     }
 
     [Fact]
     public void A_zero_bandwidth_default_is_refused_with_its_name()
     {
-        var e = Assert.Throws<ArgumentOutOfRangeException>(() => new BandwidthProfile(new BandwidthProfileDefaults { StorageBytesPerSecond = 0 }));
+        var e = Assert.Throws<ArgumentOutOfRangeException>(() => new ProfiledBandwidth(new ProfiledBandwidthDefaults { StorageBytesPerSecond = 0 }));
         Assert.Contains("StorageBytesPerSecond", e.Message, StringComparison.Ordinal);
     }
 }

@@ -7,7 +7,7 @@ namespace FaaST.Cachelet.Bandwidth;
 /// <summary>
 /// Decides how many instances fetch one large object together and learns the numbers it decides with
 /// (Faa$T §4, "Bandwidth scaling"). The runtime implements it with src/Scaling's BandwidthPlanner and
-/// BandwidthProfile; the cache core knows only this.
+/// ProfiledBandwidth; the cache core knows only this.
 /// </summary>
 public interface IBandwidthPlanner
 {

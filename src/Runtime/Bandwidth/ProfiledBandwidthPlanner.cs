@@ -5,12 +5,12 @@ namespace FaaST.Runtime.Bandwidth;
 
 /// <summary>
 /// The cache's bandwidth planner on this instance: the T_DR rule of src/Scaling (<see cref="BandwidthPlanner"/>)
-/// over this instance's <see cref="BandwidthProfile"/>, which the cache's transfers keep measuring (and
+/// over this instance's <see cref="ProfiledBandwidth"/>, which the cache's transfers keep measuring (and
 /// which the instance reports in its votes, protos/scale.proto BandwidthProfile).
 /// </summary>
-internal sealed class ProfiledBandwidthPlanner(BandwidthProfile profile, int maxInstances) : IBandwidthPlanner
+internal sealed class ProfiledBandwidthPlanner(ProfiledBandwidth profile, int maxInstances) : IBandwidthPlanner
 {
-    public BandwidthProfile Profile => profile;
+    public ProfiledBandwidth Profile => profile;
 
     public int PlanInstances(long objectBytes, int running) =>
         BandwidthPlanner.PlanInstances(objectBytes, running, profile.Snapshot(), maxInstances);

@@ -44,7 +44,7 @@ internal sealed class PeersComponent : ILifecycleParticipant
     /// This instance's bandwidth profile (T_Load, BW_BS, BW_Inst; Faa$T §4), measured by the cache's
     /// transfers: what its bandwidth planning uses and its votes report.
     /// </summary>
-    public BandwidthProfile BandwidthProfile { get; } = new();
+    public ProfiledBandwidth Bandwidth { get; } = new();
     private Task _joining = Task.CompletedTask;
     private bool _stopped;
 
@@ -188,7 +188,7 @@ internal sealed class PeersComponent : ILifecycleParticipant
             _cache.Cache!.ConnectPeers(new RingOwnerDirectory(membership), _client!);
             // Large misses are fetched by several instances at once; without a scale controller
             // (FAAST_SCALE_CONTROLLER unset) only by those already in the view.
-            _cache.Cache.ConnectBandwidthScaling(new ProfiledBandwidthPlanner(BandwidthProfile, _options.Bandwidth.MaxInstances), _scaler, _options.Bandwidth);
+            _cache.Cache.ConnectBandwidthScaling(new ProfiledBandwidthPlanner(Bandwidth, _options.Bandwidth.MaxInstances), _scaler, _options.Bandwidth);
         }
         Log.InstanceServing(_logger, membership.Self.Id, membership.Self.PeerAddress, membership.Members.Count);
         return true;

@@ -3,14 +3,14 @@ namespace FaaST.Scaling;
 /// <summary>
 /// The three numbers bandwidth scaling plans with (Faa$T §4): T_Load, the time to add an instance;
 /// BW_BS, one instance's bandwidth to blob storage; BW_Inst, the bandwidth between two instances.
-/// Each starts at a documented default (<see cref="BandwidthProfileDefaults"/>) and is then an
+/// Each starts at a documented default (<see cref="ProfiledBandwidthDefaults"/>) and is then an
 /// exponentially weighted average of what this instance observed (§4: "profiled periodically").
 /// </summary>
 /// <remarks>
 /// Updated once per observed transfer of a large object and read once per planned fetch: a small lock,
 /// never on a per-request path.
 /// </remarks>
-public sealed class BandwidthProfile
+public sealed class ProfiledBandwidth
 {
     private readonly Lock _lock = new();
     private readonly double _weight;
@@ -18,11 +18,11 @@ public sealed class BandwidthProfile
     private double _storageBytesPerSecond;
     private double _instanceBytesPerSecond;
 
-    /// <param name="defaults">The values used until measured; null: <see cref="BandwidthProfileDefaults"/>.</param>
+    /// <param name="defaults">The values used until measured; null: <see cref="ProfiledBandwidthDefaults"/>.</param>
     /// <param name="weight">The weight of a new observation in the average, in (0, 1].</param>
-    public BandwidthProfile(BandwidthProfileDefaults? defaults = null, double weight = BandwidthProfileDefaults.ObservationWeight)
+    public ProfiledBandwidth(ProfiledBandwidthDefaults? defaults = null, double weight = ProfiledBandwidthDefaults.ObservationWeight)
     {
-        defaults ??= new BandwidthProfileDefaults();
+        defaults ??= new ProfiledBandwidthDefaults();
         if (!(weight > 0 && weight <= 1))
             throw new ArgumentOutOfRangeException(nameof(weight), weight, "the weight of an observation must be in (0, 1]");
         Check(defaults.LoadSeconds, nameof(defaults.LoadSeconds), allowZero: true);
@@ -140,7 +140,7 @@ public readonly record struct BandwidthSnapshot(double LoadSeconds, double Stora
 /// is the time a local FaaST.Runtime host takes from its start to its first ready answer on this
 /// kind of machine (about 2 s). Each is replaced by the first measurement of it.
 /// </summary>
-public sealed record BandwidthProfileDefaults
+public sealed record ProfiledBandwidthDefaults
 {
     /// <summary>The weight of a new observation in the averages.</summary>
     public const double ObservationWeight = 0.3;
