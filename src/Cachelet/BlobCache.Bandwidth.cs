@@ -21,6 +21,9 @@ namespace FaaST.Cachelet;
 /// </summary>
 public sealed partial class BlobCache
 {
+    /// <summary>The smallest range a parallel fetch asks for (1 MiB).</summary>
+    internal const long MinRange = 1 << 20;
+
     private BandwidthScaling? _bandwidth;
     private long _parallelFetches;
     private long _parallelRanges;
@@ -114,7 +117,9 @@ public sealed partial class BlobCache
         var planned = Math.Clamp(bandwidth.Planner.PlanInstances(size, running), 1, bandwidth.Options.MaxInstances);
         if (planned > running && bandwidth.Scaler is { } scaler)
             await ScaleOutAsync(bandwidth, scaler, key, size, planned, running, ct);
-        var helpers = owners.Others.Take(planned - 1).ToArray();
+        // Never ranges below MinRange: their requests would cost more than they move (and a plan larger
+        // than the object's size in bytes would leave empty ranges).
+        var helpers = owners.Others.Take((int)Math.Min(planned, Math.Max(1, size / MinRange)) - 1).ToArray();
         if (helpers.Length == 0 || target is not FetchTarget fetchTarget || !fetchTarget.TryOpenExtent(size, out var extent))
         {
             // One instance after all, or no room to cache it: one download of the version seen, as any miss.

@@ -179,6 +179,31 @@ public sealed class BandwidthScalingTests(AzuriteFixture azurite)
     }
 
     [Fact]
+    public async Task No_range_is_smaller_than_a_mebibyte_whatever_the_plan()
+    {
+        var data = Random((3 << 20) + (1 << 19)); // 3.5 MiB: three ranges at most, though four instances are planned
+        var (name, _) = await PutAsync(data);
+        await using var owner = await PeerNode.StartAsync("owner", azurite.Store, LocalRead);
+        var helpers = await StartHelpersAsync(3, _ => azurite.Store);
+        try
+        {
+            foreach (var helper in helpers)
+                owner.Owners.View[helper.Id] = helper.AsPeer;
+            owner.Cache.ConnectBandwidthScaling(new FixedPlan(4), scaler: null, SmallThreshold);
+
+            using var read = (await owner.Cache.ReadAsync(azurite.Store, Container, name, default))!.Value;
+
+            Assert.Equal(Sha(data), Sha(read.Entry!.Extent.Span));
+            Assert.Equal(2, owner.Cache.ParallelRanges);
+            Assert.Equal(2, helpers.Sum(h => h.Cache.StorageRangesServed));
+        }
+        finally
+        {
+            await DisposeAllAsync(helpers);
+        }
+    }
+
+    [Fact]
     public async Task A_plan_above_the_view_asks_for_instances_at_once_and_uses_those_that_join()
     {
         var data = Random(6 << 20);
