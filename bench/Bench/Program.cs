@@ -5,7 +5,7 @@ using BenchmarkDotNet.Toolchains.InProcess.Emit;
 
 namespace FaaST.Bench;
 
-/// <summary>./faast bench SCENARIO [--quick]. Scenarios: runtime, cachelet, distributed, faults (end to end), fuzz (seeded fuzzers; --seed N, --only T), micro (BenchmarkDotNet).</summary>
+/// <summary>./faast bench SCENARIO [--quick]. Scenarios: runtime, cachelet, distributed, faults, bandwidth (end to end), fuzz (seeded fuzzers; --seed N, --only T), micro (BenchmarkDotNet).</summary>
 public static class Program
 {
     public static async Task<int> Main(string[] args)
@@ -37,6 +37,9 @@ public static class Program
                 case "net":
                     await Net.NetScenario.RunAsync(home, quick, args);
                     return 0;
+                case "bandwidth":
+                    await BandwidthScenario.RunAsync(home, quick);
+                    return 0;
                 case "micro":
                     // In-process: the project file is not named after the assembly, so BenchmarkDotNet's
                     // default out-of-process toolchain cannot find it. Reports land in bench/results/micro.
@@ -48,8 +51,7 @@ public static class Program
                     BenchmarkSwitcher.FromAssembly(typeof(Program).Assembly).Run(rest.Length > 0 ? rest : ["--filter", "*"], config);
                     return 0;
                 default:
-                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, fuzz, scaling, net, micro");
-                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, fuzz, net, micro");
+                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, fuzz, scaling, bandwidth, net, micro");
                     return 2;
             }
         }

@@ -103,12 +103,17 @@ public sealed partial class BlobCache
             try
             {
                 var get = new PeerGet(key, request.IfVersion, Fetch: true, request.Validate);
+                var started = System.Diagnostics.Stopwatch.GetTimestamp();
                 var answer = await peers.GetAsync(owner, get, h =>
                 {
                     if (h.RangeLength != h.Length)
                         throw new PeerException($"{owner.Address} sent {h.RangeLength} of {h.Length} bytes of {key.Container}/{key.Blob} for a whole-object read");
                     return target.Open(h.Length);
                 }, ct);
+                // A remote hit moved the object from the owner's memory: what bandwidth scaling plans
+                // with as BW_Inst (Faa$T §4).
+                if (answer is { Status: PeerStatus.Ok, Fetched: false } && cache._bandwidth is { } bandwidth && answer.Length >= bandwidth.Options.ObserveMinBytes)
+                    bandwidth.Planner.ObserveInstanceTransfer(answer.Length, System.Diagnostics.Stopwatch.GetElapsedTime(started));
                 return answer.Status switch
                 {
                     PeerStatus.NotModified => SourceResult.NotModified,
@@ -348,6 +353,7 @@ public sealed partial class BlobCache
         var reads = new Dictionary<string, long>(StringComparer.Ordinal);
         foreach (var path in Enum.GetValues<ReadPath>())
             reads[CacheletMetrics.PathName(path)] = Metrics.Reads(path);
-        return new CacheStats(_owners?.SelfId ?? "", _index.Count, _arena.Allocated, _index.PinnedBytes, _index.Evictions, reads);
+        return new CacheStats(_owners?.SelfId ?? "", _index.Count, _arena.Allocated, _index.PinnedBytes, _index.Evictions, reads,
+            new ParallelFetchStats(ParallelFetches, ParallelRanges, ParallelRangeFallbacks, StorageRangesServed));
     }
 }

@@ -60,7 +60,7 @@ public sealed partial class BlobCache : IAsyncDisposable
         _fetches = new SingleFlight<BlobKey, CachedRead?>(_stopping.Token, static (_, read) => read?.Dispose(),
             (key, e) => Log.AbandonedFetchFailed(_logger, key.Container, key.Blob, e.Message));
         _ownerSource = new OwnerSource(this);
-        _sources = [_ownerSource, .. tiers ?? [], StorageSource.Instance];
+        _sources = [_ownerSource, .. tiers ?? [], new ScalingStorageSource(this)];
         _writer = Task.Run(WriteBehindAsync);
     }
 
@@ -325,6 +325,19 @@ public sealed partial class BlobCache : IAsyncDisposable
                 return _buffer = new MemoryStream((int)length);
             _file = TemporaryFile.Create(cache._arena, Interlocked.Increment(ref cache._temporaryFiles));
             return _file.Stream;
+        }
+
+        /// <summary>
+        /// A new extent of exactly <paramref name="length"/> bytes for ranges written at their offsets
+        /// (bandwidth scaling); false, holding nothing, when the cache has no room.
+        /// </summary>
+        public bool TryOpenExtent(long length, out Extent extent)
+        {
+            Discard();
+            if (!cache.TryAllocate(length, out extent))
+                return false;
+            _extent = extent;
+            return true;
         }
 
         /// <summary>The read of a found object; the target holds nothing afterwards.</summary>

@@ -4,7 +4,7 @@ namespace FaaST.Cachelet;
 
 /// <summary>
 /// The cachelet's log messages, source-generated (no boxing, no parsing of the template per call), with event ids
-/// 2000-2099. Warnings that can come once per read go through a <see cref="LogGate"/> at the call site; the line
+/// 2000-2099, and 2600-2649 for bandwidth scaling. Warnings that can come once per read go through a <see cref="LogGate"/> at the call site; the line
 /// that passes after some were held back is preceded by <see cref="Suppressed"/>.
 /// </summary>
 internal static partial class Log
@@ -41,4 +41,21 @@ internal static partial class Log
 
     [LoggerMessage(EventId = 2010, Level = LogLevel.Information, Message = "{Count} more lines like the next ({Kind}) were suppressed in the last second")]
     public static partial void Suppressed(ILogger logger, long count, string kind);
+
+    [LoggerMessage(EventId = 2600, Level = LogLevel.Information,
+        Message = "Fetched {Container}/{Blob} ({Bytes} bytes) in {Ranges} parallel ranges in {Milliseconds:0.0} ms ({Fallbacks} fell back to storage here)")]
+    public static partial void ParallelFetch(ILogger logger, string container, string blob, long bytes, int ranges, double milliseconds, int fallbacks);
+
+    [LoggerMessage(EventId = 2601, Level = LogLevel.Warning, Message = "Range {Offset}+{Length} of {Container}/{Blob} from {Peer} failed, fetching it from storage here: {Message}")]
+    public static partial void ParallelRangeFellBack(ILogger logger, string container, string blob, long offset, long length, string peer, string message);
+
+    [LoggerMessage(EventId = 2602, Level = LogLevel.Information, Message = "{Container}/{Blob} changed in storage (no longer {Version}) during a parallel fetch: fetching it again whole")]
+    public static partial void ParallelFetchVersionChanged(ILogger logger, string container, string blob, string version);
+
+    [LoggerMessage(EventId = 2603, Level = LogLevel.Warning, Message = "Asking for {Planned} instances to fetch {Container}/{Blob} failed, using the instances there are: {Message}")]
+    public static partial void ScaleOutFailed(ILogger logger, string container, string blob, int planned, string message);
+
+    [LoggerMessage(EventId = 2604, Level = LogLevel.Information,
+        Message = "Asked for {Planned} instances to fetch {Container}/{Blob}: {Granted} granted, {Have} in the view after {Milliseconds:0} ms")]
+    public static partial void ScaledOut(ILogger logger, string container, string blob, int planned, int granted, int have, double milliseconds);
 }

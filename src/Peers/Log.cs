@@ -5,7 +5,7 @@ namespace FaaST.Peers;
 
 /// <summary>
 /// The peer transport's log messages, source-generated (no boxing, no parsing of the template per call), with
-/// event ids 3000-3099. Refusals are logged per connection or call, not per blob read, so they are not gated.
+/// event ids 3000-3099, and 3600-3649 for bandwidth scaling's ranges served from storage. Refusals are logged per connection or call, not per blob read, so they are not gated.
 /// </summary>
 internal static partial class Log
 {
@@ -25,4 +25,7 @@ internal static partial class Log
 
     [LoggerMessage(EventId = 3004, Level = LogLevel.Warning, Message = "Refused a peer {Method} call from {Remote}: missing or wrong app credentials ({Reason})")]
     public static partial void CallRefused(ILogger logger, string method, IPAddress? remote, string reason);
+
+    [LoggerMessage(EventId = 3600, Level = LogLevel.Debug, Message = "Served {Container}/{Blob} range {Offset}+{Length} from storage to a peer in {Milliseconds:0.0} ms")]
+    public static partial void ServedStorageRange(ILogger logger, string container, string blob, long offset, long length, double milliseconds);
 }

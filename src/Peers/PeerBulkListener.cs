@@ -175,8 +175,18 @@ public sealed class PeerBulkListener
             using (read)
             {
                 await SendAsync(socket, PeerBulk.Frame(new BulkReply { Header = header }), ct);
-                if (header.Status == ObjectHeader.Types.Status.Ok)
+                if (header.Status != ObjectHeader.Types.Status.Ok)
+                    continue;
+                if (request.RangeFromStorage)
+                {
+                    // A failure once the header went (the blob changed mid-range) ends the connection:
+                    // the framing promised range_length bytes, so the requester sees the range cut short.
+                    await server.SendStorageRangeAsync(request, header, (data, token) => new ValueTask(SendAsync(socket, data, token)), ct);
+                }
+                else
+                {
                     await SendRangeAsync(server.Cache, socket, read, header.Offset, header.RangeLength, ct);
+                }
             }
         }
     }

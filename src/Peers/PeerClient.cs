@@ -251,6 +251,18 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
         return PeerWire.ToAnswer(header, owner.Address);
     }
 
+    async Task<PeerAnswer> IOwnerClient.GetRangeFromStorageAsync(Peer peer, BlobKey key, string version, long offset, long length, Stream destination, CancellationToken ct)
+    {
+        var get = new GetRequest { Blob = PeerWire.ToRef(key), IfVersion = version, Offset = offset, Length = length, RangeFromStorage = true };
+        var header = await GetAsync(peer.Address, get, h =>
+        {
+            if (h.Offset != offset || h.RangeLength != length || h.Version != version)
+                throw new PeerException($"{peer.Address} answered range {h.Offset}+{h.RangeLength} of version {h.Version} of {key.Container}/{key.Blob} for range {offset}+{length} of {version}");
+            return destination;
+        }, ct);
+        return PeerWire.ToAnswer(header, peer.Address);
+    }
+
     async Task<string> IOwnerClient.PutAsync(Peer owner, BlobKey key, long length, bool uploadSync, Func<long, int, ReadOnlyMemory<byte>> source, CancellationToken ct) =>
         (await PutAsync(owner.Address, new PutHeader { Blob = PeerWire.ToRef(key), Length = length, UploadSync = uploadSync }, source, ct)).Version;
 

@@ -145,8 +145,19 @@ public class PeerService
         using (read)
         {
             await responses.WriteAsync(new GetChunk { Header = header }, ct);
-            if (header.Status == ObjectHeader.Types.Status.Ok)
+            if (header.Status != ObjectHeader.Types.Status.Ok)
+                return;
+            if (request.RangeFromStorage)
+            {
+                // Each piece the download hands over is serialized into the response before WriteAsync
+                // returns (the storage client's pooled buffer is then free for its next read).
+                await server.SendStorageRangeAsync(request, header,
+                    (data, token) => new ValueTask(responses.WriteAsync(new GetChunk { Data = UnsafeByteOperations.UnsafeWrap(data) }, token)), ct);
+            }
+            else
+            {
                 await server.SendRangeAsync(responses, read, header.Offset, header.RangeLength, ct);
+            }
         }
     }
 
@@ -313,6 +324,8 @@ internal sealed class PeerServer(BlobCache cache, PeerServerOptions options, ILo
     /// </summary>
     public async Task<(ObjectHeader Header, CachedRead Read)> OpenRangeAsync(GetRequest request, string method, CancellationToken ct)
     {
+        if (request.RangeFromStorage)
+            return (await OpenStorageRangeAsync(request, method, ct), default);
         var blob = Check(request.Blob, method);
         var found = await cache.OpenForPeerAsync(StoreFor(blob, method), PeerWire.ToKey(blob), request.IfVersion, request.Fetch, request.Validate, ct);
         var read = found.Read;
@@ -338,6 +351,98 @@ internal sealed class PeerServer(BlobCache cache, PeerServerOptions options, ILo
             RangeLength = rangeLength,
             Fetched = found.Fetched,
         }, read);
+    }
+
+    /// <summary>
+    /// A range_from_storage Get (bandwidth scaling, Faa$T §4): checks the request and, with one HEAD,
+    /// that storage still holds the version asked for; the header to send (the whole object's length,
+    /// the range). Nothing is cached or pinned: the bytes go from the download to the wire.
+    /// </summary>
+    private async Task<ObjectHeader> OpenStorageRangeAsync(GetRequest request, string method, CancellationToken ct)
+    {
+        var blob = Check(request.Blob, method);
+        var what = $"{method} {blob.Container}/{blob.Blob} (range_from_storage)";
+        if (request.IfVersion.Length == 0)
+            throw Error(StatusCode.InvalidArgument, $"{what}: if_version (the object's ETag) is required");
+        if (request.Offset < 0 || request.Length <= 0)
+            throw Error(StatusCode.InvalidArgument, $"{what}: the range {request.Offset}+{request.Length} must have offset >= 0 and length > 0");
+        var store = StoreFor(blob, method);
+        var head = await store.GetPropertiesAsync(blob.Container, blob.Blob, ct);
+        if (head is null)
+            return new ObjectHeader { Status = ObjectHeader.Types.Status.NotFound };
+        if (head.ETag != request.IfVersion)
+            throw Error(StatusCode.FailedPrecondition, $"{what}: storage holds version {head.ETag}, not the {request.IfVersion} asked for");
+        if (request.Offset > head.Length - request.Length)
+            throw Error(StatusCode.OutOfRange, $"{what}: range {request.Offset}+{request.Length} is outside its {head.Length} bytes");
+        return new ObjectHeader
+        {
+            Status = ObjectHeader.Types.Status.Ok,
+            Version = head.ETag,
+            Length = head.Length,
+            Offset = request.Offset,
+            RangeLength = request.Length,
+            Fetched = true,
+        };
+    }
+
+    /// <summary>
+    /// Downloads a range_from_storage Get's range with If-Match on its version and hands each piece to
+    /// <paramref name="send"/> as it arrives (the storage client's pooled copy buffer, no other copy).
+    /// A failure after the header (the blob changed, storage went away) throws: the call is aborted,
+    /// so the requester never takes a partial or mixed range.
+    /// </summary>
+    public async Task SendStorageRangeAsync(GetRequest request, ObjectHeader header, Func<ReadOnlyMemory<byte>, CancellationToken, ValueTask> send, CancellationToken ct)
+    {
+        var blob = request.Blob;
+        var started = System.Diagnostics.Stopwatch.GetTimestamp();
+        await using var wire = new ForwardingStream(send, header.RangeLength, $"{blob.Container}/{blob.Blob}");
+        // Counted as it starts: the requester may have every byte before this handler returns.
+        cache.CountStorageRangeServed();
+        await options.StoreFor(blob.Account)!.DownloadToAsync(blob.Container, blob.Blob, wire,
+            new BlobRange(header.Offset, header.RangeLength), ifMatch: header.Version, ct: ct);
+        if (wire.Sent != header.RangeLength)
+            throw new IOException($"range_from_storage {blob.Container}/{blob.Blob}: storage sent {wire.Sent} of the {header.RangeLength} bytes of range {header.Offset}");
+        Log.ServedStorageRange(logger, blob.Container, blob.Blob, header.Offset, header.RangeLength,
+            System.Diagnostics.Stopwatch.GetElapsedTime(started).TotalMilliseconds);
+    }
+
+    /// <summary>A write-only stream that passes each write on (to a response or a socket), refusing more than the range.</summary>
+    private sealed class ForwardingStream(Func<ReadOnlyMemory<byte>, CancellationToken, ValueTask> send, long limit, string what) : Stream
+    {
+        public long Sent { get; private set; }
+
+        public override bool CanRead => false;
+        public override bool CanSeek => false;
+        public override bool CanWrite => true;
+        public override long Length => throw new NotSupportedException();
+
+        public override long Position
+        {
+            get => Sent;
+            set => throw new NotSupportedException();
+        }
+
+        public override async ValueTask WriteAsync(ReadOnlyMemory<byte> buffer, CancellationToken ct = default)
+        {
+            if (buffer.Length > limit - Sent)
+                throw new IOException($"range_from_storage {what}: storage sent more than the {limit} bytes asked for");
+            await send(buffer, ct);
+            Sent += buffer.Length;
+        }
+
+        public override Task WriteAsync(byte[] buffer, int offset, int count, CancellationToken ct) => WriteAsync(buffer.AsMemory(offset, count), ct).AsTask();
+
+        public override void Write(byte[] buffer, int offset, int count) => WriteAsync(buffer.AsMemory(offset, count)).AsTask().GetAwaiter().GetResult();
+
+        public override void Flush()
+        {
+        }
+
+        public override int Read(byte[] buffer, int offset, int count) => throw new NotSupportedException("the stream is write-only");
+
+        public override long Seek(long offset, SeekOrigin origin) => throw new NotSupportedException();
+
+        public override void SetLength(long value) => throw new NotSupportedException();
     }
 
     /// <summary>The range in data messages; each wraps the source's memory and is copied once, into the response.</summary>

@@ -40,6 +40,10 @@ internal static class PeerWire
             Bytes = stats.Bytes,
             PinnedBytes = stats.PinnedBytes,
             Evictions = stats.Evictions,
+            ParallelFetches = stats.Parallel.Fetches,
+            ParallelRanges = stats.Parallel.Ranges,
+            ParallelRangeFallbacks = stats.Parallel.Fallbacks,
+            StorageRangesServed = stats.Parallel.StorageRangesServed,
         };
         foreach (var (path, count) in stats.Reads)
             response.Reads[path] = count;
@@ -47,7 +51,8 @@ internal static class PeerWire
     }
 
     public static CacheStats ToStats(StatsResponse response) =>
-        new(response.MemberId, response.Objects, response.Bytes, response.PinnedBytes, response.Evictions, new Dictionary<string, long>(response.Reads));
+        new(response.MemberId, response.Objects, response.Bytes, response.PinnedBytes, response.Evictions, new Dictionary<string, long>(response.Reads),
+            new ParallelFetchStats(response.ParallelFetches, response.ParallelRanges, response.ParallelRangeFallbacks, response.StorageRangesServed));
 
     public static string Describe(BlobRef? blob) => blob is null ? "(no blob)" : $"{blob.Container}/{blob.Blob}";
 }

@@ -127,6 +127,32 @@ public sealed class DistributedTests(AzuriteFixture azurite)
     }
 
     [Fact]
+    public async Task A_large_miss_is_fetched_in_ranges_by_the_three_instances_and_arrives_intact()
+    {
+        // Bandwidth scaling (Faa$T §4) on real processes: a reader's remote miss of an object above the
+        // threshold; its owner splits the download over the view's three instances (range_from_storage).
+        using var app = ReadApp("bwdist");
+        var environment = new Dictionary<string, string>
+        {
+            ["FAAST_PEER_SECRET"] = Secret,
+            ["FAAST_BANDWIDTH_MIN_OBJECT_SIZE"] = "1048576",
+            ["Logging__LogLevel__Default"] = "Information",
+        };
+        await using var group = await StartAsync(app.Directory, 3, environment, "bw-logs");
+        var owner = group[0];
+        var name = NameOwnedBy(group, owner, "dist", "bw-" + Guid.NewGuid().ToString("N")[..8]);
+        var data = await UploadAsync(name, (24 << 20) + 7);
+
+        Assert.Equal(Expected(data), await GetAsync(group[1], $"api/read/{name}"));
+
+        Assert.Equal(1, (await ReadsAsync(group[1]))["remote_miss"]);
+        Assert.Equal(1, (await ReadsAsync(owner))["local_miss"]);
+        var ownerLog = await File.ReadAllTextAsync(Path.Combine(Path.GetDirectoryName(app.Directory)!, "bw-logs", "instance-0.log"));
+        Assert.Contains($"{name} ({data.Length} bytes) in 3 parallel ranges", ownerLog, StringComparison.Ordinal);
+        Assert.Equal(Expected(data), await GetAsync(group[2], $"api/read/{name}")); // and a remote hit of the assembled copy
+    }
+
+    [Fact]
     public async Task An_unchanged_sample_app_on_three_instances_gets_remote_hits()
     {
         using var app = TestApp.CopySample("python-app", keepName: true);

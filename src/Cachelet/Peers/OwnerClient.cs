@@ -43,6 +43,16 @@ public interface IOwnerClient
     Task<PeerAnswer> GetAsync(Peer owner, PeerGet request, Func<PeerAnswer, Stream?> destination, CancellationToken ct);
 
     /// <summary>
+    /// Bandwidth scaling (Faa$T §4): asks <paramref name="peer"/> to download the range
+    /// [<paramref name="offset"/>, <paramref name="offset"/> + <paramref name="length"/>) of
+    /// <paramref name="key"/> from storage (not from its cache, without caching it), on condition
+    /// that storage still holds <paramref name="version"/>, and writes the bytes into
+    /// <paramref name="destination"/> as they arrive. <see cref="PeerStatus.NotFound"/> if the blob
+    /// is gone; a changed blob, a short range or any other failure is a <see cref="PeerException"/>.
+    /// </summary>
+    Task<PeerAnswer> GetRangeFromStorageAsync(Peer peer, BlobKey key, string version, long offset, long length, Stream destination, CancellationToken ct);
+
+    /// <summary>
     /// Writes an object through to its owner: <paramref name="length"/> bytes, taken window by window
     /// from <paramref name="source"/> (offset, length). Returns the version the owner then holds.
     /// </summary>
@@ -88,7 +98,16 @@ public sealed record PeerAnswer(PeerStatus Status, string Version = "", long Len
 
 /// <summary>An instance's cache statistics (what a peer's Stats call returns).</summary>
 /// <param name="Reads">Reads by path name (local_hit, local_miss, remote_hit, remote_miss, passthrough).</param>
-public sealed record CacheStats(string MemberId, long Objects, long Bytes, long PinnedBytes, long Evictions, IReadOnlyDictionary<string, long> Reads);
+/// <param name="Parallel">Bandwidth scaling's counts (see <see cref="ParallelFetchStats"/>).</param>
+public sealed record CacheStats(string MemberId, long Objects, long Bytes, long PinnedBytes, long Evictions, IReadOnlyDictionary<string, long> Reads,
+    ParallelFetchStats Parallel = default);
+
+/// <summary>Bandwidth scaling's counts at one instance (Faa$T §4).</summary>
+/// <param name="Fetches">Misses this instance fetched in parallel ranges.</param>
+/// <param name="Ranges">Ranges other instances sent it for those.</param>
+/// <param name="Fallbacks">Ranges it fetched from storage itself after another instance failed.</param>
+/// <param name="StorageRangesServed">range_from_storage Gets it served for other instances.</param>
+public readonly record struct ParallelFetchStats(long Fetches, long Ranges, long Fallbacks, long StorageRangesServed);
 
 /// <summary>
 /// An object a peer asked for, pinned while it is sent. <see cref="Status"/> OK means <see cref="Read"/>

@@ -64,6 +64,7 @@ internal sealed record HostOptions(
             Timeout = cache.Policy.PeerTimeout,
             FetchTimeout = cache.Policy.PeerFetchTimeout,
             Membership = options.Membership,
+            Bandwidth = PeerHostOptions.BandwidthFromEnvironment(System.Environment.GetEnvironmentVariable(PeerHostOptions.BandwidthMinObjectSizeVariable)),
         };
         if (peers.Enabled)
             PeerSecret.CheckExposure(app, startsAzurite || StorageConnectionString.IsPublicDevelopmentKey(app.Settings["AzureWebJobsStorage"]),
@@ -218,6 +219,23 @@ internal sealed record WorkerHostOptions
 /// <summary>The cooperative cache: the peer endpoint, membership, and how long a peer may take.</summary>
 internal sealed record PeerHostOptions
 {
+    /// <summary>
+    /// Bandwidth scaling's threshold in bytes, until faast.json's <c>scale.bandwidth.minObjectSize</c> is
+    /// wired to <see cref="Bandwidth"/> (the benchmarks set it to split objects smaller than 64 MiB).
+    /// </summary>
+    public const string BandwidthMinObjectSizeVariable = "FAAST_BANDWIDTH_MIN_OBJECT_SIZE";
+
+    /// <summary>The bandwidth options with <see cref="BandwidthMinObjectSizeVariable"/> applied, if set.</summary>
+    /// <exception cref="InvalidOperationException">It is set but not a whole number of bytes >= 1.</exception>
+    public static FaaST.Cachelet.Bandwidth.BandwidthScalingOptions BandwidthFromEnvironment(string? minObjectSize)
+    {
+        if (string.IsNullOrWhiteSpace(minObjectSize))
+            return new();
+        if (!long.TryParse(minObjectSize.Trim(), System.Globalization.NumberStyles.None, System.Globalization.CultureInfo.InvariantCulture, out var bytes) || bytes < 1)
+            throw new InvalidOperationException($"{BandwidthMinObjectSizeVariable}: '{minObjectSize}' is not a whole number of bytes >= 1");
+        return new() { MinObjectSize = bytes };
+    }
+
     /// <summary>The cache is on and --no-peers was not given.</summary>
     public required bool Enabled { get; init; }
 
@@ -238,6 +256,12 @@ internal sealed record PeerHostOptions
 
     /// <summary>Heartbeats and expiry; null: <see cref="MembershipOptions"/>' defaults (1 s, gone after 3 missed).</summary>
     public MembershipOptions? Membership { get; init; }
+
+    /// <summary>
+    /// Bandwidth scaling of large misses (Faa$T §4): the threshold (<c>scale.bandwidth.minObjectSize</c>,
+    /// default 64 MiB), the most instances per object, the wait for asked-for instances. See docs/scaling.md.
+    /// </summary>
+    public FaaST.Cachelet.Bandwidth.BandwidthScalingOptions Bandwidth { get; init; } = new();
 }
 
 /// <summary>

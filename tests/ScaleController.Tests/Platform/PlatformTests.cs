@@ -326,4 +326,54 @@ public sealed class PlatformTests : IAsyncLifetime
         Assert.Equal(Grpc.Core.StatusCode.NotFound, missing.StatusCode);
         Assert.Contains("nosuch", missing.Status.Detail, StringComparison.Ordinal);
     }
+
+    [Fact]
+    public async Task A_working_set_larger_than_the_cache_makes_the_cache_size_vote_add_an_instance()
+    {
+        var platform = await StartPlatformAsync();
+        using var client = Client(platform);
+        // Compute is switched off, so that only the cache-size vote can add the instance.
+        var dir = ScaleApp("wide", """
+            { "minInstances": 1, "maxInstances": 2, "interval": "00:00:01", "scaleOutCooldown": "00:00:01",
+              "scaleInCooldown": "01:00:00", "keepAlive": "01:00:00", "votes": { "compute": false } }
+            """);
+        Directory.CreateDirectory(Path.Combine(dir, "Read"));
+        File.WriteAllText(Path.Combine(dir, "Read", "function.json"), """
+            { "bindings": [
+              { "type": "httpTrigger", "direction": "in", "name": "req", "authLevel": "anonymous", "methods": ["get"], "route": "read/{name}" },
+              { "type": "blob", "direction": "in", "name": "inblob", "path": "data/{name}", "dataType": "binary" },
+              { "type": "http", "direction": "out", "name": "$return" } ] }
+            """);
+        File.WriteAllText(Path.Combine(dir, "Read", "__init__.py"), """
+            import azure.functions as func
+
+
+            def main(req: func.HttpRequest, inblob: func.InputStream) -> str:
+                return str(len(inblob.read()))
+            """);
+        File.WriteAllText(Path.Combine(dir, "faast.json"), File.ReadAllText(Path.Combine(dir, "faast.json")).Replace(
+            "{ \"scale\"", "{ \"cache\": { \"cacheCapacity\": \"1MiB\" }, \"scale\"", StringComparison.Ordinal));
+        using (var deployed = await client.PutAsync("admin/platform/apps/wide", new StreamContent(Zip(dir))))
+            Assert.True(deployed.IsSuccessStatusCode, await deployed.Content.ReadAsStringAsync());
+        using var store = new Storage.BlobStore(_azurite.ConnectionString);
+        await store.CreateContainerIfNotExistsAsync("data");
+        var names = Enumerable.Range(0, 4).Select(i => $"ws-{i}").ToArray();
+        foreach (var name in names)
+            await store.UploadAsync("data", name, new byte[400 << 10]);
+
+        // 1.6 MiB read round-robin through a 1 MiB cache: objects come back after being evicted, again and again.
+        AppStatus? last = null;
+        await Eventually.TrueAsync(async () =>
+        {
+            foreach (var name in names)
+                Assert.Equal("409600", await client.GetStringAsync($"wide/api/read/{name}"));
+            last = await AppAsync(client, "wide");
+            return last.Decisions.Any(d => d.Kind == "out");
+        }, "a scale-out decision", seconds: 60);
+        var decision = last!.Decisions.First(d => d.Kind == "out");
+        Assert.Contains("cache-size", decision.Reason, StringComparison.Ordinal);
+        Assert.Contains("evicted more than once", decision.Reason, StringComparison.Ordinal);
+        await Eventually.TrueAsync(async () => (await AppAsync(client, "wide")).Instances.Count(i => i.State == "ready") == 2,
+            "the second instance", seconds: 60);
+    }
 }

@@ -4,6 +4,8 @@ using FaaST.Hosting;
 using FaaST.Membership;
 using FaaST.Peers;
 using FaaST.Runtime.App;
+using FaaST.Runtime.Bandwidth;
+using FaaST.Scaling;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
 
@@ -36,6 +38,13 @@ internal sealed class PeersComponent : ILifecycleParticipant
     private PeerClient? _client;
     private PeerAuth? _credentials;
     private MembershipService? _membership;
+    private ScaleControlScaler? _scaler;
+
+    /// <summary>
+    /// This instance's bandwidth profile (T_Load, BW_BS, BW_Inst; Faa$T §4), measured by the cache's
+    /// transfers: what its bandwidth planning uses and its votes report.
+    /// </summary>
+    public ProfiledBandwidth Bandwidth { get; } = new();
     private Task _joining = Task.CompletedTask;
     private bool _stopped;
 
@@ -83,12 +92,15 @@ internal sealed class PeersComponent : ILifecycleParticipant
     {
         _credentials = new PeerAuth(PeerSecret.Resolve(_app, _storage.Accounts.ConnectionString("AzureWebJobsStorage")), _app.Name);
         _client = new PeerClient(new PeerOptions { Credentials = _credentials, Timeout = _options.Timeout, FetchTimeout = _options.FetchTimeout });
+        _scaler = ScaleControlScaler.FromEnvironment(Environment.GetEnvironmentVariable(ScaleControlScaler.Variable), _app.Name,
+            () => Volatile.Read(ref _membership)?.Self.Id ?? "", _credentials);
         return Task.CompletedTask;
     }
 
     private Task StopTransport(CancellationToken ct)
     {
         _client?.Dispose();
+        _scaler?.Dispose();
         return Task.CompletedTask;
     }
 
@@ -183,6 +195,9 @@ internal sealed class PeersComponent : ILifecycleParticipant
                 return false;
             Volatile.Write(ref _membership, membership);
             _cache.Cache!.ConnectPeers(new RingOwnerDirectory(membership), _client!);
+            // Large misses are fetched by several instances at once; without a scale controller
+            // (FAAST_SCALE_CONTROLLER unset) only by those already in the view.
+            _cache.Cache.ConnectBandwidthScaling(new ProfiledBandwidthPlanner(Bandwidth, _options.Bandwidth.MaxInstances), _scaler, _options.Bandwidth);
         }
         Log.InstanceServing(_logger, membership.Self.Id, membership.Self.PeerAddress, membership.Members.Count);
         return true;
