@@ -64,7 +64,7 @@ internal sealed record HostOptions(
             Timeout = cache.Policy.PeerTimeout,
             FetchTimeout = cache.Policy.PeerFetchTimeout,
             Membership = options.Membership,
-            Bandwidth = PeerHostOptions.BandwidthFromEnvironment(System.Environment.GetEnvironmentVariable(PeerHostOptions.BandwidthMinObjectSizeVariable)),
+            Bandwidth = PeerHostOptions.BandwidthOf(cache.Policy.Scale, System.Environment.GetEnvironmentVariable(PeerHostOptions.BandwidthMinObjectSizeVariable)),
         };
         if (peers.Enabled)
             PeerSecret.CheckExposure(app, startsAzurite || StorageConnectionString.IsPublicDevelopmentKey(app.Settings["AzureWebJobsStorage"]),
@@ -220,12 +220,27 @@ internal sealed record WorkerHostOptions
 internal sealed record PeerHostOptions
 {
     /// <summary>
-    /// Bandwidth scaling's threshold in bytes, until faast.json's <c>scale.bandwidth.minObjectSize</c> is
-    /// wired to <see cref="Bandwidth"/> (the benchmarks set it to split objects smaller than 64 MiB).
+    /// Overrides faast.json's <c>scale.bandwidth.minObjectSize</c> in bytes: the benchmarks set it to split objects
+    /// smaller than the policy's threshold without editing the app.
     /// </summary>
     public const string BandwidthMinObjectSizeVariable = "FAAST_BANDWIDTH_MIN_OBJECT_SIZE";
 
-    /// <summary>The bandwidth options with <see cref="BandwidthMinObjectSizeVariable"/> applied, if set.</summary>
+    /// <summary>
+    /// Bandwidth scaling as the app's <c>scale</c> policy sets it (threshold, at most <c>maxInstances</c>; off when
+    /// <c>votes.bandwidth</c> is false), with <see cref="BandwidthMinObjectSizeVariable"/> applied, if set.
+    /// </summary>
+    /// <exception cref="InvalidOperationException">It is set but not a whole number of bytes >= 1.</exception>
+    public static FaaST.Cachelet.Bandwidth.BandwidthScalingOptions BandwidthOf(FaaST.Cachelet.Policy.ScalePolicy scale, string? minObjectSize)
+    {
+        var policy = new FaaST.Cachelet.Bandwidth.BandwidthScalingOptions
+        {
+            MinObjectSize = scale.Votes.Bandwidth ? scale.BandwidthMinObjectSize : long.MaxValue,
+            MaxInstances = scale.MaxInstances,
+        };
+        return string.IsNullOrWhiteSpace(minObjectSize) ? policy : BandwidthFromEnvironment(minObjectSize) with { MaxInstances = scale.MaxInstances };
+    }
+
+    /// <summary>The default bandwidth options with <see cref="BandwidthMinObjectSizeVariable"/> applied, if set.</summary>
     /// <exception cref="InvalidOperationException">It is set but not a whole number of bytes >= 1.</exception>
     public static FaaST.Cachelet.Bandwidth.BandwidthScalingOptions BandwidthFromEnvironment(string? minObjectSize)
     {
