@@ -126,6 +126,31 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
     /// <summary>T_Load for the instances' bandwidth planning: sent with every vote query.</summary>
     public TimeSpan? InstanceLoadTime => LoadSeconds == 0 ? null : TimeSpan.FromSeconds(LoadSeconds);
 
+    /// <summary>
+    /// Takes over the instances of this deployment a previous platform process left running (it crashed); the others
+    /// it recorded are stopped and forgotten. Call before <see cref="StartAsync"/>, which then starts only what is missing.
+    /// </summary>
+    public async Task AdoptAsync(IReadOnlyList<InstanceHandle> recorded, CancellationToken ct)
+    {
+        foreach (var r in recorded)
+        {
+            var adopted = await _platform.Provider.AdoptAsync(r, ct);
+            if (adopted is not null && adopted.Version == Deployment.Version)
+            {
+                var slot = new Slot { Handle = adopted, State = InstanceState.Ready, Started = adopted.Started };
+                lock (_gate)
+                    _slots = [.. _slots, slot];
+                Frontend.AddInstance(new InstanceEndpoint(adopted.Id, adopted.BaseAddress, $"v{adopted.Version}"));
+                Log.Adopted(_logger, App, adopted.Id, adopted.Version, adopted.ProcessId);
+                continue;
+            }
+            if (adopted is not null) // alive, but of an older version: a redeploy the crash interrupted
+                await _platform.Provider.StopAsync(adopted, _platform.Options.DrainDeadline, ct);
+            Log.NotAdopted(_logger, App, r.Id);
+            await _platform.Registry!.ForgetAsync(r, ct);
+        }
+    }
+
     /// <summary>Starts the first instances (at least one).</summary>
     public async Task StartAsync(int instances, CancellationToken ct)
     {
@@ -258,6 +283,8 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
                     slot.State = InstanceState.Ready;
                 }
                 Frontend.AddInstance(new InstanceEndpoint(handle.Id, handle.BaseAddress, $"v{deployment.Version}"));
+                if (_platform.Registry is { } registry)
+                    await registry.RecordAsync(handle, CancellationToken.None);
                 var now = _platform.Time.GetUtcNow();
                 _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStarted, App, deployment.Version, handle.Id, "ready", now));
                 if (first)
@@ -305,6 +332,8 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         }
         Frontend.RemoveInstance(handle.Id);
         await _platform.Provider.StopAsync(handle, _platform.Options.DrainDeadline, CancellationToken.None);
+        if (_platform.Registry is { } registry)
+            await registry.ForgetAsync(handle, CancellationToken.None);
         bool last;
         lock (_gate)
         {
@@ -340,6 +369,8 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         }
         Frontend.RemoveInstance(handle.Id);
         Log.InstanceDied(_logger, App, handle.Id, reason);
+        if (_platform.Registry is { } registry)
+            _ = registry.ForgetAsync(handle, CancellationToken.None);
         if (!_disposed && slot.State != InstanceState.Draining)
             _ = ReplaceAsync();
     }

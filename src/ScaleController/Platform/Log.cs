@@ -50,4 +50,13 @@ internal static partial class Log
 
     [LoggerMessage(EventId = 8215, Level = LogLevel.Information, Message = "App {App}: unloading ({Reason})")]
     public static partial void Unloading(ILogger logger, string app, string reason);
+
+    [LoggerMessage(EventId = 8216, Level = LogLevel.Warning, Message = "App {App}: the instance record of {Id} could not be written or removed: {Reason}")]
+    public static partial void RegistryFailed(ILogger logger, string app, string id, string reason);
+
+    [LoggerMessage(EventId = 8217, Level = LogLevel.Information, Message = "App {App}: took over instance {Id} (v{Version}, pid {Pid}) left running by a previous platform process")]
+    public static partial void Adopted(ILogger logger, string app, string id, int version, int pid);
+
+    [LoggerMessage(EventId = 8218, Level = LogLevel.Information, Message = "App {App}: instance {Id} of a previous platform process is gone or not of the current version; forgotten")]
+    public static partial void NotAdopted(ILogger logger, string app, string id);
 }

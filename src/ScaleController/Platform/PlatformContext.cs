@@ -19,6 +19,9 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
 
     public ILoggerFactory Loggers { get; } = loggers;
 
+    /// <summary>The instances' records in storage, for a restarted platform to take them over.</summary>
+    public InstanceRegistry? Registry { get; set; }
+
     /// <summary>The control endpoint instances send unrequested votes to (set once Kestrel has bound it).</summary>
     public Uri? ControlAddress { get; set; }
 

@@ -37,6 +37,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         _logger = loggers.CreateLogger("FaaST.Platform");
         _context = new PlatformContext(options, provider, time, loggers);
         _store = new BlobStore(options.StorageConnectionString);
+        _context.Registry = new InstanceRegistry(_store, _logger);
         _deployments = new DeploymentStore(_store, time: time, logger: loggers.CreateLogger("FaaST.Deploy"));
         _deploy = new DeployService(_deployments, logger: loggers.CreateLogger("FaaST.Deploy"));
         _router = options.SingleApp is { } single ? AppRouter.SingleApp(single) : AppRouter.MultiApp();
@@ -217,7 +218,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         return deployment;
     }
 
-    private async Task LoadOrRollAsync(Deployment deployment, int? initialInstances, CancellationToken ct)
+    private async Task LoadOrRollAsync(Deployment deployment, int? initialInstances, CancellationToken ct, bool adopt = false)
     {
         await _deploying.WaitAsync(ct);
         try
@@ -233,7 +234,11 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
                 var app = new AppHost(_context, deployment, directory, policy, _context.Loggers.CreateLogger("FaaST.Platform"));
                 ImmutableInterlocked.Update(ref _apps, a => a.SetItem(deployment.App, app));
                 _router.AddApp(deployment.App);
-                await app.StartAsync(Math.Clamp(initialInstances ?? Options.InitialInstances ?? policy.MinInstances, 1, policy.MaxInstances), ct);
+                if (adopt)
+                    await app.AdoptAsync(await _context.Registry!.ListAsync(deployment.App, ct), ct);
+                // Instances taken over count: a restarted platform keeps as many as were running.
+                await app.StartAsync(Math.Max(app.CurrentInstances,
+                    Math.Clamp(initialInstances ?? Options.InitialInstances ?? policy.MinInstances, 1, policy.MaxInstances)), ct);
             }
             Changed?.Invoke(deployment.App);
         }
@@ -254,7 +259,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
                 continue; // `./faast start` deploys the folder it was given right after; no need to start the old version first
             try
             {
-                await LoadOrRollAsync(deployment, initialInstances: null, ct);
+                await LoadOrRollAsync(deployment, initialInstances: null, ct, adopt: true);
                 Log.Recovered(_logger, deployment.App, deployment.Version, deployment.Deployed);
             }
             catch (Exception e) when (e is DeployRefusedException or PolicyFileException or Runtime.App.AppConfigException or InstanceStartException or IOException or InvalidDataException or DeploymentStoreException)

@@ -38,6 +38,12 @@ public interface IInstanceProvider : IAsyncDisposable
     /// </summary>
     Task StopAsync(InstanceHandle instance, TimeSpan deadline, CancellationToken ct);
 
+    /// <summary>
+    /// Takes over an instance a previous platform process started and left running (it crashed): returns the
+    /// handle when the instance is still there and answers as itself, null otherwise.
+    /// </summary>
+    Task<InstanceHandle?> AdoptAsync(InstanceHandle recorded, CancellationToken ct);
+
     /// <summary>Raised when an instance exits without being asked to (a crash, a kill): id and a reason.</summary>
     event Action<InstanceHandle, string>? Exited;
 }

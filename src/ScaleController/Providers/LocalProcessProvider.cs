@@ -131,6 +131,41 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         return handle;
     }
 
+    public async Task<InstanceHandle?> AdoptAsync(InstanceHandle recorded, CancellationToken ct)
+    {
+        Process process;
+        try
+        {
+            process = Process.GetProcessById(recorded.ProcessId);
+            // The pid may have been reused since: the process must be the runtime host started with this instance id.
+            var cmdline = await File.ReadAllTextAsync($"/proc/{recorded.ProcessId}/cmdline", ct);
+            if (!cmdline.Replace('\0', ' ').Contains($" --instance-id {recorded.Id} ", StringComparison.Ordinal))
+                return null;
+        }
+        catch (Exception e) when (e is ArgumentException or IOException or UnauthorizedAccessException or InvalidOperationException)
+        {
+            return null; // not running any more
+        }
+        // ...and answer as itself on its address.
+        try
+        {
+            using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(5) };
+            using var status = System.Text.Json.JsonDocument.Parse(await http.GetStringAsync(new Uri(recorded.BaseAddress, "admin/host/status"), ct));
+            if (!status.RootElement.TryGetProperty("instance", out var self) || self.ValueKind != System.Text.Json.JsonValueKind.Object
+                || self.GetProperty("id").GetString() != recorded.Id)
+                return null;
+        }
+        catch (Exception e) when (e is HttpRequestException or TaskCanceledException or System.Text.Json.JsonException or KeyNotFoundException)
+        {
+            return null;
+        }
+        var tracked = new Tracked(recorded, process);
+        if (!_running.TryAdd(recorded.Id, tracked))
+            return _running[recorded.Id].Handle;
+        _ = WatchAsync(tracked);
+        return recorded;
+    }
+
     public async Task StopAsync(InstanceHandle instance, TimeSpan deadline, CancellationToken ct)
     {
         if (!_running.TryGetValue(instance.Id, out var tracked))

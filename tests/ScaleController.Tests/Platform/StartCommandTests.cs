@@ -30,7 +30,7 @@ public sealed class StartCommandTests : IDisposable
         return target;
     }
 
-    private static Process Start(IEnumerable<string> args, ConcurrentQueue<string> output)
+    private static Process Start(IEnumerable<string> args, ConcurrentQueue<string> output, string? storage = null)
     {
         var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
         info.ArgumentList.Add(Path.Combine(AppContext.BaseDirectory, "FaaST.ScaleController.dll"));
@@ -38,6 +38,8 @@ public sealed class StartCommandTests : IDisposable
             info.ArgumentList.Add(a);
         info.Environment["FAAST_HOME"] = Repo.Root;
         info.Environment.Remove("AzureWebJobsStorage");
+        if (storage is not null)
+            info.Environment["AzureWebJobsStorage"] = storage;
         var process = Process.Start(info)!;
         process.OutputDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
         process.ErrorDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
@@ -116,5 +118,78 @@ public sealed class StartCommandTests : IDisposable
         Assert.Equal(4, process.ExitCode);
         Assert.StartsWith($"faast: port {port} on 127.0.0.1", Assert.Single(output), StringComparison.Ordinal);
         Assert.False(Directory.Exists(Path.Combine(app, ".faast", "azurite")));
+    }
+
+    [Fact]
+    public async Task A_platform_that_crashed_is_restarted_and_takes_over_the_running_instance_instead_of_starting_another()
+    {
+        await using var azurite = await Storage.AzuriteProcess.StartAsync(Repo.Root);
+        using var state = new TempDirectory("faast-platform-crash-");
+        var port = Ports.Free();
+        string[] args = ["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path, "--isolation", "off"];
+        var first = new ConcurrentQueue<string>();
+        using var crashing = Start(args, first, azurite.ConnectionString);
+        int pid;
+        string id;
+        using var http = new HttpClient { BaseAddress = new Uri($"http://127.0.0.1:{port}/"), Timeout = TimeSpan.FromSeconds(60) };
+        try
+        {
+            await Eventually.TrueAsync(() => first.Any(l => l.Contains("platform at", StringComparison.Ordinal)) || crashing.HasExited,
+                "the first platform", () => string.Join('\n', first), seconds: 120);
+            using var zip = new MemoryStream();
+            FaaST.ScaleController.Deploy.Packager.Zip(CopySample("survivor"), zip);
+            zip.Position = 0;
+            using (var deployed = await http.PutAsync("admin/platform/apps/survivor", new StreamContent(zip)))
+                Assert.True(deployed.IsSuccessStatusCode, await deployed.Content.ReadAsStringAsync());
+            (id, pid) = await OnlyInstanceAsync(http);
+        }
+        finally
+        {
+            crashing.Kill(); // SIGKILL: the platform crashes, its instance is left running
+            await crashing.WaitForExitAsync();
+        }
+        using (var direct = new HttpClient())
+            Assert.Equal("Hello, orphan!", await direct.GetStringAsync(new Uri(new Uri(await InstanceAddressAsync(azurite.ConnectionString, id)), "api/Hello?name=orphan")));
+
+        var second = new ConcurrentQueue<string>();
+        using var restarted = Start(args, second, azurite.ConnectionString);
+        try
+        {
+            await Eventually.TrueAsync(() => second.Any(l => l.Contains("platform at", StringComparison.Ordinal)) || restarted.HasExited,
+                "the restarted platform", () => string.Join('\n', second), seconds: 120);
+            Assert.Equal("Hello, again!", await http.GetStringAsync("survivor/api/Hello?name=again"));
+            Assert.Equal((id, pid), await OnlyInstanceAsync(http));
+
+            Process.Start("kill", ["-TERM", restarted.Id.ToString(CultureInfo.InvariantCulture)])!.WaitForExit();
+            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(60));
+            await restarted.WaitForExitAsync(timeout.Token);
+            Assert.Equal(0, restarted.ExitCode);
+            await Eventually.TrueAsync(() => !Directory.Exists($"/proc/{pid}") || File.ReadAllText($"/proc/{pid}/stat").Contains(") Z ", StringComparison.Ordinal),
+                "the adopted instance to stop with the platform", seconds: 30);
+        }
+        finally
+        {
+            if (!restarted.HasExited)
+                restarted.Kill(entireProcessTree: true);
+            if (Directory.Exists($"/proc/{pid}"))
+                Process.GetProcessById(pid).Kill(entireProcessTree: true);
+        }
+    }
+
+    private static async Task<(string Id, int Pid)> OnlyInstanceAsync(HttpClient http)
+    {
+        using var platform = JsonDocument.Parse(await http.GetStringAsync("admin/platform"));
+        var instance = Assert.Single(Assert.Single(platform.RootElement.GetProperty("apps").EnumerateArray()).GetProperty("instances").EnumerateArray());
+        return (instance.GetProperty("id").GetString()!, instance.GetProperty("processId").GetInt32());
+    }
+
+    /// <summary>Where the instance listens, from the record the platform keeps in storage.</summary>
+    private static async Task<string> InstanceAddressAsync(string storage, string id)
+    {
+        using var store = new Storage.BlobStore(storage);
+        var record = await store.DownloadAsync("faast-deployments", $"survivor/instances/{id}.json");
+        Assert.NotNull(record);
+        using var json = JsonDocument.Parse(record.Data);
+        return json.RootElement.GetProperty("baseAddress").GetString()!;
     }
 }
