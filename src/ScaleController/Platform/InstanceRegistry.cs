@@ -27,7 +27,7 @@ internal sealed class InstanceRegistry(IBlobStore store, ILogger logger)
             await store.UploadAsync(DeploymentStore.Container, BlobOf(instance.App, instance.Id),
                 JsonSerializer.SerializeToUtf8Bytes(record, RegistryJson.Default.InstanceRecordJson), ct: ct);
         }
-        catch (Exception e) when (e is BlobStorageException or IOException or HttpRequestException)
+        catch (Exception e) when (e is BlobStorageException or StorageUnavailableException or IOException or HttpRequestException)
         {
             // Without its record a crash of the platform would leave the instance unadopted (stopped by hand); it serves anyway.
             Log.RegistryFailed(logger, instance.App, instance.Id, e.Message);
@@ -40,7 +40,7 @@ internal sealed class InstanceRegistry(IBlobStore store, ILogger logger)
         {
             await store.DeleteAsync(DeploymentStore.Container, BlobOf(instance.App, instance.Id), ct: ct);
         }
-        catch (Exception e) when (e is BlobStorageException or IOException or HttpRequestException)
+        catch (Exception e) when (e is BlobStorageException or StorageUnavailableException or IOException or HttpRequestException)
         {
             Log.RegistryFailed(logger, instance.App, instance.Id, e.Message);
         }

@@ -21,6 +21,7 @@ public sealed class PlatformTests : IAsyncLifetime
     private readonly TempDirectory _apps = new("faast-platform-apps-");
     private readonly ConcurrentQueue<string> _output = new();
     private readonly List<PlatformHost> _platforms = [];
+    private readonly List<IAsyncDisposable> _disposeLast = [];
 
     public async Task InitializeAsync() => _azurite = await Storage.AzuriteProcess.StartAsync(Repo.Root);
 
@@ -28,18 +29,20 @@ public sealed class PlatformTests : IAsyncLifetime
     {
         foreach (var p in _platforms)
             await p.DisposeAsync();
+        foreach (var d in _disposeLast)
+            await d.DisposeAsync();
         await _azurite.DisposeAsync();
         _state.Dispose();
         _apps.Dispose();
     }
 
-    private async Task<PlatformHost> StartPlatformAsync(LocalProcessProvider? provider = null, TimeSpan? drain = null)
+    private async Task<PlatformHost> StartPlatformAsync(LocalProcessProvider? provider = null, TimeSpan? drain = null, string? storage = null)
     {
         var options = new PlatformOptions
         {
             Port = 0,
             StateDirectory = _state.Path,
-            StorageConnectionString = _azurite.ConnectionString,
+            StorageConnectionString = storage ?? _azurite.ConnectionString,
             DevelopmentStorage = true,
             InstanceArguments = ["--isolation", "off"],
             DrainDeadline = drain ?? TimeSpan.FromSeconds(30),
@@ -375,5 +378,60 @@ public sealed class PlatformTests : IAsyncLifetime
         Assert.Contains("evicted more than once", decision.Reason, StringComparison.Ordinal);
         await Eventually.TrueAsync(async () => (await AppAsync(client, "wide")).Instances.Count(i => i.State == "ready") == 2,
             "the second instance", seconds: 60);
+    }
+
+    [Fact]
+    public async Task A_large_object_on_slow_storage_makes_its_owner_ask_for_instances_at_once_and_arrives_intact_in_ranges()
+    {
+        // Storage at 3 MB/s per connection (a cloud VM's link, slower than this machine's loopback): a 48 MiB
+        // object takes 17 s from one instance, so T_DR (Faa$T §4) says to split it over more, even cold ones.
+        var proxy = new ThrottledProxy(_azurite.Port, 3_000_000);
+        _disposeLast.Add(proxy); // after the platform, whose instances still talk to storage as they stop
+        var slow = _azurite.ConnectionString.Replace($":{_azurite.Port}/", $":{proxy.Port}/", StringComparison.Ordinal);
+        Assert.NotEqual(_azurite.ConnectionString, slow);
+        var platform = await StartPlatformAsync(storage: slow);
+        using var client = Client(platform);
+        var dir = ScaleApp("wide-objects", """
+            { "minInstances": 1, "maxInstances": 3, "interval": "00:00:01", "scaleOutCooldown": "00:00:01",
+              "scaleInCooldown": "01:00:00", "keepAlive": "01:00:00", "votes": { "compute": false, "cacheSize": false },
+              "bandwidth": { "minObjectSize": "16MiB" } }
+            """);
+        Directory.CreateDirectory(Path.Combine(dir, "Digest"));
+        File.WriteAllText(Path.Combine(dir, "Digest", "function.json"), """
+            { "bindings": [
+              { "type": "httpTrigger", "direction": "in", "name": "req", "authLevel": "anonymous", "methods": ["get"], "route": "digest/{name}" },
+              { "type": "blob", "direction": "in", "name": "inblob", "path": "data/{name}", "dataType": "binary" },
+              { "type": "http", "direction": "out", "name": "$return" } ] }
+            """);
+        File.WriteAllText(Path.Combine(dir, "Digest", "__init__.py"), """
+            import hashlib
+
+            import azure.functions as func
+
+
+            def main(req: func.HttpRequest, inblob: func.InputStream) -> str:
+                return hashlib.sha256(inblob.read()).hexdigest()
+            """);
+        using (var deployed = await client.PutAsync("admin/platform/apps/wide-objects", new StreamContent(Zip(dir))))
+            Assert.True(deployed.IsSuccessStatusCode, await deployed.Content.ReadAsStringAsync());
+        using var store = new Storage.BlobStore(_azurite.ConnectionString); // straight to Azurite: uploads are not what is measured
+        await store.CreateContainerIfNotExistsAsync("data");
+        var probe = new byte[3 << 20];
+        var big = new byte[48 << 20];
+        Random.Shared.NextBytes(probe);
+        Random.Shared.NextBytes(big);
+        await store.UploadAsync("data", "probe", probe);
+        await store.UploadAsync("data", "big", big);
+
+        // A first read profiles the instance's storage bandwidth (BW_BS) and is below the threshold: one download.
+        Assert.Equal(Convert.ToHexStringLower(System.Security.Cryptography.SHA256.HashData(probe)), await client.GetStringAsync("wide-objects/api/digest/probe"));
+        Assert.Single((await AppAsync(client, "wide-objects")).Instances);
+
+        Assert.Equal(Convert.ToHexStringLower(System.Security.Cryptography.SHA256.HashData(big)), await client.GetStringAsync("wide-objects/api/digest/big"));
+        var app = await AppAsync(client, "wide-objects");
+        var decision = Assert.Single(app.Decisions, d => d.Kind == "out");
+        Assert.Contains("bandwidth", decision.Reason, StringComparison.Ordinal);
+        Assert.True(decision.To >= 2, $"scaled to {decision.To}");
+        Assert.Equal(decision.To, app.Instances.Count(i => i.State == "ready"));
     }
 }
