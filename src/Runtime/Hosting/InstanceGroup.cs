@@ -78,7 +78,9 @@ public sealed class InstanceGroup : IAsyncDisposable
         try
         {
             var ports = Enumerable.Range(0, options.Count).Select(i => options.FirstPort > 0 ? options.FirstPort + i : FreePort()).ToArray();
-            await Task.WhenAll(Enumerable.Range(0, options.Count).Select(i => group.StartInstanceAsync(i, ports[i], ct)));
+            await Task.WhenAll(Enumerable.Range(0, options.Count).Select(i => options.FirstPort > 0
+                ? group.StartInstanceAsync(i, ports[i], ct)
+                : group.StartOnFreePortAsync(i, ports[i], ct)));
             await group.WaitForViewAsync(options.ExpectedMembers ?? options.Count, ct);
             return group;
         }
@@ -141,6 +143,28 @@ public sealed class InstanceGroup : IAsyncDisposable
         }
     }
 
+    /// <summary>
+    /// A free port is only free when it was looked at: another process (a parallel test, another group) may bind it
+    /// before the instance does, and the host then exits with code 4 (its port check). Such a start is retried on
+    /// another free port, up to three times.
+    /// </summary>
+    private async Task<GroupInstance> StartOnFreePortAsync(int index, int port, CancellationToken ct)
+    {
+        for (var attempt = 1; ; attempt++)
+        {
+            try
+            {
+                return await StartInstanceAsync(index, port, ct);
+            }
+            catch (PortTakenException) when (attempt < 3)
+            {
+                port = FreePort();
+            }
+        }
+    }
+
+    private sealed class PortTakenException(string message) : InvalidOperationException(message);
+
     private async Task<GroupInstance> StartInstanceAsync(int index, int port, CancellationToken ct)
     {
         lock (_lastPorts)
@@ -184,7 +208,9 @@ public sealed class InstanceGroup : IAsyncDisposable
         while (true)
         {
             if (process.HasExited)
-                throw new InvalidOperationException($"instance {index} exited with code {process.ExitCode} while starting (see its output)");
+                throw process.ExitCode == 4
+                    ? new PortTakenException($"instance {index} exited with code 4 while starting: port {port} was taken (see its output)")
+                    : new InvalidOperationException($"instance {index} exited with code {process.ExitCode} while starting (see its output)");
             if (await TryStatusAsync(address, ct) is { Instance: { } self })
             {
                 var instance = new GroupInstance(index, process, address, self.Id, self.PeerAddress);
