@@ -29,28 +29,3 @@ internal static partial class Log
     [LoggerMessage(EventId = 8107, Level = LogLevel.Information, Message = "App {App}: scale loop stopped")]
     public static partial void Stopped(ILogger logger, string app);
 }
-
-/// <summary>
-/// A line of a kind passes at most once per interval of the loop's clock; the ones held back are counted
-/// and reported with the next that passes (like the cachelet's LogGate, on a <see cref="TimeProvider"/> so a
-/// fake clock drives it in tests). An instance that stops answering would otherwise log every interval.
-/// </summary>
-internal sealed class RateGate(TimeProvider time, TimeSpan interval)
-{
-    private long _next = long.MinValue;
-    private long _suppressed;
-
-    public bool TryPass(out long suppressed)
-    {
-        var now = time.GetUtcNow().UtcTicks;
-        var next = Volatile.Read(ref _next);
-        if (now < next || Interlocked.CompareExchange(ref _next, now + interval.Ticks, next) != next)
-        {
-            Interlocked.Increment(ref _suppressed);
-            suppressed = 0;
-            return false;
-        }
-        suppressed = Interlocked.Exchange(ref _suppressed, 0);
-        return true;
-    }
-}

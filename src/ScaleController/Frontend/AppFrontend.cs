@@ -29,7 +29,7 @@ public sealed class AppFrontend : IAsyncDisposable
     private readonly HttpMessageInvoker _invoker;
     private readonly string _retryAfter;
     private readonly string _noInstanceLine;
-    private readonly WarningGate _warnings = new();
+    private readonly RateGate _warnings;
     private readonly Lock _mutate = new();
     private readonly CancellationTokenSource _shutdown = new();
 
@@ -58,6 +58,7 @@ public sealed class AppFrontend : IAsyncDisposable
         _options = options.Validate();
         _logger = logger;
         _time = time ?? TimeProvider.System;
+        _warnings = new RateGate(_time, TimeSpan.FromSeconds(1));
         _invoker = ForwardingTransport.For(options.ConnectTimeout);
         _retryAfter = ((long)Math.Ceiling(options.RetryAfter.TotalSeconds)).ToString(CultureInfo.InvariantCulture);
         _noInstanceLine = $"app \"{app}\" has no ready instance after {options.QueueTimeout.TotalSeconds.ToString("0.###", CultureInfo.InvariantCulture)} s\n";

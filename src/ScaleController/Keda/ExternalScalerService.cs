@@ -1,4 +1,3 @@
-using System.Diagnostics;
 using System.Globalization;
 using System.Threading.Channels;
 using FaaST.Protos.Keda;
@@ -45,8 +44,7 @@ internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<E
 
     // A gate on the refusal warning: a misconfigured ScaledObject is refused on every poll, and a client that
     // retries fast must not flood the log. One line a second passes, with the count of those held back.
-    private long _nextRefusalLog;
-    private long _refusalsHeldBack;
+    private readonly RateGate _refusals = new(TimeProvider.System, TimeSpan.FromSeconds(1));
 
     /// <summary>The metric this scaler defines for <paramref name="app"/>: lower case, as Kubernetes metric names are.</summary>
     internal static string MetricNameOf(string app)
@@ -207,17 +205,8 @@ internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<E
 
     private RpcException Refuse(string method, ScaledObjectRef? request, StatusCode code, string detail)
     {
-        var now = Stopwatch.GetTimestamp();
-        var next = Volatile.Read(ref _nextRefusalLog);
-        if (now >= next && Interlocked.CompareExchange(ref _nextRefusalLog, now + Stopwatch.Frequency, next) == next)
-        {
-            Log.Refused(_logger, method, Printable(request?.Namespace ?? ""), Printable(request?.Name ?? ""), code.ToString(), detail,
-                Interlocked.Exchange(ref _refusalsHeldBack, 0));
-        }
-        else
-        {
-            Interlocked.Increment(ref _refusalsHeldBack);
-        }
+        if (_refusals.TryPass(out var heldBack))
+            Log.Refused(_logger, method, Printable(request?.Namespace ?? ""), Printable(request?.Name ?? ""), code.ToString(), detail, heldBack);
         return new RpcException(new Status(code, detail));
     }
 }
