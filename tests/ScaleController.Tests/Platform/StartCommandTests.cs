@@ -192,4 +192,58 @@ public sealed class StartCommandTests : IDisposable
         using var json = JsonDocument.Parse(record.Data);
         return json.RootElement.GetProperty("baseAddress").GetString()!;
     }
+
+    private static async Task<(int Code, string Output)> RunAsync(params string[] args)
+    {
+        var output = new ConcurrentQueue<string>();
+        using var process = Start(args, output);
+        using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(120));
+        await process.WaitForExitAsync(timeout.Token);
+        return (process.ExitCode, string.Join('\n', output));
+    }
+
+    [Fact]
+    public async Task Deploy_and_status_commands_talk_to_a_running_platform_and_a_bad_app_is_refused_naming_the_file_and_key()
+    {
+        using var state = new TempDirectory("faast-platform-cli-");
+        var port = Ports.Free();
+        var url = $"http://127.0.0.1:{port}";
+        var output = new ConcurrentQueue<string>();
+        using var platform = Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path,
+            "--azurite-in-memory", "--isolation", "off"], output);
+        try
+        {
+            await Eventually.TrueAsync(() => output.Any(l => l.Contains("platform at", StringComparison.Ordinal)) || platform.HasExited,
+                "the platform", () => string.Join('\n', output), seconds: 120);
+            var app = CopySample("cliapp");
+
+            var deployed = await RunAsync("deploy", app, "--platform", url);
+            Assert.True(deployed.Code == 0, deployed.Output);
+            Assert.StartsWith("deployed cliapp v1 (", deployed.Output, StringComparison.Ordinal);
+            using (var http = new HttpClient())
+                Assert.Equal("Hello, cli!", await http.GetStringAsync($"{url}/cliapp/api/Hello?name=cli"));
+
+            var status = await RunAsync("status", "--platform", url);
+            Assert.Equal(0, status.Code);
+            Assert.Contains("cliapp v1: 1 instance(s)", status.Output, StringComparison.Ordinal);
+            Assert.Contains(" ready ", status.Output, StringComparison.Ordinal);
+
+            File.WriteAllText(Path.Combine(app, "Hello", "function.json"), """{ "bindings": [ { "type": "nosuchTrigger", "direction": "in", "name": "req" } ] }""");
+            var refused = await RunAsync("deploy", app, "--platform", url);
+            Assert.Equal(3, refused.Code);
+            Assert.StartsWith("faast: deploy refused: ", refused.Output, StringComparison.Ordinal);
+            Assert.Contains("Hello/function.json", refused.Output, StringComparison.Ordinal);
+            Assert.Contains("v1:", (await RunAsync("status", "--platform", url)).Output, StringComparison.Ordinal);
+
+            var unreachable = await RunAsync("status", "--platform", $"http://127.0.0.1:{Ports.Free()}");
+            Assert.Equal(5, unreachable.Code);
+            Assert.StartsWith("faast: cannot reach the platform at ", unreachable.Output, StringComparison.Ordinal);
+        }
+        finally
+        {
+            Process.Start("kill", ["-TERM", platform.Id.ToString(CultureInfo.InvariantCulture)])!.WaitForExit();
+            if (!platform.WaitForExit(60_000))
+                platform.Kill(entireProcessTree: true);
+        }
+    }
 }
