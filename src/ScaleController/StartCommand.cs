@@ -76,7 +76,7 @@ internal static class StartCommand
             {
                 ListenAddress = options.ListenAddress,
                 Port = port,
-                StateDirectory = Path.Combine(app.Directory, ".faast", "platform"),
+                StateDirectory = StartStateDirectory(app),
                 StorageConnectionString = storage.ConnectionString,
                 DevelopmentStorage = storage.Development,
                 InstanceArguments = arguments,
@@ -109,6 +109,18 @@ internal static class StartCommand
             await Console.Error.WriteLineAsync($"faast: the app cannot start: {e.Message}");
             return 3;
         }
+    }
+
+    /// <summary>
+    /// Where `./faast start APP` extracts the app's packages: under the checkout's .faast (0755), not APP/.faast,
+    /// which the runtime keeps 0700 (its peer secret, Azurite's data): the app's worker user must be able to read
+    /// the extracted app, as it reads the app's own folder. One folder per app folder (a short hash of its path),
+    /// so two apps of the same name in different folders never share an extraction.
+    /// </summary>
+    private static string StartStateDirectory(FunctionApp app)
+    {
+        var hash = Convert.ToHexStringLower(System.Security.Cryptography.SHA256.HashData(System.Text.Encoding.UTF8.GetBytes(app.Directory)))[..8];
+        return Path.Combine(Runtime.Hosting.RuntimeHostOptions.FindHome(), ".faast", "platform", $"start-{app.Name}-{hash}");
     }
 
     public const string PlatformUsage = Program.PlatformUsage;

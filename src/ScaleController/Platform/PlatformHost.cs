@@ -85,7 +85,8 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         {
             k.Limits.MaxRequestBodySize = null; // bodies stream through to the instance, which applies its own limit
             k.AddServerHeader = false;
-            k.Listen(IPAddress.Parse(options.ListenAddress), options.Port, l => l.Protocols = HttpProtocols.Http1AndHttp2);
+            // HTTP/1.1: cleartext HTTP/2 would need a port of its own (prior knowledge), and clients of functions speak 1.1.
+            k.Listen(IPAddress.Parse(options.ListenAddress), options.Port, l => l.Protocols = HttpProtocols.Http1);
             k.Listen(IPAddress.Parse(options.ListenAddress), options.ControlPort, l => l.Protocols = HttpProtocols.Http2);
         });
         builder.Services.AddGrpc();
