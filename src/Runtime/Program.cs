@@ -9,6 +9,9 @@ public static class Program
 {
     public const string Usage = "usage: faast start APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off] [--no-peers] [--peer-port N] [--peer-listen ADDR] [--instance-id ID] [--instances N]";
 
+    /// <summary>"1": the host stops when its standard input ends (its starter, the platform, died). Set by the platform.</summary>
+    public const string ExitWithStdinVariable = "FAAST_EXIT_WITH_STDIN";
+
     public static async Task<int> Main(string[] args)
     {
         if (args is ["blob", .. var blobArgs])
@@ -61,6 +64,33 @@ public static class Program
             {
                 ctx.Cancel = true;
                 stop.Cancel();
+            });
+
+        // An instance whose platform owns its storage (the Azurite it started) must not outlive the platform, even a
+        // SIGKILLed one: the platform holds the write end of this process's stdin, the kernel closes it when the
+        // platform dies, and end-of-file stops the host as SIGTERM would (the trick Azurite's guard uses).
+        if (Environment.GetEnvironmentVariable(ExitWithStdinVariable) == "1")
+            _ = Task.Run(async () =>
+            {
+                var buffer = new byte[64];
+                using var input = Console.OpenStandardInput();
+                try
+                {
+                    while (await input.ReadAsync(buffer) > 0)
+                    {
+                    }
+                }
+                catch (IOException)
+                {
+                    // a broken pipe is an end too
+                }
+                try
+                {
+                    stop.Cancel();
+                }
+                catch (ObjectDisposedException)
+                {
+                }
             });
 
         // A drain the scale controller sent ends like SIGTERM: the host stops and the process exits 0.

@@ -97,6 +97,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         var web = builder.Build();
         provider ??= new LocalProcessProvider(new LocalProcessOptions
         {
+            TiedToPlatform = options.DevelopmentStorage,
             Output = options.InstanceOutput ?? ((label, line) => Console.WriteLine($"[{label}] {line}")),
         });
         platform = new PlatformHost(web, options, provider, time ?? TimeProvider.System);

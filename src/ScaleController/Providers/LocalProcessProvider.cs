@@ -20,6 +20,13 @@ public sealed record LocalProcessOptions
     /// <summary>Receives each output line of an instance with the instance's label (e.g. "python-app v1 #2").</summary>
     public Action<string, string>? Output { get; init; }
 
+    /// <summary>
+    /// Instances end with the platform process, also when it is SIGKILLed (their standard input is a pipe the
+    /// platform holds; the host stops at its end). True when the platform owns what the instances need (the Azurite
+    /// it started); false (default) lets instances outlive a crashed platform, for the next one to take over.
+    /// </summary>
+    public bool TiedToPlatform { get; init; }
+
     /// <summary>Wraps the instance's command line (e.g. `ip netns exec NS`), for the benchmarks' shaped network.</summary>
     public IReadOnlyList<string> CommandPrefix { get; init; } = [];
 
@@ -61,7 +68,15 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         var label = $"{spec.App} v{spec.Version} #{n}";
         var command = options.CommandPrefix.Concat(["dotnet", options.RuntimeDll, spec.AppDirectory,
             "--port", "0", "--listen", options.ListenAddress, "--instance-id", id]).Concat(spec.Arguments).ToArray();
-        var info = new ProcessStartInfo(command[0]) { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
+        var info = new ProcessStartInfo(command[0])
+        {
+            RedirectStandardOutput = true,
+            RedirectStandardError = true,
+            RedirectStandardInput = options.TiedToPlatform,
+            UseShellExecute = false,
+        };
+        if (options.TiedToPlatform)
+            info.Environment[Runtime.Program.ExitWithStdinVariable] = "1";
         foreach (var a in command.Skip(1))
             info.ArgumentList.Add(a);
         foreach (var (name, value) in spec.Environment)

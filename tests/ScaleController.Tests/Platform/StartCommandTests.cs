@@ -246,4 +246,29 @@ public sealed class StartCommandTests : IDisposable
                 platform.Kill(entireProcessTree: true);
         }
     }
+
+    [Fact]
+    public async Task Start_on_development_storage_leaves_no_instance_behind_when_the_platform_is_killed()
+    {
+        // The platform's Azurite dies with it (its guard), so an instance left running could only fail: it ends too.
+        var app = CopySample("tiedapp");
+        var port = Ports.Free();
+        var output = new ConcurrentQueue<string>();
+        using var process = Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture), "--azurite-in-memory", "--isolation", "off"], output);
+        int pid;
+        try
+        {
+            await Eventually.TrueAsync(() => output.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || process.HasExited,
+                "the platform to serve the app", () => string.Join('\n', output), seconds: 120);
+            using var http = new HttpClient { BaseAddress = new Uri($"http://127.0.0.1:{port}/") };
+            (_, pid) = await OnlyInstanceAsync(http);
+        }
+        finally
+        {
+            process.Kill(); // SIGKILL: no cleanup of the platform's own runs
+            await process.WaitForExitAsync();
+        }
+        await Eventually.TrueAsync(() => !Directory.Exists($"/proc/{pid}") || File.ReadAllText($"/proc/{pid}/stat").Contains(") Z ", StringComparison.Ordinal),
+            "the instance to end with its platform", seconds: 60);
+    }
 }
