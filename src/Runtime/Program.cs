@@ -54,17 +54,7 @@ public static class Program
         }
 
         using var stop = new CancellationTokenSource();
-        Console.CancelKeyPress += (_, e) =>
-        {
-            e.Cancel = true;
-            stop.Cancel();
-        };
-        using var term = System.Runtime.InteropServices.PosixSignalRegistration.Create(
-            System.Runtime.InteropServices.PosixSignal.SIGTERM, ctx =>
-            {
-                ctx.Cancel = true;
-                stop.Cancel();
-            });
+        using var signals = Cli.StopSignals.Register(stop);
 
         // An instance whose platform owns its storage (the Azurite it started) must not outlive the platform, even a
         // SIGKILLed one: the platform holds the write end of this process's stdin, the kernel closes it when the

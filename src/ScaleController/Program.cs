@@ -25,17 +25,7 @@ public static class Program
     public static async Task<int> Main(string[] args)
     {
         using var stop = new CancellationTokenSource();
-        Console.CancelKeyPress += (_, e) =>
-        {
-            e.Cancel = true;
-            stop.Cancel();
-        };
-        using var term = System.Runtime.InteropServices.PosixSignalRegistration.Create(
-            System.Runtime.InteropServices.PosixSignal.SIGTERM, ctx =>
-            {
-                ctx.Cancel = true;
-                stop.Cancel();
-            });
+        using var signals = Runtime.Cli.StopSignals.Register(stop);
         return args switch
         {
             ["start", .. var rest] => await StartCommand.RunAsync(rest, stop.Token),

@@ -227,6 +227,27 @@ public sealed class PlatformTests : IAsyncLifetime
             .Concat(app.LastVotes.Select(v => $"vote {v.Instance} {v.Policy} {v.Delta}: {v.Reason}"))
             .Concat(app.Decisions.Select(d => $"decision {d.Kind} {d.From}->{d.To}: {d.Reason}")));
 
+    /// <summary>Adds function <paramref name="name"/>: GET /api/<paramref name="route"/>/{name} with blob data/{name} as input, answering <paramref name="body"/>'s value.</summary>
+    private static void AddBlobFunction(string dir, string name, string route, string body)
+    {
+        Directory.CreateDirectory(Path.Combine(dir, name));
+        File.WriteAllText(Path.Combine(dir, name, "function.json"), $$"""
+            { "bindings": [
+              { "type": "httpTrigger", "direction": "in", "name": "req", "authLevel": "anonymous", "methods": ["get"], "route": "{{route}}/{name}" },
+              { "type": "blob", "direction": "in", "name": "inblob", "path": "data/{name}", "dataType": "binary" },
+              { "type": "http", "direction": "out", "name": "$return" } ] }
+            """);
+        File.WriteAllText(Path.Combine(dir, name, "__init__.py"), $"""
+            import hashlib
+
+            import azure.functions as func
+
+
+            def main(req: func.HttpRequest, inblob: func.InputStream) -> str:
+                {body}
+            """);
+    }
+
     private static async Task<AppStatus> AppAsync(HttpClient client, string app) =>
         (await client.GetFromJsonAsync("admin/platform", PlatformJsonContext.Default.PlatformStatus))!.Apps.Single(a => a.App == app);
 
@@ -340,20 +361,7 @@ public sealed class PlatformTests : IAsyncLifetime
             { "minInstances": 1, "maxInstances": 2, "interval": "00:00:01", "scaleOutCooldown": "00:00:01",
               "scaleInCooldown": "01:00:00", "keepAlive": "01:00:00", "votes": { "compute": false } }
             """);
-        Directory.CreateDirectory(Path.Combine(dir, "Read"));
-        File.WriteAllText(Path.Combine(dir, "Read", "function.json"), """
-            { "bindings": [
-              { "type": "httpTrigger", "direction": "in", "name": "req", "authLevel": "anonymous", "methods": ["get"], "route": "read/{name}" },
-              { "type": "blob", "direction": "in", "name": "inblob", "path": "data/{name}", "dataType": "binary" },
-              { "type": "http", "direction": "out", "name": "$return" } ] }
-            """);
-        File.WriteAllText(Path.Combine(dir, "Read", "__init__.py"), """
-            import azure.functions as func
-
-
-            def main(req: func.HttpRequest, inblob: func.InputStream) -> str:
-                return str(len(inblob.read()))
-            """);
+        AddBlobFunction(dir, "Read", "read", "return str(len(inblob.read()))");
         File.WriteAllText(Path.Combine(dir, "faast.json"), File.ReadAllText(Path.Combine(dir, "faast.json")).Replace(
             "{ \"scale\"", "{ \"cache\": { \"cacheCapacity\": \"1MiB\" }, \"scale\"", StringComparison.Ordinal));
         using (var deployed = await client.PutAsync("admin/platform/apps/wide", new StreamContent(Zip(dir))))
@@ -396,22 +404,7 @@ public sealed class PlatformTests : IAsyncLifetime
               "scaleInCooldown": "01:00:00", "keepAlive": "01:00:00", "votes": { "compute": false, "cacheSize": false },
               "bandwidth": { "minObjectSize": "16MiB" } }
             """);
-        Directory.CreateDirectory(Path.Combine(dir, "Digest"));
-        File.WriteAllText(Path.Combine(dir, "Digest", "function.json"), """
-            { "bindings": [
-              { "type": "httpTrigger", "direction": "in", "name": "req", "authLevel": "anonymous", "methods": ["get"], "route": "digest/{name}" },
-              { "type": "blob", "direction": "in", "name": "inblob", "path": "data/{name}", "dataType": "binary" },
-              { "type": "http", "direction": "out", "name": "$return" } ] }
-            """);
-        File.WriteAllText(Path.Combine(dir, "Digest", "__init__.py"), """
-            import hashlib
-
-            import azure.functions as func
-
-
-            def main(req: func.HttpRequest, inblob: func.InputStream) -> str:
-                return hashlib.sha256(inblob.read()).hexdigest()
-            """);
+        AddBlobFunction(dir, "Digest", "digest", "return hashlib.sha256(inblob.read()).hexdigest()");
         using (var deployed = await client.PutAsync("admin/platform/apps/wide-objects", new StreamContent(Zip(dir))))
             Assert.True(deployed.IsSuccessStatusCode, await deployed.Content.ReadAsStringAsync());
         using var store = new Storage.BlobStore(_azurite.ConnectionString); // straight to Azurite: uploads are not what is measured
