@@ -38,10 +38,34 @@ public static class BandwidthScenario
 
     private static void Say(string message) => Console.WriteLine($"[{Clock.Elapsed.TotalSeconds,5:0.0} s] {message}");
 
-    public static async Task RunAsync(string home, bool quick)
+    /// <summary>
+    /// On the shaped network (bench/net/cloudnet.sh, 4 instance namespaces) when this machine can build it
+    /// (root, iproute2, namespaces permitted), else on loopback, and the JSON says which and why.
+    /// --storage-mbps R / --peer-mbps R override cloudnet.sh's defaults (45 / 375 MB/s).
+    /// </summary>
+    public static async Task RunAsync(string home, bool quick, string[] args)
     {
-        await using var network = new LoopbackNetwork(home);
-        await RunAsync(home, quick, network);
+        var availability = await Net.CloudNetwork.AvailableAsync(home);
+        if (!availability.IsAvailable)
+        {
+            Say($"shaped network unavailable: {availability.Reason}; running on loopback");
+            await using var loopback = new LoopbackNetwork(home, availability.Reason);
+            await RunAsync(home, quick, loopback);
+            return;
+        }
+        var settings = new Net.CloudNetworkSettings();
+        if (Option(args, "--storage-mbps") is { } storage)
+            settings = settings with { StorageMbps = storage };
+        if (Option(args, "--peer-mbps") is { } peer)
+            settings = settings with { PeerMbps = peer };
+        await using var shaped = await ShapedNetwork.UpAsync(home, 4, settings, CancellationToken.None);
+        await RunAsync(home, quick, shaped);
+    }
+
+    private static int? Option(string[] args, string name)
+    {
+        var i = Array.IndexOf(args, name);
+        return i >= 0 && i + 1 < args.Length ? int.Parse(args[i + 1], CultureInfo.InvariantCulture) : null;
     }
 
     public static async Task RunAsync(string home, bool quick, IBandwidthNetwork network, CancellationToken ct = default)
@@ -51,8 +75,7 @@ public static class BandwidthScenario
         var largest = sizes[^1];
         var logs = Path.Combine(Path.GetTempPath(), "faast-bench-bandwidth-" + DateTime.UtcNow.ToString("yyyyMMdd-HHmmss", CultureInfo.InvariantCulture));
         var report = new Report("bandwidth", quick);
-        report.Config("network", network.Description);
-        report.Config("network_shaped", network.Shaped);
+        BandwidthNetworkReport.Write(report, network);
         if (!network.Shaped)
             report.Config("network_note", "unshaped loopback: storage and instances share this machine's memory bandwidth and 2 cores, so splitting a download gains far less than on the paper's VMs (90 MB/s to storage, 750 MB/s between instances)");
         report.Config("sizes", new JsonArray(sizes.Select(s => (JsonNode?)s.Label).ToArray()));
@@ -103,7 +126,7 @@ public static class BandwidthScenario
 
         Say("1 instance");
         await using var first = await network.StartInstancesAsync(Group(1, 1, "first"), ct);
-        await GroupReadiness.WaitForWorkersAsync(first, 1, logs);
+        await first.WaitForWorkersAsync(1, logs);
         var origin = first[0];
         // One throwaway read: the first one also starts the worker's code paths.
         await reader.ReadAsync(origin, [origin], "warmup", contents[sizes[0].Label], ct);
