@@ -172,6 +172,30 @@ public static class BandwidthScenario
         foreach (var (_, label) in sizes)
             times[(label, 4, "running")] = await MedianAsync(repeats, () => reader.ReadAsync(origin, four, label, contents[label], ct, 4, "running"));
 
+        // The N the instances' own rule picks on this network. Their profile (src/Scaling/ProfiledBandwidth.cs)
+        // learned BW_BS from the reads above (every storage download of at least 1 MiB, ranges included);
+        // BW_Inst comes only from remote hits, so the origin takes one (a 40 MB-class object another
+        // instance owns and has cached) over the instance link; T_Load is this run's measured start of the
+        // three extra instances, sent as the controller would (GetVote's instance_load_seconds).
+        Say("profile: a remote hit at the origin, then its vote");
+        await reader.RemoteHitAsync(extras[0], origin, four, contents["40mb"], ct);
+        var profile = await VoteProfileAsync(origin, coldStartSeconds, ct);
+        report.Config("profile_at_origin", new JsonObject
+        {
+            ["load_seconds"] = profile.LoadSeconds,
+            ["storage_mb_per_s"] = profile.StorageBytesPerSecond / 1e6,
+            ["instance_mb_per_s"] = profile.InstanceBytesPerSecond / 1e6,
+            ["source"] = "GetVote's BandwidthProfile from the origin instance (BW_BS, BW_Inst observed by its read path; T_Load the measured start of 3 instances, sent in the vote request)",
+        });
+        var observed = new BandwidthSnapshot(profile.LoadSeconds, profile.StorageBytesPerSecond, profile.InstanceBytesPerSecond);
+        foreach (var (bytes, label) in sizes)
+        {
+            // Below the threshold the read path never plans (one download); at or above it, the rule over the profile.
+            var n = bytes < Threshold ? 1 : BandwidthPlanner.PlanInstances(bytes, 1, observed, 8);
+            report.Add($"n_chosen_{label}", n, "N the instances' T_DR rule picks with 1 running instance on this network (the origin's observed profile, cap 8; 1 below the split threshold)");
+            report.Add($"tdr_predicted_{label}_n{n}_s", BandwidthPlanner.DownloadSeconds(bytes, n, 1, observed), "T_DR of that choice, from the same profile");
+        }
+
         Say("2 instances running");
         await extras.StopAsync(1);
         await extras.StopAsync(2);
@@ -252,6 +276,27 @@ public static class BandwidthScenario
             return seconds;
         }
 
+        /// <summary>A fresh blob that <paramref name="owner"/> owns, read there (a miss it caches), then at <paramref name="at"/> (a remote hit from the owner).</summary>
+        public async Task RemoteHitAsync(GroupInstance owner, GroupInstance at, IReadOnlyList<GroupInstance> members, byte[] content, CancellationToken ct)
+        {
+            var name = OwnedBy(owner, members, "remote");
+            await store.UploadAsync(Container, name, content, ct: ct);
+            var expected = string.Create(CultureInfo.InvariantCulture, $"{content.Length} {PageSum(content)}");
+            foreach (var instance in new[] { owner, at })
+            {
+                var before = await peers.StatsAsync(at.PeerAddress, ct);
+                var started = Stopwatch.GetTimestamp();
+                using var response = await http.GetAsync(new Uri(instance.BaseAddress, $"api/shared/{name}"), ct);
+                var body = await response.Content.ReadAsStringAsync(ct);
+                if (response.StatusCode != HttpStatusCode.OK || body.Trim() != expected)
+                    throw new InvalidOperationException($"reading {name} at instance {instance.Index}: {(int)response.StatusCode} \"{body}\" (expected \"{expected}\")");
+                var after = await peers.StatsAsync(at.PeerAddress, ct);
+                if (instance == at)
+                    Say($"  remote hit at the origin: {content.Length / 1e6:0} MB in {Stopwatch.GetElapsedTime(started).TotalMilliseconds:0} ms (remote_hit reads {before.Reads.GetValueOrDefault("remote_hit")} -> {after.Reads.GetValueOrDefault("remote_hit")})");
+            }
+            await store.DeleteAsync(Container, name, ct: ct);
+        }
+
         /// <summary>A fresh blob name that the ring of <paramref name="members"/> places on <paramref name="origin"/>.</summary>
         private string OwnedBy(GroupInstance origin, IReadOnlyList<GroupInstance> members, string label)
         {
@@ -263,6 +308,18 @@ public static class BandwidthScenario
                     return name;
             }
         }
+    }
+
+    /// <summary>The origin's bandwidth profile, asked as the scale controller asks (InstanceScaling.GetVote on the peer endpoint, signed with the peer secret).</summary>
+    private static async Task<FaaST.Protos.Scale.BandwidthProfile> VoteProfileAsync(GroupInstance instance, double loadSeconds, CancellationToken ct)
+    {
+        using var channel = Grpc.Net.Client.GrpcChannel.ForAddress(instance.PeerAddress);
+        var client = new FaaST.Protos.Scale.InstanceScaling.InstanceScalingClient(channel);
+        var auth = new PeerAuth(Encoding.UTF8.GetBytes(PeerSecret), AppName);
+        var headers = new Grpc.Core.Metadata { { PeerAuth.HeaderName, auth.SignCall("/faast.scale.v1.InstanceScaling/GetVote") } };
+        var reply = await client.GetVoteAsync(new FaaST.Protos.Scale.VoteRequest { App = AppName, Instances = 4, InstanceLoadSeconds = loadSeconds },
+            new Grpc.Core.CallOptions(headers, cancellationToken: ct));
+        return reply.Profile;
     }
 
     private static async Task<double> StorageSecondsAsync(BlobStore store, string label, byte[] content, CancellationToken ct)
