@@ -29,6 +29,7 @@ public sealed class ShapedNetwork : IBandwidthNetwork
     private readonly List<IAsyncDisposable> _groups = [];
     private readonly HashSet<string> _prepared = [];
     private AzuriteProcess? _azurite;
+    private readonly AzuriteDataDirectory _data = new();
 
     /// <summary>The app's master key: an instance listening beyond loopback checks keys, and its admin API
     /// (status, the view) needs this one. Random per run, given to the app as a kubernetes-type secret in
@@ -54,7 +55,7 @@ public sealed class ShapedNetwork : IBandwidthNetwork
 
     public async Task<string> StartStorageAsync(CancellationToken ct)
     {
-        _azurite = await AzuriteProcess.StartAsync(_home, ct: ct, listenAddress: _network.StorageAddress);
+        _azurite = await AzuriteProcess.StartAsync(_home, ct: ct, listenAddress: _network.StorageAddress, dataDirectory: _data.Path);
         return _azurite.ConnectionString;
     }
 
@@ -124,6 +125,7 @@ public sealed class ShapedNetwork : IBandwidthNetwork
             await group.DisposeAsync();
         if (_azurite is not null)
             await _azurite.DisposeAsync();
+        _data.Dispose();
         await _network.DisposeAsync();
     }
 
