@@ -20,8 +20,9 @@ namespace FaaST.Bench;
 /// zero-copy view) at the instance that owns the key, with 1, 2 and 4 instances: running (the extra
 /// instances already up) and cold (the time also includes starting them, as a scale-out would). With
 /// several instances the owner fetches the object in parallel ranges, one per instance
-/// (range_from_storage). Storage and instances come from an <see cref="IBandwidthNetwork"/>: loopback by
-/// default (unshaped: the JSON says so), the shaped network of issue 13 when the lead plugs it in.
+/// (range_from_storage). Storage and instances come from an <see cref="IBandwidthNetwork"/>: the shaped
+/// network (<see cref="ShapedNetwork"/>, bench/net/cloudnet.sh) where this machine can build it, else
+/// loopback (unshaped: the JSON says so, and why).
 /// </summary>
 public static class BandwidthScenario
 {
@@ -41,11 +42,14 @@ public static class BandwidthScenario
     /// <summary>
     /// On the shaped network (bench/net/cloudnet.sh, 4 instance namespaces) when this machine can build it
     /// (root, iproute2, namespaces permitted), else on loopback, and the JSON says which and why.
-    /// --storage-mbps R / --peer-mbps R override cloudnet.sh's defaults (45 / 375 MB/s).
+    /// --storage-mbps R / --peer-mbps R override cloudnet.sh's defaults (45 / 375 MB/s); --loopback skips the shaped network.
     /// </summary>
     public static async Task RunAsync(string home, bool quick, string[] args)
     {
-        var availability = await Net.CloudNetwork.AvailableAsync(home);
+        // --loopback: the unshaped fallback on purpose (to compare, or to check the fallback where root is available).
+        var availability = args.Contains("--loopback")
+            ? new Net.CloudNetworkAvailability(false, "--loopback asked for it")
+            : await Net.CloudNetwork.AvailableAsync(home);
         if (!availability.IsAvailable)
         {
             Say($"shaped network unavailable: {availability.Reason}; running on loopback");
