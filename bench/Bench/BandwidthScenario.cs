@@ -20,8 +20,9 @@ namespace FaaST.Bench;
 /// zero-copy view) at the instance that owns the key, with 1, 2 and 4 instances: running (the extra
 /// instances already up) and cold (the time also includes starting them, as a scale-out would). With
 /// several instances the owner fetches the object in parallel ranges, one per instance
-/// (range_from_storage). Storage and instances come from an <see cref="IBandwidthNetwork"/>: loopback by
-/// default (unshaped: the JSON says so), the shaped network of issue 13 when the lead plugs it in.
+/// (range_from_storage). Storage and instances come from an <see cref="IBandwidthNetwork"/>: the shaped
+/// network (<see cref="ShapedNetwork"/>, bench/net/cloudnet.sh) where this machine can build it, else
+/// loopback (unshaped: the JSON says so, and why).
 /// </summary>
 public static class BandwidthScenario
 {
@@ -38,28 +39,57 @@ public static class BandwidthScenario
 
     private static void Say(string message) => Console.WriteLine($"[{Clock.Elapsed.TotalSeconds,5:0.0} s] {message}");
 
-    public static async Task RunAsync(string home, bool quick)
+    /// <summary>
+    /// On the shaped network (bench/net/cloudnet.sh, 4 instance namespaces) when this machine can build it
+    /// (root, iproute2, namespaces permitted), else on loopback, and the JSON says which and why.
+    /// --storage-mbps R / --peer-mbps R override cloudnet.sh's defaults (45 / 375 MB/s); --loopback skips the shaped network.
+    /// </summary>
+    public static async Task RunAsync(string home, bool quick, string[] args)
     {
-        await using var network = new LoopbackNetwork(home);
-        await RunAsync(home, quick, network);
+        // --loopback: the unshaped fallback on purpose (to compare, or to check the fallback where root is available).
+        var availability = args.Contains("--loopback")
+            ? new Net.CloudNetworkAvailability(false, "--loopback asked for it")
+            : await Net.CloudNetwork.AvailableAsync(home);
+        if (!availability.IsAvailable)
+        {
+            Say($"shaped network unavailable: {availability.Reason}; running on loopback");
+            await using var loopback = new LoopbackNetwork(home, availability.Reason);
+            await RunAsync(home, quick, loopback);
+            return;
+        }
+        var settings = new Net.CloudNetworkSettings();
+        if (Option(args, "--storage-mbps") is { } storage)
+            settings = settings with { StorageMbps = storage };
+        if (Option(args, "--peer-mbps") is { } peer)
+            settings = settings with { PeerMbps = peer };
+        await using var shaped = await ShapedNetwork.UpAsync(home, 4, settings, CancellationToken.None);
+        await RunAsync(home, quick, shaped);
+    }
+
+    private static int? Option(string[] args, string name)
+    {
+        var i = Array.IndexOf(args, name);
+        return i >= 0 && i + 1 < args.Length ? int.Parse(args[i + 1], CultureInfo.InvariantCulture) : null;
     }
 
     public static async Task RunAsync(string home, bool quick, IBandwidthNetwork network, CancellationToken ct = default)
     {
         var sizes = quick ? QuickSizes : FullSizes;
-        var repeats = quick ? 3 : 5; // running reads: the median of this many (the machine may be shared)
+        // Running reads: the median of this many (the machine may be shared); 3 from 400 MB on in the full run,
+        // where every read also uploads a fresh blob of that size (about 20 s and 40 s here) to bound the run.
+        int Repeats(long bytes) => quick || bytes >= 400_000_000 ? 3 : 5;
         var largest = sizes[^1];
         var logs = Path.Combine(Path.GetTempPath(), "faast-bench-bandwidth-" + DateTime.UtcNow.ToString("yyyyMMdd-HHmmss", CultureInfo.InvariantCulture));
         var report = new Report("bandwidth", quick);
-        report.Config("network", network.Description);
-        report.Config("network_shaped", network.Shaped);
+        BandwidthNetworkReport.Write(report, network);
         if (!network.Shaped)
             report.Config("network_note", "unshaped loopback: storage and instances share this machine's memory bandwidth and 2 cores, so splitting a download gains far less than on the paper's VMs (90 MB/s to storage, 750 MB/s between instances)");
         report.Config("sizes", new JsonArray(sizes.Select(s => (JsonNode?)s.Label).ToArray()));
         report.Config("threshold_bytes", Threshold);
         report.Config("read", "GET /api/shared/{name} of python-bench at the instance that owns the key (touches every page of the zero-copy view); a fresh blob per read");
         report.Config("cold", quick ? $"{largest.Label} with 4 instances only (--quick)" : "every size with 2 and 4 instances");
-        report.Config("running_reads", quick ? "median of 3 fresh blobs per size and instance count" : "median of 5 fresh blobs per size and instance count");
+        report.Config("running_reads", quick ? "median of 3 fresh blobs per size and instance count" : "median of 5 fresh blobs per size and instance count (3 for 400 MB and 800 MB)");
+        report.Config("storage", "Azurite " + (network.Shaped ? "on the storage address" : "on 127.0.0.1") + ", blobs in a temporary directory on disk (its in-memory store keeps deleted blobs until its periodic GC and filled up)");
         report.Config("warmup", "before the running reads of each instance count: two unmeasured reads in ranges (JIT); the cold reads are not warmed");
         report.Config("cold_definition", "time to start the extra instances until every instance sees them all, plus the read (the upload of the fresh blob in between is not counted)");
         report.Config("instance_logs", logs);
@@ -103,12 +133,12 @@ public static class BandwidthScenario
 
         Say("1 instance");
         await using var first = await network.StartInstancesAsync(Group(1, 1, "first"), ct);
-        await GroupReadiness.WaitForWorkersAsync(first, 1, logs);
+        await first.WaitForWorkersAsync(1, logs);
         var origin = first[0];
         // One throwaway read: the first one also starts the worker's code paths.
         await reader.ReadAsync(origin, [origin], "warmup", contents[sizes[0].Label], ct);
-        foreach (var (_, label) in sizes)
-            times[(label, 1, "running")] = await MedianAsync(repeats, () => reader.ReadAsync(origin, [origin], label, contents[label], ct, 1, "running"));
+        foreach (var (bytes, label) in sizes)
+            times[(label, 1, "running")] = await MedianAsync(Repeats(bytes), () => reader.ReadAsync(origin, [origin], label, contents[label], ct, 1, "running"));
 
         // Cold: the extra instances are started for the read (a scale-out), and the time includes their
         // start. --quick measures the largest size with 4 instances only; the full run every size with 2 and 4.
@@ -146,8 +176,32 @@ public static class BandwidthScenario
         // first parallel fetches run code not yet compiled by the JIT's optimizing tier).
         Say("4 instances running");
         await WarmAsync(reader, origin, four, sizes, contents, ct);
-        foreach (var (_, label) in sizes)
-            times[(label, 4, "running")] = await MedianAsync(repeats, () => reader.ReadAsync(origin, four, label, contents[label], ct, 4, "running"));
+        foreach (var (bytes, label) in sizes)
+            times[(label, 4, "running")] = await MedianAsync(Repeats(bytes), () => reader.ReadAsync(origin, four, label, contents[label], ct, 4, "running"));
+
+        // The N the instances' own rule picks on this network. Their profile (src/Scaling/ProfiledBandwidth.cs)
+        // learned BW_BS from the reads above (every storage download of at least 1 MiB, ranges included);
+        // BW_Inst comes only from remote hits, so the origin takes one (a 40 MB-class object another
+        // instance owns and has cached) over the instance link; T_Load is this run's measured start of the
+        // three extra instances, sent as the controller would (GetVote's instance_load_seconds).
+        Say("profile: a remote hit at the origin, then its vote");
+        await reader.RemoteHitAsync(extras[0], origin, four, contents["40mb"], ct);
+        var profile = await VoteProfileAsync(origin, coldStartSeconds, ct);
+        report.Config("profile_at_origin", new JsonObject
+        {
+            ["load_seconds"] = profile.LoadSeconds,
+            ["storage_mb_per_s"] = profile.StorageBytesPerSecond / 1e6,
+            ["instance_mb_per_s"] = profile.InstanceBytesPerSecond / 1e6,
+            ["source"] = "GetVote's BandwidthProfile from the origin instance (BW_BS, BW_Inst observed by its read path; T_Load the measured start of 3 instances, sent in the vote request)",
+        });
+        var observed = new BandwidthSnapshot(profile.LoadSeconds, profile.StorageBytesPerSecond, profile.InstanceBytesPerSecond);
+        foreach (var (bytes, label) in sizes)
+        {
+            // Below the threshold the read path never plans (one download); at or above it, the rule over the profile.
+            var n = bytes < Threshold ? 1 : BandwidthPlanner.PlanInstances(bytes, 1, observed, 8);
+            report.Add($"n_chosen_{label}", n, "N the instances' T_DR rule picks with 1 running instance on this network (the origin's observed profile, cap 8; 1 below the split threshold)");
+            report.Add($"tdr_predicted_{label}_n{n}_s", BandwidthPlanner.DownloadSeconds(bytes, n, 1, observed), "T_DR of that choice, from the same profile");
+        }
 
         Say("2 instances running");
         await extras.StopAsync(1);
@@ -155,8 +209,8 @@ public static class BandwidthScenario
         await first.WaitForViewAsync(2, ct);
         var two = new[] { origin, extras[0] };
         await WarmAsync(reader, origin, two, sizes, contents, ct);
-        foreach (var (_, label) in sizes)
-            times[(label, 2, "running")] = await MedianAsync(repeats, () => reader.ReadAsync(origin, two, label, contents[label], ct, 2, "running"));
+        foreach (var (bytes, label) in sizes)
+            times[(label, 2, "running")] = await MedianAsync(Repeats(bytes), () => reader.ReadAsync(origin, two, label, contents[label], ct, 2, "running"));
 
         foreach (var ((label, k, mode), seconds) in times.OrderBy(t => Array.FindIndex(sizes, s => s.Label == t.Key.Label)).ThenBy(t => t.Key.Mode).ThenBy(t => t.Key.Instances))
         {
@@ -229,6 +283,27 @@ public static class BandwidthScenario
             return seconds;
         }
 
+        /// <summary>A fresh blob that <paramref name="owner"/> owns, read there (a miss it caches), then at <paramref name="at"/> (a remote hit from the owner).</summary>
+        public async Task RemoteHitAsync(GroupInstance owner, GroupInstance at, IReadOnlyList<GroupInstance> members, byte[] content, CancellationToken ct)
+        {
+            var name = OwnedBy(owner, members, "remote");
+            await store.UploadAsync(Container, name, content, ct: ct);
+            var expected = string.Create(CultureInfo.InvariantCulture, $"{content.Length} {PageSum(content)}");
+            foreach (var instance in new[] { owner, at })
+            {
+                var before = await peers.StatsAsync(at.PeerAddress, ct);
+                var started = Stopwatch.GetTimestamp();
+                using var response = await http.GetAsync(new Uri(instance.BaseAddress, $"api/shared/{name}"), ct);
+                var body = await response.Content.ReadAsStringAsync(ct);
+                if (response.StatusCode != HttpStatusCode.OK || body.Trim() != expected)
+                    throw new InvalidOperationException($"reading {name} at instance {instance.Index}: {(int)response.StatusCode} \"{body}\" (expected \"{expected}\")");
+                var after = await peers.StatsAsync(at.PeerAddress, ct);
+                if (instance == at)
+                    Say($"  remote hit at the origin: {content.Length / 1e6:0} MB in {Stopwatch.GetElapsedTime(started).TotalMilliseconds:0} ms (remote_hit reads {before.Reads.GetValueOrDefault("remote_hit")} -> {after.Reads.GetValueOrDefault("remote_hit")})");
+            }
+            await store.DeleteAsync(Container, name, ct: ct);
+        }
+
         /// <summary>A fresh blob name that the ring of <paramref name="members"/> places on <paramref name="origin"/>.</summary>
         private string OwnedBy(GroupInstance origin, IReadOnlyList<GroupInstance> members, string label)
         {
@@ -240,6 +315,18 @@ public static class BandwidthScenario
                     return name;
             }
         }
+    }
+
+    /// <summary>The origin's bandwidth profile, asked as the scale controller asks (InstanceScaling.GetVote on the peer endpoint, signed with the peer secret).</summary>
+    private static async Task<FaaST.Protos.Scale.BandwidthProfile> VoteProfileAsync(GroupInstance instance, double loadSeconds, CancellationToken ct)
+    {
+        using var channel = Grpc.Net.Client.GrpcChannel.ForAddress(instance.PeerAddress);
+        var client = new FaaST.Protos.Scale.InstanceScaling.InstanceScalingClient(channel);
+        var auth = new PeerAuth(Encoding.UTF8.GetBytes(PeerSecret), AppName);
+        var headers = new Grpc.Core.Metadata { { PeerAuth.HeaderName, auth.SignCall("/faast.scale.v1.InstanceScaling/GetVote") } };
+        var reply = await client.GetVoteAsync(new FaaST.Protos.Scale.VoteRequest { App = AppName, Instances = 4, InstanceLoadSeconds = loadSeconds },
+            new Grpc.Core.CallOptions(headers, cancellationToken: ct));
+        return reply.Profile;
     }
 
     private static async Task<double> StorageSecondsAsync(BlobStore store, string label, byte[] content, CancellationToken ct)

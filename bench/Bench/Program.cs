@@ -38,7 +38,7 @@ public static class Program
                     await Net.NetScenario.RunAsync(home, quick, args);
                     return 0;
                 case "bandwidth":
-                    await BandwidthScenario.RunAsync(home, quick);
+                    await BandwidthScenario.RunAsync(home, quick, args);
                     return 0;
                 case "micro":
                     // In-process: the project file is not named after the assembly, so BenchmarkDotNet's

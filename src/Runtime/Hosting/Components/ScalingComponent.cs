@@ -79,8 +79,11 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
             throw new RpcException(new Status(StatusCode.InvalidArgument, $"GetVote: instance_load_seconds must be 0 (not measured) or a positive number of seconds, not {request.InstanceLoadSeconds}"));
         if (request.Instances < 0)
             throw new RpcException(new Status(StatusCode.InvalidArgument, $"GetVote: instances must be 0 or more, not {request.Instances}"));
-        if (request.InstanceLoadSeconds > 0)
-            Volatile.Write(ref _loadSeconds, request.InstanceLoadSeconds);
+        // The controller repeats its latest T_Load in every vote; a new value is a new measurement, which the
+        // bandwidth planner's profile takes as one observation (a repeat is not one, or the average would
+        // be pulled towards whatever the controller happened to repeat most).
+        if (request.InstanceLoadSeconds > 0 && Interlocked.Exchange(ref _loadSeconds, request.InstanceLoadSeconds) != request.InstanceLoadSeconds)
+            _peers.Bandwidth.ObserveLoad(TimeSpan.FromSeconds(request.InstanceLoadSeconds));
 
         var votes = _options.Votes;
         var metrics = Metrics;
@@ -111,9 +114,24 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
             InstanceId = membership?.Self.Id ?? "",
             Votes = { compute, cacheSize, bandwidth },
             Load = load,
-            // BW_BS and BW_Inst are the read path's to profile (bandwidth scaling); 0 here: not profiled.
-            Profile = new BandwidthProfile { LoadSeconds = LoadSeconds },
+            Profile = CurrentProfile(),
             State = StateName(membership),
+        };
+    }
+
+    /// <summary>
+    /// T_Load as the controller sent it; BW_BS and BW_Inst as the read path profiled them (the planner's own
+    /// values), 0 while not observed yet (the planner then uses the paper's seed, which is not a measurement).
+    /// </summary>
+    private BandwidthProfile CurrentProfile()
+    {
+        var profile = _peers.Bandwidth;
+        var (_, storage, instance) = profile.Observations;
+        return new BandwidthProfile
+        {
+            LoadSeconds = LoadSeconds,
+            StorageBytesPerSecond = storage > 0 ? profile.StorageBytesPerSecond : 0,
+            InstanceBytesPerSecond = instance > 0 ? profile.InstanceBytesPerSecond : 0,
         };
     }
 
