@@ -494,7 +494,7 @@ public sealed class FakeBulkPeer : IAsyncDisposable
 }
 
 /// <summary>Azurite, with every download held back by <see cref="Delay"/> first (slow storage).</summary>
-public sealed class SlowDownloads(IBlobStore inner, TimeSpan delay) : IBlobStore
+public sealed class SlowDownloads(IBlobStore inner, TimeSpan delay) : DelegatingStore(inner)
 {
     private int _downloads;
 
@@ -502,58 +502,30 @@ public sealed class SlowDownloads(IBlobStore inner, TimeSpan delay) : IBlobStore
 
     /// <summary>Downloads started.</summary>
     public int Downloads => Volatile.Read(ref _downloads);
-    public Uri Endpoint => inner.Endpoint;
-    public Uri GetBlobUri(string container, string blob) => inner.GetBlobUri(container, blob);
-    public Task CreateContainerIfNotExistsAsync(string container, CancellationToken ct = default) => inner.CreateContainerIfNotExistsAsync(container, ct);
-    public Task<BlobProperties?> GetPropertiesAsync(string container, string blob, CancellationToken ct = default) => inner.GetPropertiesAsync(container, blob, ct);
 
-    public async Task<BlobProperties?> DownloadToAsync(string container, string blob, Stream destination, BlobRange? range = null,
+    public override async Task<BlobProperties?> DownloadToAsync(string container, string blob, Stream destination, BlobRange? range = null,
         string? ifMatch = null, CancellationToken ct = default)
     {
-        Interlocked.Increment(ref _downloads);
-        await Task.Delay(delay, ct);
-        return await inner.DownloadToAsync(container, blob, destination, range, ifMatch, ct);
+        await HoldAsync(ct);
+        return await base.DownloadToAsync(container, blob, destination, range, ifMatch, ct);
     }
 
-    public async Task<BlobProperties?> DownloadToAsync(string container, string blob, Func<BlobProperties, Stream> destinationFactory,
+    public override async Task<BlobProperties?> DownloadToAsync(string container, string blob, Func<BlobProperties, Stream> destinationFactory,
         string? ifMatch = null, CancellationToken ct = default)
     {
-        Interlocked.Increment(ref _downloads);
-        await Task.Delay(delay, ct);
-        return await inner.DownloadToAsync(container, blob, destinationFactory, ifMatch, ct);
+        await HoldAsync(ct);
+        return await base.DownloadToAsync(container, blob, destinationFactory, ifMatch, ct);
     }
 
-    public async Task<BlobContent?> DownloadAsync(string container, string blob, CancellationToken ct = default)
+    public override async Task<BlobContent?> DownloadAsync(string container, string blob, CancellationToken ct = default)
+    {
+        await HoldAsync(ct);
+        return await base.DownloadAsync(container, blob, ct);
+    }
+
+    private Task HoldAsync(CancellationToken ct)
     {
         Interlocked.Increment(ref _downloads);
-        await Task.Delay(delay, ct);
-        return await inner.DownloadAsync(container, blob, ct);
+        return Task.Delay(delay, ct);
     }
-
-    public Task<BlobProperties> UploadAsync(string container, string blob, ReadOnlyMemory<byte> content, string? contentType = null,
-        string? ifMatch = null, string? ifNoneMatch = null, CancellationToken ct = default) =>
-        inner.UploadAsync(container, blob, content, contentType, ifMatch, ifNoneMatch, ct);
-
-    public Task<BlobProperties> UploadAsync(string container, string blob, Stream content, long length, string? contentType = null,
-        string? ifMatch = null, string? ifNoneMatch = null, CancellationToken ct = default) =>
-        inner.UploadAsync(container, blob, content, length, contentType, ifMatch, ifNoneMatch, ct);
-
-    public Task<bool> DeleteAsync(string container, string blob, string? ifMatch = null, CancellationToken ct = default) =>
-        inner.DeleteAsync(container, blob, ifMatch, ct);
-
-    public IAsyncEnumerable<BlobItem> ListAsync(string container, string? prefix = null, CancellationToken ct = default) =>
-        inner.ListAsync(container, prefix, ct);
-
-    public Task<BlobLeaseInfo?> TryAcquireLeaseAsync(string container, string blob, TimeSpan duration, CancellationToken ct = default) =>
-        inner.TryAcquireLeaseAsync(container, blob, duration, ct);
-
-    public Task<BlobLeaseInfo> RenewLeaseAsync(string container, string blob, string leaseId, CancellationToken ct = default) =>
-        inner.RenewLeaseAsync(container, blob, leaseId, ct);
-
-    public Task<bool> ReleaseLeaseAsync(string container, string blob, string leaseId, CancellationToken ct = default) =>
-        inner.ReleaseLeaseAsync(container, blob, leaseId, ct);
-
-    public Task<BlobProperties> UploadUnderLeaseAsync(string container, string blob, ReadOnlyMemory<byte> content, string leaseId,
-        CancellationToken ct = default) =>
-        inner.UploadUnderLeaseAsync(container, blob, content, leaseId, ct);
 }
