@@ -127,6 +127,19 @@ public sealed class StartCommandTests : IDisposable
         using var state = new TempDirectory("faast-platform-crash-");
         var port = Ports.Free();
         string[] args = ["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path, "--isolation", "off"];
+        try
+        {
+            await CrashAndTakeOverAsync(azurite, args, port);
+        }
+        finally
+        {
+            // Whatever failed: no instance of this test outlives it (a crashed platform's instances run on by design).
+            KillProcessesMentioning(state.Path);
+        }
+    }
+
+    private async Task CrashAndTakeOverAsync(Storage.AzuriteProcess azurite, string[] args, int port)
+    {
         var first = new ConcurrentQueue<string>();
         using var crashing = Start(args, first, azurite.ConnectionString);
         int pid;
@@ -171,8 +184,22 @@ public sealed class StartCommandTests : IDisposable
         {
             if (!restarted.HasExited)
                 restarted.Kill(entireProcessTree: true);
-            if (Directory.Exists($"/proc/{pid}"))
-                Process.GetProcessById(pid).Kill(entireProcessTree: true);
+        }
+    }
+
+    private static void KillProcessesMentioning(string path)
+    {
+        foreach (var dir in Directory.EnumerateDirectories("/proc").Where(d => int.TryParse(Path.GetFileName(d), out _)))
+        {
+            try
+            {
+                if (File.ReadAllText(Path.Combine(dir, "cmdline")).Contains(path, StringComparison.Ordinal))
+                    Process.GetProcessById(int.Parse(Path.GetFileName(dir), CultureInfo.InvariantCulture)).Kill(entireProcessTree: true);
+            }
+            catch (Exception e) when (e is IOException or UnauthorizedAccessException or ArgumentException or InvalidOperationException)
+            {
+                // ended meanwhile
+            }
         }
     }
 
