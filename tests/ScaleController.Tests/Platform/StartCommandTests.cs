@@ -147,7 +147,7 @@ public sealed class StartCommandTests : IDisposable
         using var http = new HttpClient { BaseAddress = new Uri($"http://127.0.0.1:{port}/"), Timeout = TimeSpan.FromSeconds(60) };
         try
         {
-            await Eventually.TrueAsync(() => first.Any(l => l.Contains("platform at", StringComparison.Ordinal)) || crashing.HasExited,
+            await Eventually.TrueAsync(() => first.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)) || crashing.HasExited,
                 "the first platform", () => string.Join('\n', first), seconds: 120);
             using var zip = new MemoryStream();
             FaaST.ScaleController.Deploy.Packager.Zip(CopySample("survivor"), zip);
@@ -168,7 +168,7 @@ public sealed class StartCommandTests : IDisposable
         using var restarted = Start(args, second, azurite.ConnectionString);
         try
         {
-            await Eventually.TrueAsync(() => second.Any(l => l.Contains("platform at", StringComparison.Ordinal)) || restarted.HasExited,
+            await Eventually.TrueAsync(() => second.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)) || restarted.HasExited,
                 "the restarted platform", () => string.Join('\n', second), seconds: 120);
             Assert.Equal("Hello, again!", await http.GetStringAsync("survivor/api/Hello?name=again"));
             Assert.Equal((id, pid), await OnlyInstanceAsync(http));
@@ -240,8 +240,10 @@ public sealed class StartCommandTests : IDisposable
             "--azurite-in-memory", "--isolation", "off"], output);
         try
         {
-            await Eventually.TrueAsync(() => output.Any(l => l.Contains("platform at", StringComparison.Ordinal)) || platform.HasExited,
+            // "faast: Azurite for the platform at ..." comes first and also contains "platform at": wait for the platform's own line.
+            await Eventually.TrueAsync(() => output.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)) || platform.HasExited,
                 "the platform", () => string.Join('\n', output), seconds: 120);
+            Assert.False(platform.HasExited, string.Join('\n', output));
             var app = CopySample("cliapp");
 
             var deployed = await RunAsync("deploy", app, "--platform", url);
