@@ -304,7 +304,8 @@ internal sealed record ScalingHostOptions
     /// <summary>
     /// The workers' slots: per Python worker, its thread pool (PYTHON_THREADPOOL_THREAD_COUNT, else the
     /// worker's own default, min(32, cores + 4)), which runs the synchronous functions; per Node worker
-    /// one, its single JavaScript thread.
+    /// one, its single JavaScript thread. Node workers report their event loop's busy share, which the
+    /// vote uses instead (<see cref="Scaling.EventLoopLoad"/>); slots count for them only until it arrives.
     /// </summary>
     public static int SlotsOf(FunctionApp app, int processes)
     {

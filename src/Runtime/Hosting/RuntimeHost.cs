@@ -54,7 +54,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         // The scale votes are served on the peer endpoint, so only with peers; after the functions, so
         // that its draining callback runs once their gate is closed.
         _scaling = _peers is null ? null : new ScalingComponent(app, options.Scaling, options.Serving, _serving, _peers, _cache, functions,
-            () => _lifecycle.StopAsync(), loggers);
+            _workers, () => _lifecycle.StopAsync(), loggers);
         _serving.MapEndpoints(web => AdminEndpoints.Map(web, this, keys.Check, loggers.CreateLogger("FaaST.Http")));
         telemetry.MapMetrics();
         _serving.Build(loggers);
@@ -94,6 +94,9 @@ public sealed class RuntimeHost : IAsyncDisposable
     public IReadOnlyList<int> WorkerProcessIds => _workers.WorkerProcessIds;
 
     public int ReadyWorkers => _workers.ReadyWorkers;
+
+    /// <summary>The workers' event loops as the compute vote reads them (empty for workers that do not report).</summary>
+    internal IReadOnlyList<Workers.EventLoopReport> WorkerEventLoops => _workers.Pool?.EventLoops() ?? [];
 
     /// <summary>The app's user, which the workers run as and which owns the segments; null: the host's user.</summary>
     public Workers.WorkerIdentity? WorkerIdentity => _options.Workers.Identity;

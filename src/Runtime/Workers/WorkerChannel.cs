@@ -7,6 +7,30 @@ using RpcException = Grpc.Core.RpcException;
 
 namespace FaaST.Runtime.Workers;
 
+/// <summary>A worker's event loop: milliseconds busy and idle since the worker started (protos/worker.proto, WorkerLoad).</summary>
+public sealed record EventLoopTotals(double ActiveMs, double IdleMs)
+{
+    /// <summary>
+    /// The totals after a report: totals only grow, so a report that shrinks either or is not a finite
+    /// non-negative number (a worker's bug) is dropped and the previous totals stand; the vote's
+    /// differences are then never negative.
+    /// </summary>
+    public static EventLoopTotals? After(EventLoopTotals? previous, WorkerLoad report)
+    {
+        ArgumentNullException.ThrowIfNull(report);
+        var (active, idle) = (report.EventLoopActiveMs, report.EventLoopIdleMs);
+        return double.IsFinite(active) && double.IsFinite(idle) && active >= (previous?.ActiveMs ?? 0) && idle >= (previous?.IdleMs ?? 0)
+            ? new EventLoopTotals(active, idle)
+            : previous;
+    }
+}
+
+/// <summary>One worker's event loop as the compute vote sees it (<see cref="WorkerPool.EventLoops"/>).</summary>
+/// <param name="Worker">Who reported: a restarted worker is another.</param>
+/// <param name="Totals">Its latest totals.</param>
+/// <param name="Stalled">Invocations in flight and no report for three intervals: its loop is held.</param>
+public readonly record struct EventLoopReport(object Worker, EventLoopTotals Totals, bool Stalled);
+
 /// <summary>The worker died or its stream closed while a call was waiting on it.</summary>
 public sealed class WorkerUnavailableException(string message) : Exception(message);
 
@@ -54,6 +78,19 @@ internal sealed class WorkerChannel
 
     /// <summary>The worker keeps mappings between invocations and must hear which files the host deleted.</summary>
     public bool SharedMemoryRelease { get; set; }
+
+    /// <summary>The worker accepted "event_loop_utilization" at init: it sends <see cref="WorkerLoad"/> every interval.</summary>
+    public bool ReportsEventLoop { get; set; }
+
+    /// <summary>The worker's latest event-loop totals (null before its first report): the time its loop was
+    /// busy and idle since it started, as it last reported them.</summary>
+    public EventLoopTotals? EventLoop => Volatile.Read(ref _eventLoop);
+
+    private EventLoopTotals? _eventLoop;
+    private long _eventLoopReportedAt;
+
+    /// <summary>When the latest event-loop report arrived (<see cref="Environment.TickCount64"/>; 0: none yet).</summary>
+    public long EventLoopReportedAt => Volatile.Read(ref _eventLoopReportedAt);
 
     /// <summary>Invocations sent and not yet answered.</summary>
     public int InFlight => Volatile.Read(ref _inFlight);
@@ -163,6 +200,11 @@ internal sealed class WorkerChannel
                 var log = message.RpcLog;
                 _invocations.TryGetValue(log.InvocationId, out var owner);
                 _onLog(log, owner?.FunctionName);
+                break;
+            case StreamingMessage.ContentOneofCase.WorkerLoad:
+                // Only this loop writes it.
+                Volatile.Write(ref _eventLoop, EventLoopTotals.After(_eventLoop, message.WorkerLoad));
+                Volatile.Write(ref _eventLoopReportedAt, Environment.TickCount64);
                 break;
             case StreamingMessage.ContentOneofCase.WorkerInitResponse:
             case StreamingMessage.ContentOneofCase.FunctionEnvironmentReloadResponse:

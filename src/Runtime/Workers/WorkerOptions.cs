@@ -46,6 +46,13 @@ public sealed record WorkerOptions
     public int MaxMessageSize { get; init; } = DefaultMaxMessageSize;
 
     /// <summary>
+    /// How often a worker with one event loop (Node) reports the loop's busy and idle time
+    /// (<see cref="WorkerCapabilities.EventLoopUtilization"/>), which the compute vote divides over its own
+    /// interval (1 s by default): at 0.5 s every vote sees at least one fresh report. Zero: not offered.
+    /// </summary>
+    public TimeSpan LoadReportInterval { get; init; } = TimeSpan.FromMilliseconds(500);
+
+    /// <summary>
     /// glibc malloc settings for Python workers (unless GLIBC_TUNABLES is already set): one arena, no
     /// mmap per large allocation and no trimming while busy, so the heap a function grew stays mapped
     /// for the next invocation instead of being page-faulted in again (a 256 MB bytes object costs
@@ -103,4 +110,8 @@ public static class WorkerCapabilities
     /// <summary>"1": the host sends SharedMemoryReleased for each file it deletes, so a worker may keep
     /// its mappings between invocations (accepted with "1" by workers that do).</summary>
     public const string SharedMemoryRelease = FaaST.Cachelet.Memory.SharedMemoryNames.ReleaseCapability;
+
+    /// <summary>Offered at init with the report interval in milliseconds; a worker that accepts ("1") sends
+    /// WorkerLoad (its event loop's active and idle time) every interval (protos/worker.proto).</summary>
+    public const string EventLoopUtilization = "event_loop_utilization";
 }

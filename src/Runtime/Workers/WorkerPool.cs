@@ -70,6 +70,24 @@ internal sealed partial class WorkerPool : IAsyncDisposable
     public IReadOnlyList<int> WorkerProcessIds => _slots.Select(s => s.ProcessId).Where(p => p > 0).ToArray();
 
     /// <summary>
+    /// Each ready worker that reports its event loop, with its latest totals (see <see cref="EventLoopTotals"/>);
+    /// the worker is the key, so that a restarted one (new totals from zero) is told apart from its predecessor.
+    /// Stalled: it has invocations in flight and sent no report for three intervals, which a worker whose
+    /// timer and invocations both cannot run does (one invocation holding the loop). Empty for workers that
+    /// do not report (Python).
+    /// </summary>
+    public IReadOnlyList<EventLoopReport> EventLoops()
+    {
+        var loops = new List<EventLoopReport>(_slots.Length);
+        var stalledAfter = 3 * (long)_options.LoadReportInterval.TotalMilliseconds;
+        var now = Environment.TickCount64;
+        foreach (var slot in _slots)
+            if (slot.Ready is { IsClosed: false, ReportsEventLoop: true, EventLoop: { } totals } channel)
+                loops.Add(new EventLoopReport(channel, totals, channel.InFlight > 0 && now - channel.EventLoopReportedAt > stalledAfter));
+        return loops;
+    }
+
+    /// <summary>
     /// Starts the worker processes. Completes when every worker has connected and answered its init
     /// (and, if the pool is specialised already, loaded the app), or with false when <see
     /// cref="WorkerOptions.StartupTimeout"/> passed first; the workers keep starting meanwhile.

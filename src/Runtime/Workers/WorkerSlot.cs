@@ -169,10 +169,15 @@ internal sealed partial class WorkerPool
                 HostVersion = typeof(WorkerPool).Assembly.GetName().Version?.ToString() ?? "0",
                 FunctionAppDirectory = startedFor?.App.Directory ?? "",
             };
+            if (options.LoadReportInterval > TimeSpan.Zero)
+                request.Capabilities[WorkerCapabilities.EventLoopUtilization] =
+                    Math.Max(1, (long)options.LoadReportInterval.TotalMilliseconds).ToString(System.Globalization.CultureInfo.InvariantCulture);
             var init = await channel.RequestAsync(new StreamingMessage { WorkerInitRequest = request }, options.StartupTimeout, ct);
             var response = init.WorkerInitResponse;
             if (response.Result?.Status != StatusResult.Types.Status.Success)
                 throw new WorkerUnavailableException($"worker init failed: {response.Result?.Exception?.Message}");
+            channel.ReportsEventLoop = options.LoadReportInterval > TimeSpan.Zero &&
+                response.Capabilities.TryGetValue(WorkerCapabilities.EventLoopUtilization, out var elu) && elu == "1";
         }
 
         /// <summary>

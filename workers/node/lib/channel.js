@@ -7,11 +7,14 @@ const { loadProto } = require('./proto');
 const { loadFunction, LoadError } = require('./loader');
 const { runInvocation, failureResponse } = require('./invocation');
 const shmModule = require('./shm');
+const { performance } = require('perf_hooks');
 
 const WORKER_VERSION = '1.0.0';
 const WORKER_CATEGORY = 'Worker.Node';
 const DEFAULT_MAX_MESSAGE_LENGTH = 256 * 1024 * 1024;
 const SUCCESS = Object.freeze({ status: 'SUCCESS' });
+// Offered at init with a report interval in ms (protos/worker.proto, WorkerLoad).
+const EVENT_LOOP_CAPABILITY = 'event_loop_utilization';
 
 class WorkerChannel {
   constructor({ host, port, workerId, maxMessageLength, connectTimeoutMs, exit }) {
@@ -30,6 +33,9 @@ class WorkerChannel {
     this.terminating = false;
     this.exiting = false;
     this.shm = null;              // SharedMemory once negotiated (lib/shm.js)
+    this.loadTimer = null;        // reports WorkerLoad once the host asked for it
+    this.loadIntervalMs = 0;
+    this.lastLoadReport = 0;
   }
 
   start() {
@@ -82,6 +88,7 @@ class WorkerChannel {
     if (this.exiting) return;
     this.exiting = true;
     this.open = false;
+    if (this.loadTimer !== null) clearInterval(this.loadTimer);
     try { if (this.call) this.call.cancel(); } catch { /* already closed */ }
     try { if (this.client) this.client.close(); } catch { /* already closed */ }
     this.exit(code);
@@ -131,14 +138,41 @@ class WorkerChannel {
 
   onInit(msg) {
     const offered = (msg.worker_init_request && msg.worker_init_request.capabilities) || {};
+    const capabilities = this.negotiate(offered);
+    if (this.startLoadReports(offered[EVENT_LOOP_CAPABILITY])) capabilities[EVENT_LOOP_CAPABILITY] = '1';
     this.send({
       request_id: msg.request_id,
       worker_init_response: {
         worker_version: WORKER_VERSION,
-        capabilities: this.negotiate(offered),
+        capabilities,
         result: SUCCESS,
       },
     });
+  }
+
+  // Every interval the host asked for: how long our one event loop was busy and idle since we
+  // started (totals, which the host differences over its own interval for the compute vote). All
+  // functions share this loop, so its busy share, not the invocations in flight, says how full we
+  // are. The timer is unref'd: it never keeps a worker alive. Returns whether reports were started.
+  startLoadReports(offered) {
+    if (offered === undefined || offered === '') return false;
+    const intervalMs = Number(offered);
+    if (!Number.isInteger(intervalMs) || intervalMs < 1) {
+      this.workerLog('WARNING', `capability ${EVENT_LOOP_CAPABILITY}: '${offered}' is no interval in whole milliseconds (1 or more); not reporting the event loop`);
+      return false;
+    }
+    if (this.loadTimer !== null) clearInterval(this.loadTimer);
+    this.loadIntervalMs = intervalMs;
+    this.lastLoadReport = performance.now();
+    this.loadTimer = setInterval(() => this.reportLoad(), intervalMs);
+    this.loadTimer.unref();
+    return true;
+  }
+
+  reportLoad() {
+    this.lastLoadReport = performance.now();
+    const { active, idle } = performance.eventLoopUtilization();
+    this.send({ worker_load: { event_loop_active_ms: active, event_loop_idle_ms: idle } });
   }
 
   // Specialise to an app (a standby worker, or one started for it, alike): its environment
@@ -227,6 +261,9 @@ class WorkerChannel {
 
   completeInvocation(response) {
     this.send({ invocation_response: response });
+    // With invocations waiting back to back, the loop may go from one to the next without reaching
+    // its timers phase, and the report timer would starve exactly when the loop is full.
+    if (this.loadTimer !== null && performance.now() - this.lastLoadReport >= this.loadIntervalMs) this.reportLoad();
     this.inFlight--;
     if (this.inFlight === 0 && this.onIdle !== null) this.onIdle();
   }

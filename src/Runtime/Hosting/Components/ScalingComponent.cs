@@ -5,6 +5,7 @@ using FaaST.Peers;
 using FaaST.Protos.Scale;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Http;
+using FaaST.Runtime.Scaling;
 using FaaST.Runtime.Telemetry;
 using FaaST.Scaling;
 using Grpc.Core;
@@ -33,6 +34,7 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
     private readonly HttpFunctionsComponent _functions;
     private readonly ILogger _logger;
     private readonly Func<Task> _stopLifecycle;
+    private readonly EventLoopLoad _eventLoops;
     private IHostLifecycle? _lifecycle;
     private HostMetrics? _metrics;
     private double _loadSeconds;
@@ -41,8 +43,9 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
 
     /// <param name="stopLifecycle">Stops the host's lifecycle after a drain when <see cref="ScalingHostOptions.StopRequested"/> is null (a host in a test's process).</param>
     public ScalingComponent(FunctionApp app, ScalingHostOptions options, ServingOptions serving, ServingComponent web, PeersComponent peers,
-        CacheComponent cache, HttpFunctionsComponent functions, Func<Task> stopLifecycle, ILoggerFactory loggers)
+        CacheComponent cache, HttpFunctionsComponent functions, WorkersComponent workers, Func<Task> stopLifecycle, ILoggerFactory loggers)
     {
+        _eventLoops = new EventLoopLoad(() => workers.Pool?.EventLoops() ?? []);
         _functions = functions;
         _stopLifecycle = stopLifecycle;
         _app = app;
@@ -96,7 +99,8 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
             InFlight = (int)Math.Min(int.MaxValue, sample.InFlight),
             Queued = (int)Math.Min(int.MaxValue, metrics.Queued),
             LatencyP50Ms = sample.LatencyP50Ms,
-            Utilization = sample.BusySlots / _options.WorkerSlots,
+            // One event loop per worker (Node): its busy share; threads (Python): invocations per slot.
+            Utilization = _eventLoops.TakeSample() ?? sample.BusySlots / _options.WorkerSlots,
             CachedBytes = cache?.CachedBytes ?? 0,
             CacheCapacityBytes = cache?.CapacityBytes ?? 0,
             Evictions = activity.Evictions,
