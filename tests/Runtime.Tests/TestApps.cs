@@ -71,17 +71,8 @@ public sealed class TestApp : IDisposable
 
     public static TestApp CopySample(string sample, bool keepName = false)
     {
-        var source = Path.Combine(Repo.Root, "samples", sample);
         var root = Path.Combine(Path.GetTempPath(), "faast-sample-" + Guid.NewGuid().ToString("N")[..12]);
-        var target = keepName ? Path.Combine(root, sample) : root;
-        foreach (var file in System.IO.Directory.EnumerateFiles(source, "*", SearchOption.AllDirectories))
-        {
-            var rel = Path.GetRelativePath(source, file);
-            if (rel.StartsWith(".faast", StringComparison.Ordinal) || rel.Contains("__pycache__", StringComparison.Ordinal))
-                continue;
-            System.IO.Directory.CreateDirectory(Path.GetDirectoryName(Path.Combine(target, rel))!);
-            File.Copy(file, Path.Combine(target, rel));
-        }
+        var target = Repo.CopySample(sample, keepName ? Path.Combine(root, sample) : root);
         return new TestApp(root, target);
     }
 

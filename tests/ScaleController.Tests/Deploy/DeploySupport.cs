@@ -19,12 +19,8 @@ internal static class Apps
     public static readonly DeployOptions Options = new() { ValidationEnvironment = NoEnvironment };
 
     /// <summary>A copy of samples/SAMPLE in <paramref name="parent"/>, in a folder named <paramref name="name"/>.</summary>
-    public static string CopySample(string sample, string parent, string? name = null)
-    {
-        var target = Path.Combine(parent, name ?? sample);
-        CopyDirectory(Path.Combine(Repo.Root, "samples", sample), target);
-        return target;
-    }
+    public static string CopySample(string sample, string parent, string? name = null) =>
+        Repo.CopySample(sample, Path.Combine(parent, name ?? sample));
 
     public static void CopyDirectory(string from, string to)
     {

@@ -60,17 +60,7 @@ public sealed class PlatformTests : IAsyncLifetime
     });
 
     /// <summary>A copy of samples/python-app in a folder named <paramref name="name"/> (the app's name).</summary>
-    private string CopySample(string name, string sample = "python-app")
-    {
-        var target = Path.Combine(_apps.Path, name);
-        var source = Path.Combine(Repo.Root, "samples", sample);
-        foreach (var dir in Directory.EnumerateDirectories(source, "*", SearchOption.AllDirectories).Where(d => !d.Contains("/.faast", StringComparison.Ordinal)))
-            Directory.CreateDirectory(Path.Combine(target, Path.GetRelativePath(source, dir)));
-        Directory.CreateDirectory(target);
-        foreach (var file in Directory.EnumerateFiles(source, "*", SearchOption.AllDirectories).Where(f => !f.Contains("/.faast/", StringComparison.Ordinal)))
-            File.Copy(file, Path.Combine(target, Path.GetRelativePath(source, file)), overwrite: true);
-        return target;
-    }
+    private string CopySample(string name, string sample = "python-app") => Repo.CopySample(sample, Path.Combine(_apps.Path, name));
 
     private static MemoryStream Zip(string directory)
     {

@@ -18,17 +18,7 @@ public sealed class StartCommandTests : IDisposable
 
     public void Dispose() => _apps.Dispose();
 
-    private string CopySample(string name)
-    {
-        var target = Path.Combine(_apps.Path, name);
-        var source = Path.Combine(Repo.Root, "samples", "python-app");
-        foreach (var dir in Directory.EnumerateDirectories(source, "*", SearchOption.AllDirectories).Where(d => !d.Contains("/.faast", StringComparison.Ordinal)))
-            Directory.CreateDirectory(Path.Combine(target, Path.GetRelativePath(source, dir)));
-        Directory.CreateDirectory(target);
-        foreach (var file in Directory.EnumerateFiles(source, "*", SearchOption.AllDirectories).Where(f => !f.Contains("/.faast/", StringComparison.Ordinal)))
-            File.Copy(file, Path.Combine(target, Path.GetRelativePath(source, file)), overwrite: true);
-        return target;
-    }
+    private string CopySample(string name) => Repo.CopySample("python-app", Path.Combine(_apps.Path, name));
 
     private static Process Start(IEnumerable<string> args, ConcurrentQueue<string> output, string? storage = null)
     {
