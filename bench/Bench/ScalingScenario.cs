@@ -40,9 +40,13 @@ public static class ScalingScenario
         var baseUri = new Uri($"http://127.0.0.1:{port}/");
         using var handler = new SocketsHttpHandler { MaxConnectionsPerServer = 512, PooledConnectionLifetime = TimeSpan.FromMinutes(5) };
         using var http = new HttpClient(handler) { Timeout = TimeSpan.FromSeconds(60) };
+        // The platform's admin API needs its admin key (STATE/keys/admin): made here or by the platform, whichever
+        // comes first, and read by both. Only admin requests carry it (the app's requests go through `http`).
+        using var admin = new HttpClient { Timeout = TimeSpan.FromSeconds(60) };
+        admin.DefaultRequestHeaders.Authorization = new System.Net.Http.Headers.AuthenticationHeaderValue("Bearer", PlatformKeys.LoadOrCreate(state.Path).AdminKey);
         try
         {
-            await WaitForAsync(() => TryGetAsync(http, new Uri(baseUri, "admin/platform")), TimeSpan.FromSeconds(90), "the platform to answer", log);
+            await WaitForAsync(() => TryGetAsync(admin, new Uri(baseUri, "admin/platform")), TimeSpan.FromSeconds(90), "the platform to answer", log);
 
             // Deploy the app with a short-cooldown scale policy (the defaults are minutes-scale; a benchmark has seconds).
             using var app = new TempDir("faast-bench-scaling-app-");
@@ -57,7 +61,7 @@ public static class ScalingScenario
             {
                 Packager.Zip(appDir, zip);
                 zip.Position = 0;
-                using var put = await http.PutAsync(new Uri(baseUri, "admin/platform/apps/scale-bench"), new StreamContent(zip));
+                using var put = await admin.PutAsync(new Uri(baseUri, "admin/platform/apps/scale-bench"), new StreamContent(zip));
                 if (!put.IsSuccessStatusCode)
                     throw new InvalidOperationException($"deploy failed: {(int)put.StatusCode} {await put.Content.ReadAsStringAsync()}");
             }
@@ -65,7 +69,7 @@ public static class ScalingScenario
             var noop = new Uri(baseUri, "scale-bench/api/Noop");
 
             // The frontend's hop beside a direct call to the one instance, interleaved (same moments of a noisy machine).
-            var status = await PlatformStatusAsync(http, baseUri);
+            var status = await PlatformStatusAsync(admin, baseUri);
             var instance = status.Apps.Single().Instances.Single();
             var direct = new Uri(instance.Address, "api/Noop");
             using var load = new LoadGenerator();
@@ -79,7 +83,7 @@ public static class ScalingScenario
             (double Seconds, double From, double To)[] ramp = quick
                 ? [(4, 10, 10), (8, 10, 150), (14, 150, 150), (4, 150, 10), (16, 5, 5)]
                 : [(10, 10, 10), (30, 10, 240), (40, 240, 240), (10, 240, 10), (60, 5, 5)];
-            var timeline = await RunRampAsync(http, baseUri, work, ramp);
+            var timeline = await RunRampAsync(http, admin, baseUri, work, ramp);
             var total = timeline.Sum(t => t.Sent);
             var failed = timeline.Sum(t => t.Failed);
             report.Add("requests", total);
@@ -93,7 +97,7 @@ public static class ScalingScenario
                 report.Add("plateau_p99_ms", Median(plateau.Select(t => t.P99Ms)));
                 report.Add("plateau_instances", Median(plateau.Select(t => (double)t.Instances)));
             }
-            var final = await PlatformStatusAsync(http, baseUri);
+            var final = await PlatformStatusAsync(admin, baseUri);
             var decisions = final.Apps.Single().Decisions;
             report.Add("scale_out_decisions", decisions.Count(d => d.Kind == "out"));
             report.Add("scale_in_decisions", decisions.Count(d => d.Kind == "in"));
@@ -137,7 +141,7 @@ public static class ScalingScenario
     /// Open-loop load (requests leave on schedule whatever the latency, as users' requests would), one bucket per
     /// second; the platform's instance count sampled each second from /admin/platform.
     /// </summary>
-    private static async Task<List<Sample>> RunRampAsync(HttpClient http, Uri baseUri, Uri work, (double Seconds, double From, double To)[] ramp)
+    private static async Task<List<Sample>> RunRampAsync(HttpClient http, HttpClient admin, Uri baseUri, Uri work, (double Seconds, double From, double To)[] ramp)
     {
         var duration = ramp.Sum(r => r.Seconds);
         var buckets = new ConcurrentBag<(int Bucket, double Ms, bool Ok)>[(int)Math.Ceiling(duration) + 1];
@@ -157,7 +161,7 @@ public static class ScalingScenario
                 var b = Math.Min((int)clock.Elapsed.TotalSeconds, buckets.Length - 1);
                 try
                 {
-                    var app = (await PlatformStatusAsync(http, baseUri)).Apps.Single();
+                    var app = (await PlatformStatusAsync(admin, baseUri)).Apps.Single();
                     instances[b] = app.Instances.Count(i => i.State == "ready");
                     desired[b] = app.Desired;
                 }

@@ -136,7 +136,9 @@ internal static class StartCommand
         var port = 7071;
         var controlPort = 0;
         var listen = "127.0.0.1";
-        string? state = null, azuriteData = null;
+        var controlListen = "127.0.0.1";
+        string? state = null, azuriteData = null, masterKeyFile = null, tlsCert = null, tlsKey = null, clientCa = null;
+        var adminHosts = new List<string>();
         var inMemory = false;
         var arguments = new List<string>();
         for (var i = 0; i < args.Length; i++)
@@ -159,6 +161,24 @@ internal static class StartCommand
                     if (!System.Net.IPAddress.TryParse(listen, out _))
                         return await Program.UsageErrorAsync($"--listen must be an IP address, not \"{listen}\"", PlatformUsage);
                     break;
+                case "--control-listen":
+                    controlListen = Value() ?? "";
+                    if (!System.Net.IPAddress.TryParse(controlListen, out _))
+                        return await Program.UsageErrorAsync($"--control-listen must be an IP address, not \"{controlListen}\"", PlatformUsage);
+                    break;
+                case "--admin-host" or "--master-key-file" or "--control-tls-cert" or "--control-tls-key" or "--control-client-ca":
+                    var flag = args[i];
+                    if (Value() is not { Length: > 0 } given)
+                        return await Program.UsageErrorAsync($"{flag} needs a value", PlatformUsage);
+                    switch (flag)
+                    {
+                        case "--admin-host": adminHosts.Add(given); break;
+                        case "--master-key-file": masterKeyFile = Path.GetFullPath(given); break;
+                        case "--control-tls-cert": tlsCert = Path.GetFullPath(given); break;
+                        case "--control-tls-key": tlsKey = Path.GetFullPath(given); break;
+                        default: clientCa = Path.GetFullPath(given); break;
+                    }
+                    break;
                 case "--state": state = Value(); break;
                 case "--azurite-data": azuriteData = Value(); break;
                 case "--azurite-in-memory": inMemory = true; break;
@@ -172,6 +192,30 @@ internal static class StartCommand
             }
         }
         state = Path.GetFullPath(state ?? Path.Combine(Runtime.Hosting.RuntimeHostOptions.FindHome(), ".faast", "platform"));
+        var options = new PlatformOptions
+        {
+            ListenAddress = listen,
+            Port = port,
+            ControlPort = controlPort,
+            ControlListenAddress = controlListen,
+            ControlTlsCertificateFile = tlsCert,
+            ControlTlsKeyFile = tlsKey,
+            ControlClientCaFile = clientCa,
+            MasterKeyFile = masterKeyFile,
+            AllowedAdminHosts = adminHosts,
+            StateDirectory = state,
+            StorageConnectionString = "",
+            InstanceArguments = arguments,
+        };
+        try
+        {
+            // Before Azurite starts: a control port beyond loopback without TLS, or an unreadable certificate, is one line.
+            ControlTls.Load(options);
+        }
+        catch (ArgumentException e)
+        {
+            return await Program.UsageErrorAsync(e.Message, PlatformUsage);
+        }
         if (Cli.PortCheckProblem(listen, port) is { } taken)
         {
             await Console.Error.WriteLineAsync($"faast: {taken}");
@@ -180,16 +224,22 @@ internal static class StartCommand
         await using var storage = await PlatformStorage.StartAsync(
             Environment.GetEnvironmentVariable("AzureWebJobsStorage") is { Length: > 0 } own && !own.Contains("UseDevelopmentStorage", StringComparison.OrdinalIgnoreCase) ? own : null,
             inMemory ? null : azuriteData ?? Path.Combine(state, "azurite"), stop);
-        await using var platform = await PlatformHost.StartAsync(new PlatformOptions
+        PlatformHost platformHost;
+        try
         {
-            ListenAddress = listen,
-            Port = port,
-            ControlPort = controlPort,
-            StateDirectory = state,
-            StorageConnectionString = storage.ConnectionString,
-            DevelopmentStorage = storage.Development,
-            InstanceArguments = arguments,
-        }, ct: stop);
+            platformHost = await PlatformHost.StartAsync(options with
+            {
+                StorageConnectionString = storage.ConnectionString,
+                DevelopmentStorage = storage.Development,
+            }, ct: stop);
+        }
+        catch (InvalidDataException e)
+        {
+            // A key file that holds no usable key (PlatformKeys names it).
+            await Console.Error.WriteLineAsync($"faast: the platform cannot start: {e.Message}");
+            return 2;
+        }
+        await using var platform = platformHost;
         await Console.Error.WriteLineAsync($"faast: platform at {platform.Address} with {platform.Apps.Count} app(s); deploy with ./faast deploy APPDIR --platform {platform.Address}");
         try
         {

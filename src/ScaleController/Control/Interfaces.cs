@@ -51,4 +51,11 @@ public interface IScaleLoopRegistry
 {
     /// <summary>The loop of <paramref name="app"/>, or null for an app the platform does not serve.</summary>
     ScaleLoop? Find(string app);
+
+    /// <summary>
+    /// What a RequestScaleOut naming <paramref name="app"/> must be signed with, checked before the app is looked up, so
+    /// an unsigned caller learns nothing of which apps exist: a platform answers for an app it does not serve too (with
+    /// the secret that app would have). Null: none required. Default: the loop's <see cref="ScaleLoopOptions.RequestCredentials"/>.
+    /// </summary>
+    Peers.PeerAuth? RequestCredentialsOf(string app) => Find(app)?.RequestCredentials;
 }

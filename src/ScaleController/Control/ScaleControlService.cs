@@ -9,9 +9,10 @@ namespace FaaST.ScaleController.Control;
 /// The server side of <c>ScaleControl.RequestScaleOut</c>: an instance's unrequested vote (it needs
 /// instances now, e.g. to download a large object in ranges, Faa$T §4) goes to the app's
 /// <see cref="ScaleLoop"/>, which acts at once or collapses it into its next decision. The reply says how
-/// many instances the app will have. An unknown app is <see cref="StatusCode.NotFound"/>, a bad request
-/// <see cref="StatusCode.InvalidArgument"/>, both naming what is wrong; an app whose loop has request
-/// credentials refuses an unsigned or wrongly signed call (<see cref="StatusCode.Unauthenticated"/>).
+/// many instances the app will have. The signature is checked first (<see cref="IScaleLoopRegistry.RequestCredentialsOf"/>:
+/// an unsigned or wrongly signed call is <see cref="StatusCode.Unauthenticated"/>, whether the app exists or not, so
+/// the answer names no app to a caller without its secret); then an unknown app is <see cref="StatusCode.NotFound"/>,
+/// a bad request <see cref="StatusCode.InvalidArgument"/>, both naming what is wrong.
 /// </summary>
 public sealed class ScaleControlService(IScaleLoopRegistry registry, ILogger<ScaleControlService> logger) : ScaleControl.ScaleControlBase
 {
@@ -24,14 +25,14 @@ public sealed class ScaleControlService(IScaleLoopRegistry registry, ILogger<Sca
         ArgumentNullException.ThrowIfNull(context);
         if (string.IsNullOrEmpty(request.App))
             throw Refuse(StatusCode.InvalidArgument, "the request names no app");
-        var loop = registry.Find(request.App);
-        if (loop is null)
-            throw Refuse(StatusCode.NotFound, $"no app \"{request.App}\" is deployed on this platform");
-        if (loop.RequestCredentials is { } credentials
+        if (registry.RequestCredentialsOf(request.App) is { } credentials
             && !credentials.VerifyCall(context.RequestHeaders.GetValue(PeerAuth.HeaderName), RequestScaleOutPath, out var why))
         {
             throw Refuse(StatusCode.Unauthenticated, $"scale-out request for app \"{request.App}\" refused: {why}");
         }
+        var loop = registry.Find(request.App);
+        if (loop is null)
+            throw Refuse(StatusCode.NotFound, $"no app \"{request.App}\" is deployed on this platform");
         if (request.TargetInstances < 1)
             throw Refuse(StatusCode.InvalidArgument, $"target_instances {request.TargetInstances} for app \"{request.App}\" is not a number of instances (at least 1)");
         var who = string.IsNullOrEmpty(request.InstanceId) ? "an unnamed instance" : request.InstanceId;

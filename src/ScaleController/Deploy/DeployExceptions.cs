@@ -59,3 +59,21 @@ public sealed class DeployConflictException(string message) : Exception(message)
 /// <summary>A deployment in storage is unusable: an app.json that is not a deployment record, a package whose
 /// SHA-256 or size is not the one app.json promises, a package that is gone. The message names the blob.</summary>
 public sealed class DeploymentStoreException(string message, Exception? inner = null) : Exception(message, inner);
+
+/// <summary>The upload is larger than <see cref="DeployOptions.MaxPackageBytes"/> (HTTP 413); nothing changed.</summary>
+public sealed class PackageTooLargeException(string app, long limit)
+    : DeployRefusedException($"the package for app \"{app}\" is larger than the {limit}-byte cap (DeployOptions.MaxPackageBytes)")
+{
+    public long Limit { get; } = limit;
+}
+
+/// <summary>Another deploy of the same app is in progress (HTTP 409); deploys of one app are one at a time.</summary>
+public sealed class DeployInProgressException(string app)
+    : Exception($"another deploy of app \"{app}\" is in progress; deploys of one app run one at a time: try again when it has finished");
+
+/// <summary>The platform already receives <see cref="DeployOptions.MaxConcurrentDeploys"/> uploads (HTTP 503 with Retry-After).</summary>
+public sealed class DeployCapacityException(int limit, TimeSpan retryAfter)
+    : Exception($"the platform is receiving {limit} deploys already (DeployOptions.MaxConcurrentDeploys); try again in {retryAfter.TotalSeconds:0} s")
+{
+    public TimeSpan RetryAfter { get; } = retryAfter;
+}

@@ -1,3 +1,4 @@
+using System.Collections.Concurrent;
 using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Logging.Abstractions;
 
@@ -8,13 +9,17 @@ namespace FaaST.ScaleController.Deploy;
 /// app, validated completely (<see cref="AppValidator"/>), packed again deterministically from what was validated,
 /// and only then published (<see cref="DeploymentStore.PublishAsync"/>). Anything refused
 /// (<see cref="DeployRefusedException"/>) is refused before the first write to storage, so the running version keeps
-/// serving and storage is unchanged.
+/// serving and storage is unchanged. One request must not exhaust the platform (issue 19, defect 6): an upload stops
+/// being read at <see cref="DeployOptions.MaxPackageBytes"/>, each app has one deploy in progress at a time, and at
+/// most <see cref="DeployOptions.MaxConcurrentDeploys"/> run at once on the platform.
 /// </summary>
 public sealed class DeployService
 {
     private readonly DeploymentStore _store;
     private readonly DeployOptions _options;
     private readonly ILogger _logger;
+    private readonly ConcurrentDictionary<string, bool> _inProgress = new(StringComparer.OrdinalIgnoreCase);
+    private readonly SemaphoreSlim _slots;
 
     public DeployService(DeploymentStore store, DeployOptions? options = null, ILogger? logger = null)
     {
@@ -22,36 +27,108 @@ public sealed class DeployService
         _store = store;
         _options = options ?? DeployOptions.Default;
         _logger = logger ?? NullLogger.Instance;
+        ArgumentOutOfRangeException.ThrowIfLessThan(_options.MaxConcurrentDeploys, 1, "DeployOptions.MaxConcurrentDeploys");
+        ArgumentOutOfRangeException.ThrowIfLessThan(_options.MaxPackageBytes, 1, "DeployOptions.MaxPackageBytes");
+        _slots = new SemaphoreSlim(_options.MaxConcurrentDeploys, _options.MaxConcurrentDeploys);
+    }
+
+    /// <summary>What a refused deploy over capacity is told to wait (Retry-After): about one deploy's time.</summary>
+    public static TimeSpan RetryAfter { get; } = TimeSpan.FromSeconds(10);
+
+    public DeployOptions Options => _options;
+
+    /// <summary>
+    /// Admits one deploy of <paramref name="app"/>: refused at once, never queued (a queue of uploads is what the cap
+    /// prevents), when the app has a deploy in progress or the platform runs <see cref="DeployOptions.MaxConcurrentDeploys"/>.
+    /// Dispose the result when the deploy is over.
+    /// </summary>
+    /// <exception cref="DeployInProgressException">The app has a deploy in progress (HTTP 409).</exception>
+    /// <exception cref="DeployCapacityException">The platform's deploys are all taken (HTTP 503).</exception>
+    public IDisposable Admit(string app)
+    {
+        AppNames.Validate(app);
+        if (!_inProgress.TryAdd(app, true))
+            throw new DeployInProgressException(app);
+        if (!_slots.Wait(0))
+        {
+            _inProgress.TryRemove(app, out _);
+            throw new DeployCapacityException(_options.MaxConcurrentDeploys, RetryAfter);
+        }
+        return new Admission(this, app);
+    }
+
+    private sealed class Admission(DeployService service, string app) : IDisposable
+    {
+        private int _disposed;
+
+        public void Dispose()
+        {
+            if (Interlocked.Exchange(ref _disposed, 1) != 0)
+                return;
+            service._slots.Release();
+            service._inProgress.TryRemove(app, out _);
+        }
     }
 
     /// <summary>Deploys an uploaded package (a zip of the app folder's contents) as <paramref name="app"/>'s next version.</summary>
+    /// <param name="afterPublish">Runs once the version is published, still inside the deploy's admission (the
+    /// platform rolls its instances there, so a second deploy of the app waits for none of it: it is refused).</param>
     /// <exception cref="ArgumentException">The app name is unusable.</exception>
+    /// <exception cref="DeployInProgressException">The app has a deploy in progress.</exception>
+    /// <exception cref="DeployCapacityException">The platform runs as many deploys as it may.</exception>
+    /// <exception cref="PackageTooLargeException">The upload is over <see cref="DeployOptions.MaxPackageBytes"/>.</exception>
     /// <exception cref="PackageException">The zip is corrupt or unsafe (zip-slip, links, over a cap).</exception>
     /// <exception cref="DeployValidationException">The app is invalid: every bad file, key and reason.</exception>
-    public async Task<Deployment> DeployAsync(string app, Stream zip, CancellationToken ct = default)
+    public async Task<Deployment> DeployAsync(string app, Stream zip, CancellationToken ct = default,
+        Func<Deployment, CancellationToken, Task>? afterPublish = null)
     {
         ArgumentNullException.ThrowIfNull(zip);
         AppNames.Validate(app);
+        using var admission = Admit(app);
         var work = NewWorkDirectory();
         try
         {
             var folder = Path.Combine(work, app);
-            await using (var upload = DeploymentStore.NewTempFile(_options))
+            // Unpacking, checking and packing again are synchronous file work: off the request's thread, bounded by
+            // the admission above.
+            await using (var upload = NewWorkFile(work))
             {
-                await zip.CopyToAsync(upload, ct).ConfigureAwait(false);
+                await CopyCappedAsync(app, zip, upload, ct).ConfigureAwait(false);
                 upload.Position = 0;
-                Refusing(app, () => Packager.Extract(upload, folder, _options));
+                await Task.Run(() => Refusing(app, () => Packager.Extract(upload, folder, _options)), ct).ConfigureAwait(false);
             }
 
-            Refusing(app, () => AppValidator.Validate(folder, _options.ValidationEnvironment));
-            await using var package = DeploymentStore.NewTempFile(_options);
-            Refusing(app, () => Packager.Zip(folder, package, _options));
+            await Task.Run(() => Refusing(app, () => AppValidator.Validate(folder, _options.ValidationEnvironment)), ct).ConfigureAwait(false);
+            await using var package = NewWorkFile(work);
+            await Task.Run(() => Refusing(app, () => Packager.Zip(folder, package, _options)), ct).ConfigureAwait(false);
             package.Position = 0;
-            return await _store.PublishAsync(app, package, "upload", ct).ConfigureAwait(false);
+            var deployment = await _store.PublishAsync(app, package, "upload", ct).ConfigureAwait(false);
+            if (afterPublish is not null)
+                await afterPublish(deployment, ct).ConfigureAwait(false);
+            return deployment;
         }
         finally
         {
             DeploymentStore.TryDelete(work, _logger);
+        }
+    }
+
+    /// <summary>Copies the upload, reading no further than one byte past the cap.</summary>
+    private async Task CopyCappedAsync(string app, Stream zip, Stream upload, CancellationToken ct)
+    {
+        var buffer = new byte[1 << 16];
+        long total = 0;
+        int read;
+        while ((read = await zip.ReadAsync(buffer, ct).ConfigureAwait(false)) > 0)
+        {
+            total += read;
+            if (total > _options.MaxPackageBytes)
+            {
+                var e = new PackageTooLargeException(app, _options.MaxPackageBytes);
+                Log.Refused(_logger, app, e.Message);
+                throw e;
+            }
+            await upload.WriteAsync(buffer.AsMemory(0, read), ct).ConfigureAwait(false);
         }
     }
 
@@ -64,10 +141,11 @@ public sealed class DeployService
     {
         ArgumentNullException.ThrowIfNull(directory);
         AppNames.Validate(app);
+        using var admission = Admit(app);
         var work = NewWorkDirectory();
         try
         {
-            await using var package = DeploymentStore.NewTempFile(_options);
+            await using var package = NewWorkFile(work);
             Refusing(app, () => Packager.Zip(directory, package, _options));
             package.Position = 0;
             var folder = Path.Combine(work, app);
@@ -95,9 +173,26 @@ public sealed class DeployService
         }
     }
 
+    /// <summary>A folder of this deploy's own (0700: the upload is another tenant's code until it is published).</summary>
     private string NewWorkDirectory()
     {
         var root = _options.WorkDirectory ?? Path.GetTempPath();
-        return Directory.CreateDirectory(Path.Combine(root, $"faast-deploy-{Guid.NewGuid():N}")).FullName;
+        return Storage.PrivateFiles.CreateDirectory(Path.Combine(root, $"faast-deploy-{Guid.NewGuid():N}"));
+    }
+
+    /// <summary>A spool file in the deploy's folder, 0600, deleted when closed.</summary>
+    private static FileStream NewWorkFile(string work)
+    {
+        var options = new FileStreamOptions
+        {
+            Mode = FileMode.CreateNew,
+            Access = FileAccess.ReadWrite,
+            Share = FileShare.None,
+            BufferSize = 1 << 16,
+            Options = FileOptions.DeleteOnClose | FileOptions.Asynchronous,
+        };
+        if (!OperatingSystem.IsWindows())
+            options.UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite;
+        return new FileStream(Path.Combine(work, $"package-{Guid.NewGuid():N}.zip"), options);
     }
 }

@@ -1,3 +1,4 @@
+using System.Buffers.Binary;
 using System.IO.Compression;
 
 namespace FaaST.ScaleController.Deploy;
@@ -109,6 +110,11 @@ public static class Packager
         if (Directory.Exists(target) && Directory.EnumerateFileSystemEntries(target).Any())
             throw new ArgumentException($"{target} is not empty; a package is extracted into an empty folder", nameof(targetDirectory));
         Directory.CreateDirectory(target);
+        // ZipArchive parses the whole central directory into memory before anyone can count its entries; the
+        // end-of-central-directory record says how many there are in a few bytes at the end, so a package claiming
+        // millions is refused before that.
+        if (zip.CanSeek && DeclaredEntries(zip) is { } declared && declared > options.MaxEntries)
+            throw new PackageException("(package)", $"declares {declared} entries in its end-of-central-directory record, more than the cap of {options.MaxEntries}");
         ZipArchive archive;
         try
         {
@@ -182,6 +188,64 @@ public static class Packager
                 if (!OperatingSystem.IsWindows() && ((entry.ExternalAttributes >> 16) & 0b001_000_000) != 0)
                     File.SetUnixFileMode(path, File.GetUnixFileMode(path) | UnixFileMode.UserExecute | UnixFileMode.GroupExecute | UnixFileMode.OtherExecute);
             }
+        }
+    }
+
+    private const uint EndOfCentralDirectorySignature = 0x06054b50;
+    private const uint Zip64LocatorSignature = 0x07064b50;
+    private const uint Zip64EndOfCentralDirectorySignature = 0x06064b50;
+    private const int EndOfCentralDirectoryLength = 22;
+    private const int Zip64LocatorLength = 20;
+    private const int Zip64EndOfCentralDirectoryLength = 56;
+
+    /// <summary>
+    /// The entry count the zip's end-of-central-directory record declares (its zip64 record's when the classic one
+    /// says 0xFFFF), found as ZipArchive finds it: the last record signature within the 64 KiB comment range from the
+    /// end. Null when there is none (ZipArchive then says what is wrong). The stream's position is kept.
+    /// </summary>
+    internal static long? DeclaredEntries(Stream zip)
+    {
+        var start = zip.Position;
+        try
+        {
+            var length = zip.Length;
+            if (length < EndOfCentralDirectoryLength)
+                return null;
+            var tailLength = (int)Math.Min(length, EndOfCentralDirectoryLength + ushort.MaxValue);
+            var tailStart = length - tailLength;
+            var tail = new byte[tailLength];
+            zip.Position = tailStart;
+            zip.ReadExactly(tail);
+            for (var i = tailLength - EndOfCentralDirectoryLength; i >= 0; i--)
+            {
+                if (BinaryPrimitives.ReadUInt32LittleEndian(tail.AsSpan(i)) != EndOfCentralDirectorySignature)
+                    continue;
+                long entries = Math.Max(BinaryPrimitives.ReadUInt16LittleEndian(tail.AsSpan(i + 8)), BinaryPrimitives.ReadUInt16LittleEndian(tail.AsSpan(i + 10)));
+                if (entries != ushort.MaxValue)
+                    return entries;
+                var locator = tailStart + i - Zip64LocatorLength;
+                if (locator < 0)
+                    return entries;
+                var buffer = new byte[Zip64EndOfCentralDirectoryLength];
+                zip.Position = locator;
+                zip.ReadExactly(buffer.AsSpan(0, Zip64LocatorLength));
+                if (BinaryPrimitives.ReadUInt32LittleEndian(buffer) != Zip64LocatorSignature)
+                    return entries;
+                var record = BinaryPrimitives.ReadUInt64LittleEndian(buffer.AsSpan(8));
+                if (record > (ulong)(length - Zip64EndOfCentralDirectoryLength))
+                    return entries;
+                zip.Position = (long)record;
+                zip.ReadExactly(buffer);
+                if (BinaryPrimitives.ReadUInt32LittleEndian(buffer) != Zip64EndOfCentralDirectorySignature)
+                    return entries;
+                var zip64 = Math.Max(BinaryPrimitives.ReadUInt64LittleEndian(buffer.AsSpan(24)), BinaryPrimitives.ReadUInt64LittleEndian(buffer.AsSpan(32)));
+                return (long)Math.Min(zip64, long.MaxValue);
+            }
+            return null;
+        }
+        finally
+        {
+            zip.Position = start;
         }
     }
 

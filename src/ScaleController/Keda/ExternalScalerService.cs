@@ -25,7 +25,8 @@ namespace FaaST.ScaleController.Keda;
 /// desired &gt; 0 (the app is not unloaded): KEDA scales from zero to one and back on it; the HPA above one.</para>
 /// <para>Registered as a singleton (<see cref="KedaScalerEndpoints"/>): its refusal log gate outlives a call.</para>
 /// </remarks>
-internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<ExternalScalerService> logger) : ExternalScaler.ExternalScalerBase
+internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<ExternalScalerService> logger, KedaScalerOptions? options = null)
+    : ExternalScaler.ExternalScalerBase
 {
     /// <summary>The trigger metadata key that names the FaaST app.</summary>
     public const string AppKey = "app";
@@ -41,6 +42,14 @@ internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<E
 
     private readonly IScaleDecisions _decisions = decisions;
     private readonly ILogger _logger = logger;
+    private readonly KedaScalerOptions _options = options ?? KedaScalerOptions.Default;
+
+    // Open StreamIsActive calls, per app (case as KEDA sent it: the app names are case-sensitive here) and in all.
+    private readonly System.Collections.Concurrent.ConcurrentDictionary<string, int> _streamsPerApp = new(StringComparer.Ordinal);
+    private int _streams;
+
+    /// <summary>Open StreamIsActive calls now (tests).</summary>
+    internal int OpenStreams => Volatile.Read(ref _streams);
 
     // A gate on the refusal warning: a misconfigured ScaledObject is refused on every poll, and a client that
     // retries fast must not flood the log. One line a second passes, with the count of those held back.
@@ -87,12 +96,14 @@ internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<E
 
     public override Task<IsActiveResponse> IsActive(ScaledObjectRef request, ServerCallContext context)
     {
+        RequireClient(context, request, nameof(IsActive));
         var (_, state) = Decide(request, nameof(IsActive));
         return Task.FromResult(state.Active ? ActiveResponse : InactiveResponse);
     }
 
     public override Task<GetMetricSpecResponse> GetMetricSpec(ScaledObjectRef request, ServerCallContext context)
     {
+        RequireClient(context, request, nameof(GetMetricSpec));
         var (app, _) = Decide(request, nameof(GetMetricSpec));
         var response = new GetMetricSpecResponse();
         response.MetricSpecs.Add(new MetricSpec
@@ -106,6 +117,7 @@ internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<E
 
     public override Task<GetMetricsResponse> GetMetrics(GetMetricsRequest request, ServerCallContext context)
     {
+        RequireClient(context, request.ScaledObjectRef, nameof(GetMetrics));
         if (request.ScaledObjectRef is null)
             throw Refuse(nameof(GetMetrics), null, StatusCode.InvalidArgument, "GetMetricsRequest has no scaledObjectRef (field 1)");
         var (app, state) = Decide(request.ScaledObjectRef, nameof(GetMetrics));
@@ -129,9 +141,64 @@ internal sealed class ExternalScalerService(IScaleDecisions decisions, ILogger<E
 
     public override async Task StreamIsActive(ScaledObjectRef request, IServerStreamWriter<IsActiveResponse> responseStream, ServerCallContext context)
     {
+        RequireClient(context, request, nameof(StreamIsActive));
         var app = AppOf(request, nameof(StreamIsActive));
         var (ns, name) = (Printable(request.Namespace), Printable(request.Name)); // for the log lines
+        TakeStream(app, request);
+        try
+        {
+            await StreamAsync(app, ns, name, request, responseStream, context);
+        }
+        finally
+        {
+            ReleaseStream(app);
+        }
+    }
 
+    /// <summary>Counts a stream in, or refuses it (RESOURCE_EXHAUSTED) past the app's or the platform's bound.</summary>
+    private void TakeStream(string app, ScaledObjectRef request)
+    {
+        if (Interlocked.Increment(ref _streams) > _options.MaxStreams)
+        {
+            Interlocked.Decrement(ref _streams);
+            throw Refuse(nameof(StreamIsActive), request, StatusCode.ResourceExhausted,
+                $"the platform already has {_options.MaxStreams} StreamIsActive calls open (KedaScalerOptions.MaxStreams); close one first");
+        }
+        var perApp = _streamsPerApp.AddOrUpdate(app, 1, (_, n) => n + 1);
+        if (perApp > _options.MaxStreamsPerApp)
+        {
+            ReleaseStream(app);
+            throw Refuse(nameof(StreamIsActive), request, StatusCode.ResourceExhausted,
+                $"app \"{app}\" already has {_options.MaxStreamsPerApp} StreamIsActive calls open (KedaScalerOptions.MaxStreamsPerApp); close one first");
+        }
+    }
+
+    private void ReleaseStream(string app)
+    {
+        Interlocked.Decrement(ref _streams);
+        // Removes the app's entry at zero, so names a client made up do not stay in the table.
+        while (_streamsPerApp.TryGetValue(app, out var n))
+        {
+            if (n <= 1 ? _streamsPerApp.TryRemove(new KeyValuePair<string, int>(app, n)) : _streamsPerApp.TryUpdate(app, n - 1, n))
+                break;
+        }
+    }
+
+    /// <summary>With a client CA configured: only a client that presented a certificate the control port validated.</summary>
+    private void RequireClient(ServerCallContext context, ScaledObjectRef? request, string method)
+    {
+        if (!_options.RequireClientCertificate)
+            return;
+        if (context.GetHttpContext().Connection.ClientCertificate is null)
+        {
+            throw Refuse(method, request, StatusCode.Unauthenticated,
+                "the platform's KEDA scaler needs a client certificate signed by its client CA (--control-client-ca): set the trigger's tlsClientCert and tlsClientKey");
+        }
+    }
+
+    private async Task StreamAsync(string app, string ns, string name, ScaledObjectRef request, IServerStreamWriter<IsActiveResponse> responseStream,
+        ServerCallContext context)
+    {
         // Subscribe before the first read, so that a change between the two is not lost; the handler only sets a
         // flag (a channel of capacity one), the stream's own loop reads the decision and writes.
         var wake = Channel.CreateBounded<bool>(new BoundedChannelOptions(1)

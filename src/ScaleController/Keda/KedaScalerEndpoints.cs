@@ -11,12 +11,14 @@ namespace FaaST.ScaleController.Keda;
 /// </summary>
 internal static class KedaScalerEndpoints
 {
-    /// <summary>Registers gRPC, <paramref name="decisions"/> and the scaler (one instance: it holds a log gate).</summary>
-    public static IServiceCollection AddKedaExternalScaler(this IServiceCollection services, IScaleDecisions decisions)
+    /// <summary>Registers gRPC, <paramref name="decisions"/>, the scaler's options and the scaler (one instance: it holds a
+    /// log gate and the count of open streams).</summary>
+    public static IServiceCollection AddKedaExternalScaler(this IServiceCollection services, IScaleDecisions decisions, KedaScalerOptions? options = null)
     {
         ArgumentNullException.ThrowIfNull(decisions);
         services.AddGrpc();
         services.AddSingleton(decisions);
+        services.AddSingleton(options ?? KedaScalerOptions.Default);
         services.AddSingleton<ExternalScalerService>();
         return services;
     }

@@ -54,10 +54,20 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
     {
         var secret = _platform.PeerSecretOf(App, Directory);
         // Vote queries are signed with the app's peer secret, as the instances' peer calls are; unrequested votes
-        // are accepted only signed with it.
+        // are accepted only signed with it. The verifier outlives the loop (a policy change makes a new loop): it
+        // remembers the nonces it took, and a new one would accept a captured call again for its replay window.
+        // Only a changed secret makes a new one (the old secret's calls no longer verify anyway).
+        if (_requestAuth is null || !secret.AsSpan().SequenceEqual(_requestSecret))
+        {
+            _requestAuth = new PeerAuth(secret, App);
+            _requestSecret = secret;
+        }
         return new ScaleLoop(this, policy, new GrpcVoteClient(new PeerAuth(secret, App), _platform.Time), _platform.Time, _logger,
-            new ScaleLoopOptions { RequestCredentials = new PeerAuth(secret, App) });
+            new ScaleLoopOptions { RequestCredentials = _requestAuth });
     }
+
+    private PeerAuth? _requestAuth;
+    private byte[] _requestSecret = [];
 
     public string App => Deployment.App;
 

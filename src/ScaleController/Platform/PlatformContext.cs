@@ -19,6 +19,8 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
 
     public ILoggerFactory Loggers { get; } = loggers;
 
+    public PlatformKeys Keys { get; set; } = null!;
+
     /// <summary>The instances' records in storage, for a restarted platform to take them over.</summary>
     public InstanceRegistry? Registry { get; set; }
 

@@ -26,6 +26,9 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
     private readonly DeployService _deploy;
     private readonly AppRouter _router;
     private readonly ILogger _logger;
+    private readonly AdminGuard _guard;
+    private readonly RateGate _deployLimits;
+    private readonly List<string> _credentialFiles = [];
     private readonly SemaphoreSlim _deploying = new(1, 1);
     private ImmutableDictionary<string, AppHost> _apps = ImmutableDictionary<string, AppHost>.Empty.WithComparers(StringComparer.OrdinalIgnoreCase);
     private int _disposed;
@@ -36,10 +39,14 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         var loggers = web.Services.GetRequiredService<ILoggerFactory>();
         _logger = loggers.CreateLogger("FaaST.Platform");
         _context = new PlatformContext(options, provider, time, loggers);
+        _context.Keys = PlatformKeys.LoadOrCreate(options.StateDirectory, options.MasterKeyFile);
+        _guard = new AdminGuard(_context.Keys, options, time, _logger);
+        _deployLimits = new RateGate(time, TimeSpan.FromSeconds(1));
         _store = new BlobStore(options.StorageConnectionString);
         _context.Registry = new InstanceRegistry(_store, _logger);
         _deployments = new DeploymentStore(_store, time: time, logger: loggers.CreateLogger("FaaST.Deploy"));
-        _deploy = new DeployService(_deployments, logger: loggers.CreateLogger("FaaST.Deploy"));
+        _deploy = new DeployService(_deployments, (options.Deploy ?? DeployOptions.Default) with { WorkDirectory = WorkDirectoryOf(options) },
+            logger: loggers.CreateLogger("FaaST.Deploy"));
         _router = options.SingleApp is { } single ? AppRouter.SingleApp(single) : AppRouter.MultiApp();
         _context.Changed += app => Changed?.Invoke(app);
         provider.Exited += (handle, reason) =>
@@ -55,6 +62,15 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
 
     public PlatformOptions Options => _context.Options;
 
+    /// <summary>The platform's keys (the admin key, apps' deploy keys and peer secrets).</summary>
+    internal PlatformKeys Keys => _context.Keys;
+
+    /// <summary>The peer secret a deployed app's instances and its scale calls use (tests sign with it).</summary>
+    internal byte[] PeerSecretOf(string app) => _context.PeerSecretOf(app, _apps[app].Directory);
+
+    /// <summary>Where deploys unpack and check uploads: STATE/work (0700), emptied at every start.</summary>
+    internal static string WorkDirectoryOf(PlatformOptions options) => Path.Combine(options.StateDirectory, "work");
+
     /// <summary>The deployed apps by name.</summary>
     public IReadOnlyDictionary<string, AppHost> Apps => _apps;
 
@@ -68,9 +84,13 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
     }
 
     /// <summary>Binds the frontend and the control port, loads every app deployed in storage, and serves.</summary>
+    /// <exception cref="ArgumentException">An option is unusable (a control port beyond loopback without TLS, a TLS file
+    /// that cannot be read); the message names it.</exception>
     public static async Task<PlatformHost> StartAsync(PlatformOptions options, IInstanceProvider? provider = null,
         TimeProvider? time = null, Action<ILoggingBuilder>? logging = null, CancellationToken ct = default)
     {
+        var tls = ControlTls.Load(options);
+        var leftOvers = CleanWorkDirectory(options);
         var builder = WebApplication.CreateSlimBuilder();
         builder.Logging.ClearProviders();
         builder.Logging.AddFilter("Microsoft", LogLevel.Warning);
@@ -87,9 +107,17 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
             k.AddServerHeader = false;
             // HTTP/1.1: cleartext HTTP/2 would need a port of its own (prior knowledge), and clients of functions speak 1.1.
             k.Listen(IPAddress.Parse(options.ListenAddress), options.Port, l => l.Protocols = HttpProtocols.Http1);
-            k.Listen(IPAddress.Parse(options.ListenAddress), options.ControlPort, l => l.Protocols = HttpProtocols.Http2);
+            k.Listen(IPAddress.Parse(options.ControlListenAddress), options.ControlPort, l =>
+            {
+                l.Protocols = HttpProtocols.Http2;
+                tls?.Configure(l);
+            });
         });
         builder.Services.AddGrpc();
+        builder.Services.AddSingleton((options.Keda ?? Keda.KedaScalerOptions.Default) with
+        {
+            RequireClientCertificate = (options.Keda?.RequireClientCertificate ?? false) || tls?.ClientCa is not null,
+        });
         PlatformHost? platform = null;
         builder.Services.AddSingleton<IScaleDecisions>(_ => platform!);
         builder.Services.AddSingleton<IScaleLoopRegistry>(_ => platform!);
@@ -100,7 +128,17 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
             TiedToPlatform = options.DevelopmentStorage,
             Output = options.InstanceOutput ?? ((label, line) => Console.WriteLine($"[{label}] {line}")),
         });
-        platform = new PlatformHost(web, options, provider, time ?? TimeProvider.System);
+        try
+        {
+            platform = new PlatformHost(web, options, provider, time ?? TimeProvider.System);
+        }
+        catch
+        {
+            await web.DisposeAsync();
+            throw;
+        }
+        if (leftOvers > 0)
+            Log.WorkCleaned(platform._logger, leftOvers, WorkDirectoryOf(options));
         platform.Map();
         await web.StartAsync(ct);
         var addresses = web.Urls.Select(u => new Uri(u)).ToArray();
@@ -108,6 +146,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         platform.ControlAddress = addresses[1];
         platform._context.ControlAddress = platform.ControlAddress;
         Log.Listening(platform._logger, platform.Address, platform.ControlAddress, platform._store.Endpoint.ToString());
+        platform.PublishCredentials();
         await platform.LoadDeployedAppsAsync(ct);
         return platform;
     }
@@ -118,9 +157,11 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         // port is HTTP/1.1 for them).
         _web.MapGrpcService<ScaleControlService>();
         _web.MapKedaExternalScaler();
-        _web.MapGet("/admin/platform", (HttpContext c) => Results.Json(Status(c), PlatformJsonContext.Default.PlatformStatus));
+        // The admin API: every endpoint checks its caller first (AdminGuard: Host, Origin, the Bearer key).
+        _web.MapGet("/admin/platform", StatusEndpointAsync);
         _web.MapPut("/admin/platform/apps/{name}", DeployEndpointAsync);
         _web.MapPost("/admin/platform/apps/{name}", DeployEndpointAsync);
+        _web.MapGet("/admin/platform/apps/{name}/deploy-key", DeployKeyEndpointAsync);
         // Everything else is an invocation (or an instance's admin API) for one of the apps.
         _web.Use(async (context, next) =>
         {
@@ -142,9 +183,9 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         }
         if (!_router.TryRoute(context.Request, out var name, out var pathAndQuery, out var reason))
         {
-            await WriteErrorAsync(context, StatusCodes.Status404NotFound, _apps.IsEmpty
-                ? $"{reason}: no app is deployed on this platform; deploy one with ./faast deploy APPDIR --platform URL"
-                : $"{reason}; apps: {string.Join(", ", _apps.Keys.Order())}");
+            // Names no app, instance or port: which apps a platform serves is for its operator (./faast status).
+            await WriteErrorAsync(context, StatusCodes.Status404NotFound,
+                $"{reason}; an app is served under /APP/... or at APP.localhost (./faast status lists the apps; ./faast deploy APPDIR adds one)");
             return;
         }
         if (!_apps.TryGetValue(name, out var app))
@@ -162,14 +203,79 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         return context.Response.WriteAsJsonAsync(new PlatformError(error, file, key), PlatformJsonContext.Default.PlatformError);
     }
 
+    /// <summary>Refuses the request (401/403, answered and logged) unless <see cref="AdminGuard"/> lets it through.</summary>
+    private async Task<bool> RefusedAsync(HttpContext context, string? deployApp)
+    {
+        if (_guard.Check(context, deployApp) is not { } refusal)
+            return false;
+        if (refusal.Status == StatusCodes.Status401Unauthorized)
+            context.Response.Headers.WWWAuthenticate = AdminGuard.Challenge;
+        await WriteErrorAsync(context, refusal.Status, refusal.Error);
+        return true;
+    }
+
+    private async Task StatusEndpointAsync(HttpContext context)
+    {
+        if (await RefusedAsync(context, deployApp: null))
+            return;
+        await context.Response.WriteAsJsonAsync(Status(context), PlatformJsonContext.Default.PlatformStatus);
+    }
+
+    /// <summary>GET /admin/platform/apps/{name}/deploy-key (admin key only): the key an app's owner deploys that app with.</summary>
+    private async Task DeployKeyEndpointAsync(HttpContext context, string name)
+    {
+        if (await RefusedAsync(context, deployApp: null))
+            return;
+        try
+        {
+            AppNames.Validate(name);
+        }
+        catch (ArgumentException e)
+        {
+            await WriteErrorAsync(context, StatusCodes.Status400BadRequest, e.Message);
+            return;
+        }
+        context.Response.Headers.CacheControl = "no-store";
+        await context.Response.WriteAsJsonAsync(new DeployKeyResult(name, _context.Keys.DeployKeyOf(name)), PlatformJsonContext.Default.DeployKeyResult);
+    }
+
     private async Task DeployEndpointAsync(HttpContext context, string name)
     {
+        if (await RefusedAsync(context, name))
+            return;
+        var limit = _deploy.Options.MaxPackageBytes;
+        if (context.Request.ContentLength > limit)
+        {
+            // Refused from the header alone: not one byte of the body is read.
+            await DeployLimitedAsync(context, name, StatusCodes.Status413PayloadTooLarge, new PackageTooLargeException(name, limit).Message);
+            return;
+        }
+        // Kestrel stops reading there too (a chunked body has no Content-Length), and does not drain the rest.
+        if (context.Features.Get<Microsoft.AspNetCore.Http.Features.IHttpMaxRequestBodySizeFeature>() is { IsReadOnly: false } bodySize)
+            bodySize.MaxRequestBodySize = limit;
         try
         {
             var deployment = await DeployPackageAsync(name, context.Request.Body, context.RequestAborted);
             context.Response.StatusCode = deployment.Version == 1 ? StatusCodes.Status201Created : StatusCodes.Status200OK;
             await context.Response.WriteAsJsonAsync(new DeployResult(deployment.App, deployment.Version, deployment.Sha256, deployment.Size, "running"),
                 PlatformJsonContext.Default.DeployResult);
+        }
+        catch (PackageTooLargeException e)
+        {
+            await DeployLimitedAsync(context, name, StatusCodes.Status413PayloadTooLarge, e.Message);
+        }
+        catch (Microsoft.AspNetCore.Http.BadHttpRequestException e) when (e.StatusCode == StatusCodes.Status413PayloadTooLarge)
+        {
+            await DeployLimitedAsync(context, name, StatusCodes.Status413PayloadTooLarge, new PackageTooLargeException(name, limit).Message);
+        }
+        catch (DeployInProgressException e)
+        {
+            await DeployLimitedAsync(context, name, StatusCodes.Status409Conflict, e.Message);
+        }
+        catch (DeployCapacityException e)
+        {
+            context.Response.Headers.RetryAfter = ((int)Math.Ceiling(e.RetryAfter.TotalSeconds)).ToString(System.Globalization.CultureInfo.InvariantCulture);
+            await DeployLimitedAsync(context, name, StatusCodes.Status503ServiceUnavailable, e.Message);
         }
         catch (DeployValidationException e)
         {
@@ -192,14 +298,22 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         }
     }
 
-    /// <summary>Validates and publishes a zipped app, then loads it (first deploy) or rolls its instances to it.</summary>
-    public async Task<Deployment> DeployPackageAsync(string app, Stream zip, CancellationToken ct)
+    /// <summary>A deploy refused by a limit (size, one per app, the platform's capacity): answered, logged at most once a second.</summary>
+    private Task DeployLimitedAsync(HttpContext context, string app, int status, string error)
     {
-        var deployment = await _deploy.DeployAsync(app, zip, ct);
-        Log.Deployed(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256);
-        await LoadOrRollAsync(deployment, initialInstances: null, ct);
-        return deployment;
+        if (_deployLimits.TryPass(out var heldBack))
+            Log.DeployLimited(_logger, app, status, heldBack == 0 ? error : $"{error} ({heldBack} more held back since the last line)");
+        return WriteErrorAsync(context, status, error);
     }
+
+    /// <summary>Validates and publishes a zipped app, then loads it (first deploy) or rolls its instances to it; all
+    /// of it inside the deploy's admission (one deploy of an app at a time, a bounded number on the platform).</summary>
+    public Task<Deployment> DeployPackageAsync(string app, Stream zip, CancellationToken ct) =>
+        _deploy.DeployAsync(app, zip, ct, async (deployment, token) =>
+        {
+            Log.Deployed(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256);
+            await LoadOrRollAsync(deployment, initialInstances: null, token);
+        });
 
     /// <summary>
     /// `./faast start APPDIR`: publishes the folder as the app's next version and loads it. Functions the runtime
@@ -310,10 +424,87 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
 
     public ScaleLoop? Find(string app) => _apps.TryGetValue(app, out var host) ? host.Loop : null;
 
+    /// <summary>The app's own verifier; for an app not served here, one under the secret such an app would have, so that
+    /// an unsigned call is refused the same way whether the app exists or not.</summary>
+    public Peers.PeerAuth? RequestCredentialsOf(string app) =>
+        _apps.TryGetValue(app, out var host) ? host.Loop.RequestCredentials
+            : new Peers.PeerAuth(System.Text.Encoding.UTF8.GetBytes(_context.Keys.PeerSecretOf(app)), app);
+
+    /// <summary>
+    /// Writes the admin key where `./faast deploy` and `./faast status` of this user find it for this address
+    /// (<see cref="LocalCredentials"/>), and for 127.0.0.1 when the frontend listens on every address. Not fatal:
+    /// the CLI then needs --admin-key-file.
+    /// </summary>
+    private void PublishCredentials()
+    {
+        var addresses = new List<Uri> { Address };
+        if (Address.Host is "0.0.0.0" or "[::]" or "::")
+            addresses.Add(new UriBuilder(Address) { Host = "127.0.0.1" }.Uri);
+        string home;
+        try
+        {
+            home = Runtime.Hosting.RuntimeHostOptions.FindHome();
+        }
+        catch (InvalidOperationException e)
+        {
+            Log.CredentialNotPublished(_logger, "$FAAST_HOME/.faast/credentials", e.Message, PlatformKeys.AdminKeyFile(Options.StateDirectory));
+            return;
+        }
+        foreach (var address in addresses)
+        {
+            try
+            {
+                _credentialFiles.Add(LocalCredentials.Publish(home, address, _context.Keys.AdminKey));
+            }
+            catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+            {
+                Log.CredentialNotPublished(_logger, LocalCredentials.PathFor(home, address), e.Message, PlatformKeys.AdminKeyFile(Options.StateDirectory));
+            }
+        }
+    }
+
+    /// <summary>Empties STATE/work (deploys a crash left behind) and makes it 0700; returns how many entries it removed.</summary>
+    private static int CleanWorkDirectory(PlatformOptions options)
+    {
+        var work = WorkDirectoryOf(options);
+        var removed = 0;
+        if (Directory.Exists(work))
+        {
+            foreach (var entry in new DirectoryInfo(work).EnumerateFileSystemInfos())
+            {
+                try
+                {
+                    if (entry is DirectoryInfo dir && entry.LinkTarget is null)
+                        dir.Delete(recursive: true);
+                    else
+                        entry.Delete();
+                    removed++;
+                }
+                catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+                {
+                    // Left for the next start; a deploy's own folder has a fresh name.
+                }
+            }
+        }
+        PrivateFiles.CreateDirectory(work);
+        return removed;
+    }
+
     public async ValueTask DisposeAsync()
     {
         if (Interlocked.Exchange(ref _disposed, 1) != 0)
             return;
+        foreach (var file in _credentialFiles)
+        {
+            try
+            {
+                File.Delete(file);
+            }
+            catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+            {
+                // A stale credential names a platform that is gone; the next one at this address replaces it.
+            }
+        }
         await _web.StopAsync();
         await Task.WhenAll(_apps.Values.Select(a => a.DisposeAsync().AsTask()));
         await _context.Provider.DisposeAsync();

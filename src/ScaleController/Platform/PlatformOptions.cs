@@ -1,3 +1,5 @@
+using FaaST.ScaleController.Deploy;
+
 namespace FaaST.ScaleController.Platform;
 
 /// <summary>The platform process's settings, with their defaults in one place.</summary>
@@ -11,6 +13,46 @@ public sealed record PlatformOptions
 
     /// <summary>The control port (HTTP/2: ScaleControl for instances' unrequested votes, KEDA's external scaler). Default 0: a free one.</summary>
     public int ControlPort { get; init; }
+
+    /// <summary>
+    /// Where the control port listens. Default 127.0.0.1, whatever <see cref="ListenAddress"/> is: the KEDA scaler
+    /// answers without a credential and names apps, so it stays on loopback unless the operator says otherwise.
+    /// An address beyond loopback is refused at start unless <see cref="ControlTlsCertificateFile"/> is set
+    /// (and with <see cref="ControlClientCaFile"/>, KEDA must present a client certificate).
+    /// </summary>
+    public string ControlListenAddress { get; init; } = "127.0.0.1";
+
+    /// <summary>The control port's TLS certificate (PEM); with <see cref="ControlTlsKeyFile"/>. Default none: cleartext HTTP/2, loopback only.</summary>
+    public string? ControlTlsCertificateFile { get; init; }
+
+    /// <summary>The private key (PEM) of <see cref="ControlTlsCertificateFile"/>.</summary>
+    public string? ControlTlsKeyFile { get; init; }
+
+    /// <summary>
+    /// A CA (PEM) whose client certificates the control port accepts; KEDA's external scaler then answers only a
+    /// client that presents one (KEDA's trigger metadata caCert/tlsClientCert/tlsClientKey). Instances' ScaleControl
+    /// calls need none (they are signed with the app's peer secret). Default none.
+    /// </summary>
+    public string? ControlClientCaFile { get; init; }
+
+    /// <summary>The operator's master key file (base64 of at least 32 bytes; e.g. a mounted Kubernetes secret). Default
+    /// none: STATE/keys/master, made at first start (<see cref="PlatformKeys.LoadOrCreate"/>).</summary>
+    public string? MasterKeyFile { get; init; }
+
+    /// <summary>
+    /// Host names the admin endpoints (/admin/platform...) answer besides the loopback names (127.0.0.1, localhost,
+    /// [::1]) and the listen addresses, with any port: e.g. the DNS name operators reach a platform beyond loopback by.
+    /// Any other Host header is refused (403): a web page that rebinds its own name to this machine must not reach
+    /// them. Default none.
+    /// </summary>
+    public IReadOnlyList<string> AllowedAdminHosts { get; init; } = [];
+
+    /// <summary>Deploy's limits (package size, entries, concurrent deploys). Default <see cref="DeployOptions.Default"/>;
+    /// its work directory is always STATE/work.</summary>
+    public DeployOptions? Deploy { get; init; }
+
+    /// <summary>Bounds on KEDA's open StreamIsActive calls. Default <see cref="Keda.KedaScalerOptions"/>'s.</summary>
+    public Keda.KedaScalerOptions? Keda { get; init; }
 
     /// <summary>Where extracted packages and per-app secrets live on this machine.</summary>
     public required string StateDirectory { get; init; }

@@ -36,9 +36,13 @@ public sealed record PlatformError(string Error, string? File = null, string? Ke
 /// <summary>A deploy's answer.</summary>
 public sealed record DeployResult(string App, int Version, string Sha256, long Size, string Status);
 
+/// <summary>GET /admin/platform/apps/{name}/deploy-key: the credential that deploys this app (and no other).</summary>
+public sealed record DeployKeyResult(string App, string DeployKey);
+
 [JsonSourceGenerationOptions(PropertyNamingPolicy = JsonKnownNamingPolicy.CamelCase, WriteIndented = true,
     DefaultIgnoreCondition = JsonIgnoreCondition.WhenWritingNull)]
 [JsonSerializable(typeof(PlatformStatus))]
 [JsonSerializable(typeof(PlatformError))]
 [JsonSerializable(typeof(DeployResult))]
+[JsonSerializable(typeof(DeployKeyResult))]
 public sealed partial class PlatformJsonContext : JsonSerializerContext;

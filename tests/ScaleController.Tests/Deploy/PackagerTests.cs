@@ -198,4 +198,60 @@ public sealed class PackagerTests : IDisposable
 
         Assert.Contains("not a zip", e.Reason, StringComparison.Ordinal);
     }
+    [Fact]
+    public void A_zip_whose_end_record_claims_ten_million_entries_is_refused_before_its_central_directory_is_parsed()
+    {
+        // A zip64 end record claiming 10,000,000 entries (and a central directory of 1 GiB at offset 0), found through
+        // its locator and the classic end record's 0xFFFF: what a bomb of a central directory declares up front.
+        var zip = new MemoryStream();
+        var w = new BinaryWriter(zip);
+        var zip64Record = zip.Position;
+        w.Write(0x06064b50u);          // zip64 end of central directory
+        w.Write(44UL);                 // size of the rest of the record
+        w.Write((ushort)45);
+        w.Write((ushort)45);
+        w.Write(0u);                   // this disk
+        w.Write(0u);                   // disk with the central directory
+        w.Write(10_000_000UL);         // entries on this disk
+        w.Write(10_000_000UL);         // entries in all
+        w.Write(1UL << 30);            // central directory size
+        w.Write(0UL);                  // its offset
+        w.Write(0x07064b50u);          // zip64 locator
+        w.Write(0u);
+        w.Write((ulong)zip64Record);
+        w.Write(1u);
+        w.Write(0x06054b50u);          // classic end record: "see zip64"
+        w.Write((ushort)0);
+        w.Write((ushort)0);
+        w.Write(ushort.MaxValue);
+        w.Write(ushort.MaxValue);
+        w.Write(uint.MaxValue);
+        w.Write(uint.MaxValue);
+        w.Write((ushort)0);
+        w.Flush();
+        zip.Position = 0;
+
+        Assert.Equal(10_000_000, Packager.DeclaredEntries(zip));
+        var e = Assert.Throws<PackageException>(() => Packager.Extract(zip, Path.Combine(_temp.Path, "out")));
+
+        Assert.Contains("declares 10000000 entries in its end-of-central-directory record", e.Message, StringComparison.Ordinal);
+        Assert.Equal(0, zip.Position);
+    }
+
+    [Fact]
+    public void The_entry_count_of_an_ordinary_zip_is_read_from_its_end_record_and_a_count_over_the_cap_is_refused()
+    {
+        var dir = Apps.CopySample("python-app", _temp.Path);
+        var zip = new MemoryStream();
+        Packager.Zip(dir, zip);
+        zip.Position = 0;
+        int entries;
+        using (var archive = new ZipArchive(zip, ZipArchiveMode.Read, leaveOpen: true))
+            entries = archive.Entries.Count;
+        zip.Position = 0;
+
+        Assert.Equal(entries, Packager.DeclaredEntries(zip));
+        var e = Assert.Throws<PackageException>(() => Packager.Extract(zip, Path.Combine(_temp.Path, "out"), new DeployOptions { MaxEntries = entries - 1 }));
+        Assert.Contains($"declares {entries} entries", e.Message, StringComparison.Ordinal);
+    }
 }

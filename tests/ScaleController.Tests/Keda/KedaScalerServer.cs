@@ -33,14 +33,14 @@ internal sealed class KedaScalerServer : IAsyncDisposable
     public ListLogger Logs { get; }
     public ExternalScaler.ExternalScalerClient Client { get; }
 
-    public static async Task<KedaScalerServer> StartAsync()
+    public static async Task<KedaScalerServer> StartAsync(KedaScalerOptions? options = null)
     {
         var decisions = new TestDecisions();
         var logs = new ListLogger(LogLevel.Information);
         var builder = WebApplication.CreateSlimBuilder();
         builder.Logging.ClearProviders();
         builder.Logging.AddProvider(logs);
-        builder.Services.AddKedaExternalScaler(decisions);
+        builder.Services.AddKedaExternalScaler(decisions, options);
         builder.WebHost.ConfigureKestrel(k => k.Listen(IPAddress.Loopback, 0, l => l.Protocols = HttpProtocols.Http2));
         var web = builder.Build();
         web.MapKedaExternalScaler();

@@ -70,7 +70,7 @@ public sealed class PlatformTests : IAsyncLifetime
         return zip;
     }
 
-    private static HttpClient Client(PlatformHost platform) => new() { BaseAddress = platform.Address, Timeout = TimeSpan.FromSeconds(60) };
+    private static HttpClient Client(PlatformHost platform) => AdminKey.Client(platform.Address, platform.Keys.AdminKey);
 
     private string Output => string.Join('\n', _output.TakeLast(60));
 

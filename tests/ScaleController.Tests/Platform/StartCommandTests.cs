@@ -50,7 +50,8 @@ public sealed class StartCommandTests : IDisposable
             await Eventually.TrueAsync(() => output.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || process.HasExited,
                 "the platform to serve the app", () => string.Join('\n', output), seconds: 120);
             Assert.False(process.HasExited, string.Join('\n', output));
-            using var http = new HttpClient { BaseAddress = new Uri($"http://127.0.0.1:{port}/"), Timeout = TimeSpan.FromSeconds(30) };
+            var url = $"http://127.0.0.1:{port}";
+            using var http = AdminKey.Client(new Uri(url + "/"), AdminKey.Published(url), TimeSpan.FromSeconds(30));
 
             Assert.Equal("Hello, World!", await http.GetStringAsync("api/Hello?name=World"));
             using var status = JsonDocument.Parse(await http.GetStringAsync("admin/host/status"));
@@ -134,7 +135,8 @@ public sealed class StartCommandTests : IDisposable
         using var crashing = Start(args, first, azurite.ConnectionString);
         int pid;
         string id;
-        using var http = new HttpClient { BaseAddress = new Uri($"http://127.0.0.1:{port}/"), Timeout = TimeSpan.FromSeconds(60) };
+        // The admin key is the state folder's: the restarted platform has the same.
+        using var http = AdminKey.Client(new Uri($"http://127.0.0.1:{port}/"), await AdminKeyOfStateAsync(args));
         try
         {
             await Eventually.TrueAsync(() => first.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)) || crashing.HasExited,
@@ -175,6 +177,13 @@ public sealed class StartCommandTests : IDisposable
             if (!restarted.HasExited)
                 restarted.Kill(entireProcessTree: true);
         }
+    }
+
+    /// <summary>The admin key in the --state folder of <paramref name="args"/>, made now as the platform would (it reads the same).</summary>
+    private static Task<string> AdminKeyOfStateAsync(string[] args)
+    {
+        var state = args[Array.IndexOf(args, "--state") + 1];
+        return Task.FromResult(FaaST.ScaleController.Platform.PlatformKeys.LoadOrCreate(state).AdminKey);
     }
 
     private static void KillProcessesMentioning(string path)
@@ -279,7 +288,8 @@ public sealed class StartCommandTests : IDisposable
         {
             await Eventually.TrueAsync(() => output.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || process.HasExited,
                 "the platform to serve the app", () => string.Join('\n', output), seconds: 120);
-            using var http = new HttpClient { BaseAddress = new Uri($"http://127.0.0.1:{port}/") };
+            var url = $"http://127.0.0.1:{port}";
+            using var http = AdminKey.Client(new Uri(url + "/"), AdminKey.Published(url));
             (_, pid) = await OnlyInstanceAsync(http);
         }
         finally
