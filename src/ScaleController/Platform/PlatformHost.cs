@@ -296,6 +296,10 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         {
             await WriteErrorAsync(context, StatusCodes.Status500InternalServerError, $"deployed, but no instance of the new version started: {e.Message}");
         }
+        catch (Exception e) when (e is OperationCanceledException or IOException && context.RequestAborted.IsCancellationRequested)
+        {
+            // The deployer went away mid-upload: nothing was published, nobody to answer (the admission is released).
+        }
     }
 
     /// <summary>A deploy refused by a limit (size, one per app, the platform's capacity): answered, logged at most once a second.</summary>
