@@ -58,7 +58,7 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
         // Instances listen on loopback behind the frontend; when the frontend is reachable beyond loopback the
         // instances must check function keys as a host listening there would.
         if (!System.Net.IPAddress.IsLoopback(System.Net.IPAddress.Parse(Options.ListenAddress)))
-            environment["FAAST_ENFORCE_KEYS"] = "1";
+            environment["FAAST_ENFORCE_KEYS"] = "true";
         return new InstanceSpec(deployment.App, deployment.Version, directory, environment,
             WithIsolation(Options.InstanceArguments, Environment.IsPrivilegedProcess));
     }
