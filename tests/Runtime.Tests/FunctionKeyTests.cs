@@ -246,7 +246,9 @@ public sealed class FunctionKeyTests(AzuriteFixture azurite)
     }
 
     [Theory]
-    [InlineData("127.0.0.1", "FAAST_ENFORCE_KEYS", "yes", "must be true or false")]
+    [InlineData("127.0.0.1", "FAAST_ENFORCE_KEYS", "yes", "must be true or false (or 1 or 0)")]
+    [InlineData("127.0.0.1", "FAAST_ENFORCE_KEYS", "2", "must be true or false (or 1 or 0)")]
+    [InlineData("0.0.0.0", "FAAST_ENFORCE_KEYS", "0", "beyond loopback, where keys are always checked")]
     [InlineData("0.0.0.0", "FAAST_ENFORCE_KEYS", "false", "beyond loopback, where keys are always checked")]
     [InlineData("127.0.0.1", "AzureWebJobsSecretStorageType", "files", "FaaST keeps keys in blob storage")]
     public void A_bad_key_setting_is_an_error_naming_the_setting(string listen, string setting, string value, string reason)
@@ -255,6 +257,20 @@ public sealed class FunctionKeyTests(AzuriteFixture azurite)
         var e = Assert.Throws<AppConfigException>(() => Resolve(app, listen, new() { [setting] = value }));
         Assert.Contains("environment variable " + setting, e.Message, StringComparison.Ordinal);
         Assert.Contains(reason, e.Message, StringComparison.Ordinal);
+    }
+
+    // Issue 19, defect 8: the platform set FAAST_ENFORCE_KEYS=1, refused as "must be true or false", and no instance started.
+    [Theory]
+    [InlineData("127.0.0.1", "1", true)]
+    [InlineData("127.0.0.1", "TRUE", true)]
+    [InlineData("127.0.0.1", " true ", true)]
+    [InlineData("127.0.0.1", "0", false)]
+    [InlineData("127.0.0.1", "False", false)]
+    [InlineData("0.0.0.0", "1", true)]
+    public void FAAST_ENFORCE_KEYS_takes_true_false_1_or_0_in_any_case(string listen, string value, bool enforced)
+    {
+        using var app = KeysApp(out _);
+        Assert.Equal(enforced, Resolve(app, listen, new() { [HttpKeyCheck.EnforceSetting] = value }).Serving.EnforceKeys);
     }
 
     [Fact]

@@ -36,8 +36,9 @@ public sealed partial class HostProcess : IAsyncDisposable
     /// <param name="arguments">More command-line arguments (e.g. "--no-peers").</param>
     /// <param name="cgroupProcs">A cgroup's cgroup.procs file: the host (and so its workers) start inside that group.</param>
     /// <param name="httpTimeout">The timeout of <see cref="Http"/> (default 100 s).</param>
+    /// <param name="environment">More environment variables for the host, on top of this process's.</param>
     public static async Task<HostProcess> StartAsync(string app, string storage, IReadOnlyList<string>? arguments = null,
-        string? cgroupProcs = null, TimeSpan? httpTimeout = null)
+        string? cgroupProcs = null, TimeSpan? httpTimeout = null, IReadOnlyDictionary<string, string>? environment = null)
     {
         var dll = Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll");
         var info = new ProcessStartInfo(cgroupProcs is null ? "dotnet" : "sh") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
@@ -51,6 +52,8 @@ public sealed partial class HostProcess : IAsyncDisposable
             info.ArgumentList.Add(a);
         info.Environment["FAAST_HOME"] = Repo.Root;
         info.Environment["AzureWebJobsStorage"] = storage;
+        foreach (var (name, value) in environment ?? new Dictionary<string, string>())
+            info.Environment[name] = value;
         var host = new HostProcess(Process.Start(info)!);
         var address = new TaskCompletionSource<string>(TaskCreationOptions.RunContinuationsAsynchronously);
         host._process.OutputDataReceived += (_, e) =>

@@ -59,11 +59,14 @@ public sealed class FunctionApp
         // on a background task, and kill the process: refuse it here, naming the setting.
         if (StorageAccounts.ConnectionProblem(settings, "AzureWebJobsStorage") is { } storageProblem)
             throw new AppConfigException(storageProblem);
-        var runtime = settings["FUNCTIONS_WORKER_RUNTIME"]?.Trim().ToLowerInvariant() ?? InferRuntime(dir, folders);
+        var realRoot = AppPaths.RealPath(dir);
+        // A function folder that is a link out of the app is not looked into, not even for its file names.
+        var runtime = settings["FUNCTIONS_WORKER_RUNTIME"]?.Trim().ToLowerInvariant() ??
+            InferRuntime(dir, folders.Where(f => AppPaths.Outside(realRoot, f) is null).ToList());
         if (!SupportedRuntimes.Contains(runtime))
             throw new AppConfigException(
                 $"{Path.Combine(dir, "local.settings.json")}: Values.FUNCTIONS_WORKER_RUNTIME is \"{runtime}\"; FaaST runs \"python\" or \"node\"");
-        var functions = Http.RouteTemplates.MarkConflicts(folders.Select(f => LoadFunction(f, runtime, settings)).ToList());
+        var functions = Http.RouteTemplates.MarkConflicts(folders.Select(f => LoadFunction(f, runtime, settings, realRoot)).ToList());
         return new FunctionApp { Directory = dir, Host = host, Settings = settings, WorkerRuntime = runtime, Functions = functions, Warnings = warnings };
     }
 
@@ -77,13 +80,23 @@ public sealed class FunctionApp
             $"{Path.Combine(dir, "local.settings.json")}: Values.FUNCTIONS_WORKER_RUNTIME is not set (\"python\" or \"node\")");
     }
 
-    internal static FunctionDefinition LoadFunction(string folder, string runtime, AppSettings settings)
+    /// <param name="realRoot">The app folder's real path (<see cref="AppPaths.RealPath"/>): every path the function
+    /// names must stay below it.</param>
+    internal static FunctionDefinition LoadFunction(string folder, string runtime, AppSettings settings, string realRoot)
     {
         var name = Path.GetFileName(folder);
         var file = Path.Combine(folder, "function.json");
         var defaultScript = runtime == "python" ? "__init__.py" : "index.js";
         try
         {
+            // The function's folder and its function.json are read before anything else: a link out of the app
+            // (a folder linked to /etc, a function.json linked to another app's settings) is refused unread.
+            if (AppPaths.Outside(realRoot, folder) is { } folderOut)
+                throw new AppConfigException($"{file}: functionDirectory \"{Http.LogText.Escape(name)}\" leads outside the app folder " +
+                    $"(to {Http.LogText.Escape(folderOut)}); a function's files must be inside its app");
+            if (AppPaths.Outside(realRoot, file) is { } fileOut)
+                throw new AppConfigException($"{file}: function.json leads outside the app folder (to {Http.LogText.Escape(fileOut)}); " +
+                    "a function's files must be inside its app");
             using var doc = AppJson.Parse(file);
             var root = doc.RootElement;
             if (root.ValueKind != JsonValueKind.Object)
@@ -92,6 +105,14 @@ public sealed class FunctionApp
             if (script.Length == 0 || script.Contains('\0', StringComparison.Ordinal))
                 throw new AppConfigException($"{file}: scriptFile must be a file path, not \"{Http.LogText.Escape(script)}\"");
             var scriptPath = Path.GetFullPath(Path.Combine(folder, script));
+            // Checked before the file's existence, and so before the isolation check reads it: a scriptFile outside
+            // the app (absolute, "..", or through a link) is never read, and never makes --isolation auto find that
+            // the app's user cannot read it and fall back to the host's user.
+            if (AppPaths.Outside(realRoot, scriptPath) is { } scriptOut)
+                throw new AppConfigException($"{file}: scriptFile \"{Http.LogText.Escape(script)}\" leads outside the app folder " +
+                    $"(to {Http.LogText.Escape(scriptOut)}); a function's script must be inside its app");
+            // entryPoint names no file: the Python worker looks it up as an attribute path in the script's module, the
+            // Node worker as an export of the script, so scriptFile is the only file a function.json names.
             var entry = AppJson.GetString(root, "entryPoint", file, "") ?? "";
             var disabled = root.TryGetProperty("disabled", out var d) && (d.ValueKind == JsonValueKind.True ||
                 (d.ValueKind == JsonValueKind.String && bool.TryParse(d.GetString(), out var ds) && ds));

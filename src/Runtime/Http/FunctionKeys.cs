@@ -342,14 +342,26 @@ internal sealed class HttpKeyCheck
         var text = settings[EnforceSetting];
         if (text is null)
             return beyondLoopback;
-        if (!bool.TryParse(text.Trim(), out var enforce))
-            throw new AppConfigException($"{settings.SourceOf(EnforceSetting)} is \"{LogText.Escape(text)}\"; it must be true or false");
+        if (ParseFlag(text) is not { } enforce)
+            throw new AppConfigException($"{settings.SourceOf(EnforceSetting)} is \"{LogText.Escape(text)}\"; it must be true or false (or 1 or 0)");
         if (!enforce && beyondLoopback)
             throw new AppConfigException(
                 $"{settings.SourceOf(EnforceSetting)} is false, but the host listens on {listen}, beyond loopback, where keys are always checked; " +
                 "give the functions that need no key \"authLevel\": \"anonymous\" instead");
         return enforce;
     }
+
+    /// <summary>
+    /// A yes/no setting as operators and platforms write it: true/false or 1/0, in any case, around spaces; null for
+    /// anything else. (The platform once set FAAST_ENFORCE_KEYS=1, which only "true" was taken for, and every instance
+    /// it started beyond loopback refused to start: issue 19, defect 8.)
+    /// </summary>
+    public static bool? ParseFlag(string text) => text.Trim().ToLowerInvariant() switch
+    {
+        "true" or "1" => true,
+        "false" or "0" => false,
+        _ => null,
+    };
 
     /// <summary>The key a request presents: the x-functions-key header if present (even empty), else the code query value (Azure's order).</summary>
     public static string? Presented(HttpRequest request)

@@ -28,7 +28,15 @@ public static class LogText
     /// after the first is indented, so none can pass for a log line of its own.</summary>
     public static string EscapeKeepingLines(string? text) => Escape(text, keepLines: true);
 
-    private static string Escape(string? text, bool keepLines)
+    /// <summary>
+    /// A line a process wrote (a worker's or an instance's output) as it may reach the operator's terminal: as
+    /// <see cref="Escape(string?)"/>, but a tab stays a tab (it moves the cursor within the line, nothing more),
+    /// while CR, ESC and every other control character is escaped, so a function's output cannot clear the
+    /// screen, rewrite earlier lines or pass for the host's own.
+    /// </summary>
+    public static string EscapeOutput(string? text) => Escape(text, keepLines: false, keepTabs: true);
+
+    private static string Escape(string? text, bool keepLines, bool keepTabs = false)
     {
         if (text is null)
             return "";
@@ -48,7 +56,7 @@ public static class LogText
             {
                 case '\r': sb.Append("\\r"); break;
                 case '\n': sb.Append(keepLines ? "\n    " : "\\n"); break;
-                case '\t': sb.Append("\\t"); break;
+                case '\t': sb.Append(keepTabs ? "\t" : "\\t"); break;
                 default:
                     sb.Append(c <= 0xff ? "\\x" : "\\u").Append(((int)c).ToString(c <= 0xff ? "X2" : "X4", CultureInfo.InvariantCulture));
                     break;

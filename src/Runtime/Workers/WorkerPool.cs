@@ -242,16 +242,56 @@ internal sealed partial class WorkerPool : IAsyncDisposable
     }
 
     /// <summary>
-    /// A worker's environment: the host's; for an app, its settings and the host's extra variables
-    /// on top; then the worker's own (unbuffered Python output, malloc tunables, the worker user's
-    /// HOME/USER/LOGNAME). A process started for the app gets it at exec, and every worker gets it
-    /// again with FunctionEnvironmentReloadRequest, so a standby worker ends up with the same.
+    /// What a worker sees of the host's environment (issue 19, defect 3): only what an interpreter and its
+    /// libraries need to run and nothing that could be a secret. Everything else of the host's environment (the
+    /// operator's shell, the platform's storage key, FAAST_PEER_SECRET) stays in the host: a worker runs tenants'
+    /// code, and whatever it holds, that code holds. See docs/cache.md, "Isolation between apps".
+    /// </summary>
+    /// <remarks>
+    /// PATH, LANG, LANGUAGE, LC_* and TZ: finding executables, the locale and the time zone; TMPDIR: where temporary
+    /// files go. PYTHONPATH, PYTHONHOME, VIRTUAL_ENV: the interpreter the host was set up with (Debian's python3 with
+    /// python3-grpcio, or a virtual environment). NODE_PATH, NODE_OPTIONS: the Node runtime's module path and flags.
+    /// GLIBC_TUNABLES: the operator's malloc settings, which replace the Python workers' default. FAAST_WORKER_CONNECT_TIMEOUT
+    /// and FAAST_WORKER_IDLE_TRIM_S: the Python worker's own tuning (workers/python/faast_worker/channel.py).
+    /// HOME, USER, LOGNAME: replaced by the app user's (<see cref="WorkerIdentity.SetEnvironment"/>) when isolated.
+    /// </remarks>
+    internal static readonly IReadOnlySet<string> HostVariables = new HashSet<string>(StringComparer.Ordinal)
+    {
+        "PATH", "LANG", "LANGUAGE", "TZ", "TMPDIR", "HOME", "USER", "LOGNAME",
+        "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "NODE_PATH", "NODE_OPTIONS", "GLIBC_TUNABLES",
+        "FAAST_WORKER_CONNECT_TIMEOUT", "FAAST_WORKER_IDLE_TRIM_S",
+    };
+
+    /// <summary>
+    /// The host's own settings, which never reach a worker even when they are app settings (or come from the
+    /// environment as one): the peer secret signs the app's cache and vote traffic, and the rest steer the host,
+    /// not the app's code. The app's development storage reaches the workers resolved (AzureWebJobsStorage and
+    /// the named connections), never as FAAST_DEVELOPMENT_STORAGE.
+    /// </summary>
+    internal static readonly IReadOnlySet<string> HostOnlySettings = new HashSet<string>(StringComparer.OrdinalIgnoreCase)
+    {
+        "FAAST_PEER_SECRET", "FAAST_DEVELOPMENT_STORAGE", "FAAST_SCALE_CONTROLLER", "FAAST_ENFORCE_KEYS",
+        "FAAST_EXIT_WITH_STDIN", "FAAST_HOME",
+    };
+
+    /// <summary>Whether the host's variable <paramref name="name"/> is one a worker may see (<see cref="HostVariables"/>, LC_*).</summary>
+    internal static bool IsWorkerVariable(string name) =>
+        HostVariables.Contains(name) || name.StartsWith("LC_", StringComparison.Ordinal);
+
+    /// <summary>
+    /// A worker's environment: the allow-listed part of the host's (<see cref="HostVariables"/>); for an app, its
+    /// settings (as loaded: local.settings.json, overridden by the environment, development storage resolved) and
+    /// the host's extra variables on top, less <see cref="HostOnlySettings"/>; then the worker's own (unbuffered
+    /// Python output, malloc tunables, the worker user's HOME/USER/LOGNAME). A process started for the app gets it
+    /// at exec, and every worker gets it again with FunctionEnvironmentReloadRequest, which replaces the worker's
+    /// whole environment, so a standby worker ends up with the same.
     /// </summary>
     internal Dictionary<string, string?> EnvironmentFor(WorkerSpecialization? app)
     {
         var environment = new Dictionary<string, string?>(StringComparer.Ordinal);
         foreach (System.Collections.DictionaryEntry e in Environment.GetEnvironmentVariables())
-            environment[(string)e.Key] = e.Value as string;
+            if (e.Key is string name && IsWorkerVariable(name))
+                environment[name] = e.Value as string;
         if (app is not null)
         {
             foreach (var (name, value) in app.App.Settings.Values)
@@ -259,6 +299,8 @@ internal sealed partial class WorkerPool : IAsyncDisposable
             foreach (var (name, value) in app.ExtraEnvironment)
                 environment[name] = value;
         }
+        foreach (var name in environment.Keys.Where(HostOnlySettings.Contains).ToList())
+            environment.Remove(name);
         environment["PYTHONUNBUFFERED"] = "1";
         if (_options.Runtime == "python" && _options.PythonMallocTunables is { Length: > 0 } tunables
             && !environment.ContainsKey("GLIBC_TUNABLES"))

@@ -292,8 +292,9 @@ internal sealed partial class WorkerPool
 
         private void Forward(string workerId, string? line, LogLevel level)
         {
+            // A function's print() reaches the operator's terminal: its CR and escape sequences are shown, not obeyed.
             if (line is not null)
-                pool._functionLogger.Log(level, "[{Worker}] {Line}", workerId.Split('-', 3)[0] + "-" + index, line);
+                pool._functionLogger.Log(level, "[{Worker}] {Line}", workerId.Split('-', 3)[0] + "-" + index, Http.LogText.EscapeOutput(line));
         }
 
         /// <summary>Kills the current worker (it hung); the loop starts a new one.</summary>

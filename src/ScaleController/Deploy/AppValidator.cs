@@ -47,7 +47,7 @@ public static partial class AppValidator
     {
         [HostJson] = ["version", "functionTimeout", "functions", "extensions"],
         [SettingsJson] = ["Values", "Host", "IsEncrypted"],
-        [FunctionJson] = ["scriptFile", "entryPoint", "bindings", "disabled"],
+        [FunctionJson] = ["scriptFile", "entryPoint", "bindings", "disabled", "functionDirectory"],
     };
 
     /// <summary>
@@ -121,6 +121,10 @@ public static partial class AppValidator
                     : new DeployProblem(HostJson, "functions", "lets no function of this app load; nothing to deploy"));
         }
 
+        // Issue 19, defect 2: nothing in the app may lead out of it. The runtime refuses a function whose folder,
+        // function.json or scriptFile does (above, through FunctionApp); a link anywhere else in the app that leads
+        // out is refused too, after the functions' problems: the host or a later function.json could follow it.
+        problems.AddRange(LinksLeadingOut(dir));
         if (problems.Count > 0)
             throw new DeployValidationException(problems);
         return new ValidatedApp
@@ -132,6 +136,43 @@ public static partial class AppValidator
             App = app,
             Warnings = app.Warnings.Select(w => Relative(dir, w)).ToList(),
         };
+    }
+
+    /// <summary>Every symbolic link under <paramref name="dir"/> whose real target is outside it (or a cycle), as a problem
+    /// naming the link. Links are not followed while walking, so a link to a folder is judged, never entered.</summary>
+    internal static List<DeployProblem> LinksLeadingOut(string dir)
+    {
+        var realRoot = AppPaths.RealPath(dir);
+        var problems = new List<DeployProblem>();
+        var pending = new Stack<string>();
+        pending.Push(dir);
+        while (pending.Count > 0)
+        {
+            IEnumerable<FileSystemInfo> entries;
+            try
+            {
+                entries = new DirectoryInfo(pending.Pop()).EnumerateFileSystemInfos().ToList();
+            }
+            catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+            {
+                continue; // an unreadable folder is the runtime's problem to report, not a link
+            }
+            foreach (var entry in entries)
+            {
+                if (entry.LinkTarget is not null)
+                {
+                    if (AppPaths.Outside(realRoot, entry.FullName) is { } outside)
+                        problems.Add(new DeployProblem(Path.GetRelativePath(dir, entry.FullName).Replace(Path.DirectorySeparatorChar, '/'), null,
+                            $"is a symbolic link leading outside the app folder (to {FaaST.Runtime.Http.LogText.Escape(outside)}); an app holds only its own files"));
+                }
+                else if (entry is DirectoryInfo)
+                {
+                    pending.Push(entry.FullName);
+                }
+            }
+        }
+        problems.Sort((a, b) => string.CompareOrdinal(a.File, b.File));
+        return problems;
     }
 
     /// <summary>

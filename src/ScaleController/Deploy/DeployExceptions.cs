@@ -15,7 +15,7 @@ public sealed record DeployProblem(string File, string? Key, string Reason)
 
 /// <summary>
 /// The app is invalid. <see cref="Problems"/> lists every bad file found (each once, in the order host.json,
-/// local.settings.json, faast.json, the functions by folder name); <see cref="File"/>, <see cref="Key"/> and
+/// local.settings.json, faast.json, the functions by folder name, then links leading out of the app); <see cref="File"/>, <see cref="Key"/> and
 /// <see cref="Reason"/> are the first. The message is one "FILE: KEY: REASON" line per problem.
 /// </summary>
 public sealed class DeployValidationException : DeployRefusedException

@@ -60,8 +60,32 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
         // Instances listen on loopback behind the frontend; when the frontend is reachable beyond loopback the
         // instances must check function keys as a host listening there would.
         if (!System.Net.IPAddress.IsLoopback(System.Net.IPAddress.Parse(Options.ListenAddress)))
-            environment["FAAST_ENFORCE_KEYS"] = "1";
-        return new InstanceSpec(deployment.App, deployment.Version, directory, environment, Options.InstanceArguments);
+            environment["FAAST_ENFORCE_KEYS"] = "true";
+        return new InstanceSpec(deployment.App, deployment.Version, directory, environment,
+            WithIsolation(Options.InstanceArguments, Environment.IsPrivilegedProcess));
+    }
+
+    /// <summary>
+    /// The instances' arguments with the --isolation a platform running as <paramref name="root"/> must give them
+    /// (issue 19, defect 2): as root, tenants' workers run as their app's own user or not at all, so any mode but an
+    /// explicit "--isolation off" from the operator becomes "required" (auto would fall back to root when it cannot
+    /// isolate). Not as root, the arguments are left as the operator gave them.
+    /// </summary>
+    internal static IReadOnlyList<string> WithIsolation(IReadOnlyList<string> arguments, bool root)
+    {
+        if (!root)
+            return arguments;
+        var result = new List<string>(arguments.Count + 2);
+        var off = false;
+        for (var i = 0; i < arguments.Count; i++)
+        {
+            if (arguments[i] == "--isolation" && i + 1 < arguments.Count)
+                off = arguments[++i] == "off";
+            else
+                result.Add(arguments[i]);
+        }
+        result.AddRange(["--isolation", off ? "off" : "required"]);
+        return result;
     }
 
     private const string PeerSecretSetting = "FAAST_PEER_SECRET";

@@ -126,7 +126,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         provider ??= new LocalProcessProvider(new LocalProcessOptions
         {
             TiedToPlatform = options.DevelopmentStorage,
-            Output = options.InstanceOutput ?? ((label, line) => Console.WriteLine($"[{label}] {line}")),
+            Output = options.InstanceOutput ?? ((label, line) => Console.WriteLine($"[{label}] {Runtime.Http.LogText.EscapeOutput(line)}")),
         });
         try
         {

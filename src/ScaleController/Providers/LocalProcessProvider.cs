@@ -94,10 +94,11 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         {
             if (line is null)
                 return;
-            tail.Enqueue(line);
+            // An instance's output carries its workers' (tenants' code): shown escaped, on the terminal and in errors.
+            tail.Enqueue(Runtime.Http.LogText.EscapeOutput(line));
             while (tail.Count > 20)
                 tail.TryDequeue(out _);
-            options.Output?.Invoke(label, line);
+            options.Output?.Invoke(label, Runtime.Http.LogText.EscapeOutput(line));
             if (peer is null && ServesPeers().Match(line) is { Success: true } p)
                 peer = new Uri(p.Groups[1].Value);
             if (HostStarted().Match(line) is { Success: true } m)

@@ -213,4 +213,82 @@ public sealed class AppValidatorTests : IDisposable
     [InlineData("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "at most 60")]
     public void OtherNames_AreRefused_SayingWhy(string name, string why) =>
         Assert.Contains(why, AppNames.Problem(name), StringComparison.Ordinal);
+
+    private static string ScriptJson(string scriptFile) => $$"""
+        { "scriptFile": "{{scriptFile}}", "bindings": [
+          { "type": "httpTrigger", "direction": "in", "name": "req", "authLevel": "anonymous" },
+          { "type": "http", "direction": "out", "name": "$return" } ] }
+        """;
+
+    // Issue 19, defect 2: before, "/etc/shadow" passed (the file exists) and "../../x.py" passed when it existed.
+    [Theory]
+    [InlineData("/etc/shadow", "/etc/shadow")]
+    [InlineData("../../x.py", "x.py")]
+    public void AScriptFileOutsideTheApp_IsRefused_NamingTheFunctionJsonScriptFileAndThePath(string scriptFile, string leadsTo)
+    {
+        var dir = Apps.CopySample("python-app", _temp.Path);
+        File.WriteAllText(Path.Combine(_temp.Path, "x.py"), "def main(req): return 'escaped'");
+        File.WriteAllText(Path.Combine(dir, "Hello", "function.json"), ScriptJson(scriptFile));
+
+        var e = Assert.Throws<DeployValidationException>(() => AppValidator.Validate(dir, Apps.NoEnvironment));
+
+        var problem = Assert.Single(e.Problems);
+        Assert.Equal(("Hello/function.json", "scriptFile"), (problem.File, problem.Key));
+        Assert.Contains($"\"{scriptFile}\" leads outside the app folder", problem.Reason, StringComparison.Ordinal);
+        Assert.Contains(leadsTo, problem.Reason, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void AScriptThatIsALinkOutOfTheApp_IsRefused_AsScriptFileAndAsALink()
+    {
+        var dir = Apps.CopySample("python-app", _temp.Path);
+        var script = Path.Combine(dir, "Hello", "__init__.py");
+        File.Delete(script);
+        File.CreateSymbolicLink(script, "/etc/shadow");
+
+        var e = Assert.Throws<DeployValidationException>(() => AppValidator.Validate(dir, Apps.NoEnvironment));
+
+        Assert.Equal(("Hello/function.json", "scriptFile"), (e.File, e.Key));
+        Assert.Contains("(to /etc/shadow)", e.Reason, StringComparison.Ordinal);
+        Assert.Contains(e.Problems, p => p.File == "Hello/__init__.py" && p.Reason.Contains("symbolic link leading outside the app folder (to /etc/shadow)", StringComparison.Ordinal));
+    }
+
+    [Fact]
+    public void ALinkAnywhereInTheAppLeadingOut_IsRefused_NamingTheLink()
+    {
+        var dir = Apps.CopySample("python-app", _temp.Path);
+        Directory.CreateDirectory(Path.Combine(dir, "lib"));
+        Directory.CreateSymbolicLink(Path.Combine(dir, "lib", "etc"), "/etc");
+
+        var e = Assert.Throws<DeployValidationException>(() => AppValidator.Validate(dir, Apps.NoEnvironment));
+
+        var problem = Assert.Single(e.Problems);
+        Assert.Equal("lib/etc", problem.File);
+        Assert.Contains("leading outside the app folder (to /etc)", problem.Reason, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void AFunctionFolderThatIsALinkOutOfTheApp_IsRefused()
+    {
+        var dir = Apps.CopySample("python-app", _temp.Path);
+        var outside = Path.Combine(_temp.Path, "outside");
+        Directory.Move(Path.Combine(dir, "Hello"), outside);
+        Directory.CreateSymbolicLink(Path.Combine(dir, "Hello"), outside);
+
+        var e = Assert.Throws<DeployValidationException>(() => AppValidator.Validate(dir, Apps.NoEnvironment));
+
+        Assert.Equal(("Hello/function.json", "functionDirectory"), (e.File, e.Key));
+        Assert.Contains(outside, e.Reason, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void ALinkThatStaysInsideTheApp_IsValid()
+    {
+        var dir = Apps.CopySample("python-app", _temp.Path);
+        File.CreateSymbolicLink(Path.Combine(dir, "Hello", "alias.py"), "__init__.py");
+        Directory.CreateDirectory(Path.Combine(dir, "common"));
+        Directory.CreateSymbolicLink(Path.Combine(dir, "lib"), "common");
+
+        Assert.Equal("python-app", AppValidator.Validate(dir, Apps.NoEnvironment).Name);
+    }
 }

@@ -36,7 +36,8 @@ public sealed class PlatformTests : IAsyncLifetime
         _apps.Dispose();
     }
 
-    private async Task<PlatformHost> StartPlatformAsync(LocalProcessProvider? provider = null, TimeSpan? drain = null, string? storage = null)
+    private async Task<PlatformHost> StartPlatformAsync(LocalProcessProvider? provider = null, TimeSpan? drain = null, string? storage = null,
+        IReadOnlyList<string>? instanceArguments = null)
     {
         var options = new PlatformOptions
         {
@@ -44,7 +45,7 @@ public sealed class PlatformTests : IAsyncLifetime
             StateDirectory = _state.Path,
             StorageConnectionString = storage ?? _azurite.ConnectionString,
             DevelopmentStorage = true,
-            InstanceArguments = ["--isolation", "off"],
+            InstanceArguments = instanceArguments ?? ["--isolation", "off"],
             DrainDeadline = drain ?? TimeSpan.FromSeconds(30),
             InstanceOutput = (label, line) => _output.Enqueue($"[{label}] {line}"),
         };
@@ -416,5 +417,106 @@ public sealed class PlatformTests : IAsyncLifetime
         Assert.Contains("bandwidth", decision.Reason, StringComparison.Ordinal);
         Assert.True(decision.To >= 2, $"scaled to {decision.To}");
         Assert.Equal(decision.To, app.Instances.Count(i => i.State == "ready"));
+    }
+
+    private static string ScriptJson(string scriptFile) => $$"""
+        { "scriptFile": "{{scriptFile}}", "bindings": [
+          { "type": "httpTrigger", "direction": "in", "name": "req", "authLevel": "anonymous" },
+          { "type": "http", "direction": "out", "name": "$return" } ] }
+        """;
+
+    /// <summary>A zip of the sample with one more entry: a symbolic link (Unix mode 0120777) to <paramref name="target"/>.</summary>
+    private MemoryStream ZipWithLink(string directory, string entry, string target)
+    {
+        var zip = Zip(directory);
+        using (var archive = new System.IO.Compression.ZipArchive(zip, System.IO.Compression.ZipArchiveMode.Update, leaveOpen: true))
+        {
+            var link = archive.CreateEntry(entry);
+            link.ExternalAttributes = unchecked((int)0xA1FF_0000);
+            using var writer = new StreamWriter(link.Open());
+            writer.Write(target);
+        }
+        zip.Position = 0;
+        return zip;
+    }
+
+    // Issue 19, defect 2: before, a scriptFile of /etc/shadow was deployed (201) and made every worker of the app run as root.
+    [Fact]
+    public async Task A_deploy_naming_a_path_outside_the_app_is_refused_with_400_naming_the_file_key_and_path_and_nothing_is_deployed()
+    {
+        var platform = await StartPlatformAsync();
+        using var client = Client(platform);
+        foreach (var (name, scriptFile) in new[] { ("shadow", "/etc/shadow"), ("climb", "../../x.py") })
+        {
+            var dir = CopySample(name);
+            File.WriteAllText(Path.Combine(dir, "Hello", "function.json"), ScriptJson(scriptFile));
+            using var refused = await client.PutAsync($"admin/platform/apps/{name}", new StreamContent(Zip(dir)));
+            var body = await refused.Content.ReadAsStringAsync();
+            Assert.True(refused.StatusCode == HttpStatusCode.BadRequest, $"{refused.StatusCode}: {body}");
+            var error = System.Text.Json.JsonSerializer.Deserialize(body, PlatformJsonContext.Default.PlatformError)!;
+            Assert.Equal(("Hello/function.json", "scriptFile"), (error.File, error.Key));
+            Assert.Contains($"\"{scriptFile}\" leads outside the app folder", error.Error, StringComparison.Ordinal);
+        }
+
+        var linked = CopySample("linked");
+        using (var refused = await client.PutAsync("admin/platform/apps/linked", new StreamContent(ZipWithLink(linked, "etc", "/etc"))))
+        {
+            var body = await refused.Content.ReadAsStringAsync();
+            Assert.True(refused.StatusCode == HttpStatusCode.BadRequest, $"{refused.StatusCode}: {body}");
+            Assert.Contains("etc", body, StringComparison.Ordinal);
+            Assert.Contains("link", body, StringComparison.Ordinal);
+        }
+
+        var status = await client.GetFromJsonAsync("admin/platform", PlatformJsonContext.Default.PlatformStatus);
+        Assert.Empty(status!.Apps);
+    }
+
+    // Issue 19, defect 2: as root the platform starts instances with --isolation required unless the operator said off.
+    [Fact]
+    public void As_root_instances_get_isolation_required_unless_the_operator_passed_off()
+    {
+        Assert.Equal(["--workers", "2", "--isolation", "required"], PlatformContext.WithIsolation(["--workers", "2"], root: true));
+        Assert.Equal(["--isolation", "required"], PlatformContext.WithIsolation(["--isolation", "auto"], root: true));
+        Assert.Equal(["--isolation", "required"], PlatformContext.WithIsolation(["--isolation", "required"], root: true));
+        Assert.Equal(["--isolation", "off"], PlatformContext.WithIsolation(["--isolation", "off"], root: true));
+        Assert.Equal(["--workers", "2"], PlatformContext.WithIsolation(["--workers", "2"], root: false));
+    }
+
+    /// <summary>A platform as root, given no --isolation: its instance's workers run as the app's user (faast-NAME).</summary>
+    [IsolationFact]
+    [System.Runtime.Versioning.UnsupportedOSPlatform("windows")]
+    public async Task A_platform_running_as_root_runs_each_apps_workers_as_that_apps_user()
+    {
+        // CreateTempSubdirectory makes 0700 folders; the app's user must reach the extracted package below the state.
+        File.SetUnixFileMode(_state.Path, (UnixFileMode)0b111_001_001);
+        var platform = await StartPlatformAsync(instanceArguments: []);
+        using var client = Client(platform);
+        using (var deployed = await client.PutAsync("admin/platform/apps/confined", new StreamContent(Zip(CopySample("confined")))))
+            Assert.True(deployed.StatusCode == HttpStatusCode.Created, $"{deployed.StatusCode}: {await deployed.Content.ReadAsStringAsync()}\n{Output}");
+        Assert.Equal("Hello, root!", await client.GetStringAsync("confined/api/Hello?name=root"));
+
+        var instance = Assert.Single((await AppAsync(client, "confined")).Instances);
+        using var status = System.Text.Json.JsonDocument.Parse(await client.GetStringAsync(new Uri(instance.Address, "admin/host/status")));
+        var isolation = status.RootElement.GetProperty("isolation");
+        Assert.Equal("faast-confined", isolation.GetProperty("user").GetString());
+        var uid = isolation.GetProperty("uid").GetInt32();
+        Assert.NotEqual(0, uid);
+        foreach (var pid in status.RootElement.GetProperty("workerProcessIds").EnumerateArray().Select(p => p.GetInt32()))
+            Assert.Equal(uid.ToString(System.Globalization.CultureInfo.InvariantCulture),
+                File.ReadLines($"/proc/{pid}/status").First(l => l.StartsWith("Uid:", StringComparison.Ordinal)).Split('\t')[1]);
+    }
+
+    /// <summary>An instance that cannot isolate refuses to start (--isolation required), and the deploy says why.</summary>
+    [IsolationFact]
+    public async Task A_platform_running_as_root_does_not_start_an_instance_its_apps_user_cannot_read()
+    {
+        // The state folder stays 0700: the app's user cannot reach the package, so isolation is impossible.
+        var platform = await StartPlatformAsync(instanceArguments: []);
+        using var client = Client(platform);
+        using var deployed = await client.PutAsync("admin/platform/apps/unreachable", new StreamContent(Zip(CopySample("unreachable"))));
+        var body = await deployed.Content.ReadAsStringAsync();
+        Assert.False(deployed.IsSuccessStatusCode && (await AppAsync(client, "unreachable")).Instances.Any(i => i.State == "ready"), $"{deployed.StatusCode}: {body}\n{Output}");
+        await Eventually.TrueAsync(() => Output.Contains("--isolation required: ", StringComparison.Ordinal), "the instance's refusal in its output", () => Output);
+        Assert.DoesNotContain((await AppAsync(client, "unreachable")).Instances, i => i.State == "ready");
     }
 }
