@@ -43,6 +43,10 @@ internal static partial class Log
     [LoggerMessage(EventId = 5005, Level = LogLevel.Information, Message = "Azurite is listening at {Endpoint}")]
     public static partial void AzuriteListening(ILogger logger, Uri endpoint);
 
+    [LoggerMessage(EventId = 5045, Level = LogLevel.Information,
+        Message = "Development storage: the app's own Azurite, given by the platform in {Variable} (blob and queue services); every UseDevelopmentStorage=true setting reaches it")]
+    public static partial void DevelopmentStorageGiven(ILogger logger, string variable);
+
     [LoggerMessage(EventId = 5006, Level = LogLevel.Warning, Message = "{File}: {Warning}")]
     public static partial void CachePolicyWarning(ILogger logger, string file, string warning);
 

@@ -192,16 +192,21 @@ public static class Program
         FaaST.Storage.AzuriteProcess? azurite = null;
         Cli.DevelopmentStorageFile? published = null;
         var storage = app.Settings["AzureWebJobsStorage"];
-        if (Bindings.StorageAccounts.NeedsDevelopmentStorage(app.Settings))
+        var development = new Dictionary<string, string>();
+        if (Bindings.StorageAccounts.UsesDevelopmentStorage(app.Settings))
         {
             // The instances get this Azurite's (private) key, so they cannot tell it is development storage: check here.
             if (options.Peers)
-                PeerSecret.CheckExposure(app, developmentStorage: true, options.ListenAddress, options.PeerListenAddress ?? options.ListenAddress);
+                PeerSecret.CheckExposure(app, developmentStorage: Bindings.StorageAccounts.NeedsDevelopmentStorage(app.Settings), options.ListenAddress,
+                    options.PeerListenAddress ?? options.ListenAddress);
             var account = options.AzuriteDataDirectory is null ? FaaST.Storage.AzuriteAccount.Generate()
                 : FaaST.Storage.AzuriteAccount.LoadOrCreate(Path.Combine(app.Directory, ".faast", "azurite-account"));
             azurite = await FaaST.Storage.AzuriteProcess.StartAsync(RuntimeHostOptions.FindHome(options.HomeDirectory), ct: stop,
-                dataDirectory: options.AzuriteDataDirectory, account: account);
-            storage = azurite.ConnectionString;
+                dataDirectory: options.AzuriteDataDirectory, account: account, queues: true);
+            // Every development-storage setting of every instance (named connections too) reaches this one Azurite.
+            if (Bindings.StorageAccounts.NeedsDevelopmentStorage(app.Settings))
+                storage = azurite.ConnectionString;
+            development[Bindings.StorageAccounts.DevelopmentStorageVariable] = azurite.ConnectionString;
             await Console.Error.WriteLineAsync($"faast: Azurite for the instances at {azurite.BlobEndpoint}");
             try
             {
@@ -228,6 +233,7 @@ public static class Program
                 AppDirectory = options.AppDirectory,
                 Count = instances,
                 StorageConnectionString = storage!,
+                Environment = development,
                 Arguments = shared,
                 FirstPort = options.HttpPort ?? app.Settings.LocalHttpPort ?? 7071,
                 Output = Console.WriteLine,

@@ -51,6 +51,8 @@ internal static class StartCommand
             }
             app = FunctionApp.Load(options.AppDirectory);
             Cachelet.Policy.CachePolicyFile.Load(options.AppDirectory);
+            if (app.Functions.Count == 0 && ProgrammingModel.Unsupported(app.Directory) is { } model)
+                await Console.Error.WriteLineAsync($"faast: warning: {model}");
         }
         catch (Exception e) when (e is AppConfigException or Cachelet.Policy.PolicyFileException)
         {
@@ -67,7 +69,8 @@ internal static class StartCommand
                 arguments.AddRange([args[i], args[++i]]);
         }
         var port = options.HttpPort ?? app.Settings.LocalHttpPort ?? Runtime.Hosting.ServingOptions.DefaultHttpPort;
-        await using var storage = await StorageFor(app, options.AzuriteDataDirectory, stop);
+        var stateDirectory = StartStateDirectory(app);
+        await using var storage = await StorageFor(app, options.AzuriteDataDirectory, stateDirectory, stop);
         if (storage is null)
             return 3;
         try
@@ -76,9 +79,13 @@ internal static class StartCommand
             {
                 ListenAddress = options.ListenAddress,
                 Port = port,
-                StateDirectory = StartStateDirectory(app),
+                StateDirectory = stateDirectory,
                 StorageConnectionString = storage.ConnectionString,
                 DevelopmentStorage = storage.Development,
+                // The app's own Azurite keeps its data in APP/.faast (delete it to start from empty storage), as the bare
+                // host did, and is published there for `./faast blob`.
+                AppStorage = _ => new AppStorageLocation(options.AzuriteDataDirectory,
+                    Path.Combine(app.Directory, ".faast", "azurite-account"), PublishTo: app.Directory),
                 InstanceArguments = arguments,
                 SingleApp = app.Name,
                 InitialInstances = instancesGiven ? instances : null,
@@ -231,6 +238,7 @@ internal static class StartCommand
             {
                 StorageConnectionString = storage.ConnectionString,
                 DevelopmentStorage = storage.Development,
+                AppStorageInMemory = inMemory,
             }, ct: stop);
         }
         catch (InvalidDataException e)
@@ -252,8 +260,12 @@ internal static class StartCommand
         return 0;
     }
 
-    /// <summary>The app's storage: its own account, or (development storage) an Azurite started here, published for `./faast blob`.</summary>
-    private static async Task<PlatformStorage?> StorageFor(FunctionApp app, string? azuriteData, CancellationToken stop)
+    /// <summary>
+    /// The platform's own storage for `./faast start APP` (faast-deployments): the app's account when it has one, else an
+    /// Azurite of the platform's own (under the start state folder, or in memory with --azurite-in-memory) — never the
+    /// app's Azurite, which the platform starts apart (<see cref="AppStorage"/>) and whose key is all the app gets.
+    /// </summary>
+    private static async Task<PlatformStorage?> StorageFor(FunctionApp app, string? azuriteData, string stateDirectory, CancellationToken stop)
     {
         if (!StorageAccounts.NeedsDevelopmentStorage(app.Settings))
         {
@@ -264,9 +276,8 @@ internal static class StartCommand
             }
             return await PlatformStorage.StartAsync(own, null, stop);
         }
-        var storage = await PlatformStorage.StartAsync(null, azuriteData, stop, Path.Combine(app.Directory, ".faast", "azurite-account"));
-        storage.Publish(app.Directory);
-        return storage;
+        return await PlatformStorage.StartAsync(null, azuriteData is null ? null : Path.Combine(stateDirectory, "azurite"), stop,
+            Path.Combine(stateDirectory, "azurite-account"));
     }
 }
 
@@ -277,11 +288,10 @@ internal static class Cli
         : Runtime.Cli.PortCheck.Problem(System.Net.IPAddress.Parse(listen), port, "the platform, from --port", "stop what listens there, or pass --port N to use another port");
 }
 
-/// <summary>The platform's storage: a connection string given, or an Azurite it started (and stops).</summary>
+/// <summary>The platform's own storage: a connection string given, or an Azurite it started (and stops); never an app's.</summary>
 internal sealed class PlatformStorage : IAsyncDisposable
 {
     private AzuriteProcess? _azurite;
-    private Runtime.Cli.DevelopmentStorageFile? _published;
 
     public required string ConnectionString { get; init; }
 
@@ -298,22 +308,8 @@ internal sealed class PlatformStorage : IAsyncDisposable
         return new PlatformStorage { ConnectionString = azurite.ConnectionString, _azurite = azurite };
     }
 
-    /// <summary>Writes APP/.faast/azurite-connection, so `./faast blob` finds this Azurite.</summary>
-    public void Publish(string appDirectory)
-    {
-        try
-        {
-            _published = Runtime.Cli.DevelopmentStorageFile.Publish(appDirectory, ConnectionString);
-        }
-        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
-        {
-            Console.Error.WriteLine($"faast: cannot write {Runtime.Cli.DevelopmentStorageFile.PathOf(appDirectory)}, so `./faast blob` cannot find this Azurite: {e.Message}");
-        }
-    }
-
     public async ValueTask DisposeAsync()
     {
-        _published?.Dispose();
         if (_azurite is not null)
             await _azurite.DisposeAsync();
     }

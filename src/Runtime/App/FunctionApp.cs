@@ -47,6 +47,8 @@ public sealed class FunctionApp
             .OrderBy(d => d, StringComparer.Ordinal)
             .ToList();
         var warnings = new List<string>();
+        if (folders.Count == 0 && ProgrammingModel.Unsupported(dir) is { } model)
+            warnings.Add(model);
         if (host.Functions is { } only)
         {
             var unknown = only.Where(n => !folders.Any(d => Path.GetFileName(d).Equals(n, StringComparison.OrdinalIgnoreCase))).ToList();

@@ -13,7 +13,8 @@ namespace FaaST.Runtime.Bindings;
 /// For queue bindings the same connection reaches the queue service: the connection string's QueueEndpoint (or the
 /// endpoint the SDK derives from its account name), or CONN__queueServiceUri, else CONN__accountName
 /// (https://NAME.queue.core.windows.net). CONN__tableServiceUri is accepted and unused; "CONN:name" works as "CONN__name".
-/// AzureWebJobsStorage that is absent or "UseDevelopmentStorage=true" means the Azurite this runtime started.
+/// AzureWebJobsStorage that is absent or "UseDevelopmentStorage=true", and any connection set to "UseDevelopmentStorage=true",
+/// mean <c>developmentConnectionString</c>: the Azurite this runtime started, or the platform's for this app.
 /// </summary>
 public sealed class StorageAccounts(AppSettings settings, string? developmentConnectionString, BlobStoreOptions? options = null,
     Func<string, string?>? environment = null, ILogger? logger = null) : IDisposable
@@ -24,6 +25,39 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
 
     private readonly ConcurrentDictionary<string, IBlobStore> _stores = new(StringComparer.OrdinalIgnoreCase);
     private readonly ConcurrentDictionary<string, IQueueStore> _queues = new(StringComparer.OrdinalIgnoreCase);
+
+    /// <summary>
+    /// The environment variable the platform starts an instance with: the connection string of the app's own Azurite
+    /// (an account and key of its own, blob and queue services). Every development-storage setting resolves to it
+    /// (see <see cref="UsesDevelopmentStorage"/>), and the host starts no Azurite of its own.
+    /// </summary>
+    public const string DevelopmentStorageVariable = "FAAST_DEVELOPMENT_STORAGE";
+
+    /// <summary>
+    /// True when any connection of the app is development storage: AzureWebJobsStorage unset (and not identity-based)
+    /// or UseDevelopmentStorage=true, or any other setting (a binding's named connection) set to UseDevelopmentStorage=true.
+    /// Each of them reaches the same Azurite: the one the host starts, or the platform's for this app.
+    /// </summary>
+    public static bool UsesDevelopmentStorage(AppSettings settings) =>
+        NeedsDevelopmentStorage(settings) || settings.Values.Values.Any(IsDevelopmentStorage);
+
+    /// <summary>
+    /// The settings that name development storage, each resolved to <paramref name="developmentConnectionString"/>:
+    /// what workers see in their environment instead of the literal UseDevelopmentStorage=true (which would send
+    /// their own storage clients to 127.0.0.1:10000, where nothing of this app listens).
+    /// </summary>
+    public static IReadOnlyDictionary<string, string> DevelopmentSettings(AppSettings settings, string? developmentConnectionString)
+    {
+        var resolved = new Dictionary<string, string>(StringComparer.Ordinal);
+        if (developmentConnectionString is null)
+            return resolved;
+        foreach (var (name, value) in settings.Values)
+            if (IsDevelopmentStorage(value))
+                resolved[name] = developmentConnectionString;
+        if (NeedsDevelopmentStorage(settings))
+            resolved["AzureWebJobsStorage"] = developmentConnectionString;
+        return resolved;
+    }
 
     /// <summary>True when the app's default storage is the local emulator (the runtime must start Azurite).</summary>
     public static bool NeedsDevelopmentStorage(AppSettings settings)
@@ -110,7 +144,7 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
     {
         var cs = settings[connection];
         if (string.IsNullOrWhiteSpace(cs) && connection.Equals("AzureWebJobsStorage", StringComparison.OrdinalIgnoreCase))
-            return developmentConnectionString;
+            return IsIdentityBased(settings, connection) ? null : developmentConnectionString;
         if (cs is not null && IsDevelopmentStorage(cs))
             return developmentConnectionString ?? cs;
         return string.IsNullOrWhiteSpace(cs) ? null : cs;

@@ -45,10 +45,12 @@ internal sealed record HostOptions(
         };
 
         var cache = CacheHostOptions.Load(app, options.CacheEnabled);
-        var startsAzurite = StorageAccounts.NeedsDevelopmentStorage(app.Settings);
+        var given = StorageHostOptions.GivenDevelopmentStorage(options.Environment);
+        var usesDevelopment = StorageAccounts.UsesDevelopmentStorage(app.Settings);
         var storage = new StorageHostOptions
         {
-            StartsAzurite = startsAzurite,
+            StartsAzurite = usesDevelopment && given is null,
+            DevelopmentConnectionString = usesDevelopment ? given : null,
             AzuriteDataDirectory = options.AzuriteDataDirectory,
             Blob = options.StorageOptions,
         };
@@ -67,7 +69,7 @@ internal sealed record HostOptions(
             Bandwidth = PeerHostOptions.BandwidthOf(cache.Policy.Scale, System.Environment.GetEnvironmentVariable(PeerHostOptions.BandwidthMinObjectSizeVariable)),
         };
         if (peers.Enabled)
-            PeerSecret.CheckExposure(app, startsAzurite || StorageConnectionString.IsPublicDevelopmentKey(app.Settings["AzureWebJobsStorage"]),
+            PeerSecret.CheckExposure(app, StorageAccounts.NeedsDevelopmentStorage(app.Settings) || StorageConnectionString.IsPublicDevelopmentKey(app.Settings["AzureWebJobsStorage"]),
                 options.ListenAddress, options.PeerListenAddress ?? options.ListenAddress);
 
         var workers = WorkerHostOptions.Choose(options, app, home, logger);
@@ -135,8 +137,37 @@ internal sealed record ServingOptions
 /// <summary>Storage: the Azurite the host starts when the app has no storage, and how blob requests retry.</summary>
 internal sealed record StorageHostOptions
 {
-    /// <summary>The app sets no AzureWebJobsStorage (or UseDevelopmentStorage=true): the host starts Azurite.</summary>
+    /// <summary>
+    /// Some connection of the app is development storage (AzureWebJobsStorage unset or UseDevelopmentStorage=true, or a
+    /// named connection set to UseDevelopmentStorage=true) and the platform gave none: the host starts Azurite.
+    /// </summary>
     public required bool StartsAzurite { get; init; }
+
+    /// <summary>
+    /// The app's own Azurite, which the platform started and gave as <see cref="StorageAccounts.DevelopmentStorageVariable"/>;
+    /// every development-storage setting resolves to it. Null: none given (or the app uses none).
+    /// </summary>
+    public string? DevelopmentConnectionString { get; init; }
+
+    /// <summary>
+    /// <see cref="StorageAccounts.DevelopmentStorageVariable"/> from <paramref name="environment"/> (null: the process's);
+    /// null when unset or blank.
+    /// </summary>
+    /// <exception cref="ArgumentException">It is set but is not a usable connection string (naming the variable, never its value, which holds a key).</exception>
+    public static string? GivenDevelopmentStorage(System.Collections.IDictionary? environment)
+    {
+        var value = environment is null
+            ? System.Environment.GetEnvironmentVariable(StorageAccounts.DevelopmentStorageVariable)
+            : environment[StorageAccounts.DevelopmentStorageVariable] as string;
+        if (string.IsNullOrWhiteSpace(value))
+            return null;
+        if (BlobStore.ConnectionStringProblem(value) is { } problem)
+            throw new ArgumentException($"environment variable {StorageAccounts.DevelopmentStorageVariable} is not a usable storage connection string: {problem}");
+        if (StorageConnectionString.Parse(value) is { IsDevelopmentStorage: true })
+            throw new ArgumentException($"environment variable {StorageAccounts.DevelopmentStorageVariable} must name the app's Azurite (its endpoints and " +
+                "account), not UseDevelopmentStorage=true");
+        return value;
+    }
 
     /// <summary>Where that Azurite keeps its data (--azurite-data); null: in memory.</summary>
     public string? AzuriteDataDirectory { get; init; }

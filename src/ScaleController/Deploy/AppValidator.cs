@@ -115,7 +115,9 @@ public static partial class AppValidator
         {
             foreach (var f in app.Functions.Where(f => f.Error is not null))
                 problems.Add(FromMessage(dir, f.Name + "/" + FunctionJson, f.Error!));
-            if (app.Functions.Count == 0)
+            if (app.Functions.Count == 0 && ProgrammingModel.Unsupported(dir) is { } model)
+                problems.Add(new DeployProblem(".", null, Relative(dir, model)));
+            else if (app.Functions.Count == 0)
                 problems.Add(host!.Functions is null
                     ? new DeployProblem(".", null, "the app has no function (a folder with a function.json); nothing to deploy")
                     : new DeployProblem(HostJson, "functions", "lets no function of this app load; nothing to deploy"));

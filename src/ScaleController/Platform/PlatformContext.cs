@@ -21,6 +21,9 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
 
     public PlatformKeys Keys { get; set; } = null!;
 
+    /// <summary>The Azurite of each app on development storage (its own account, blob and queue services).</summary>
+    public AppStorage AppStorage { get; } = new(options, loggers.CreateLogger("FaaST.Platform"));
+
     /// <summary>The instances' records in storage, for a restarted platform to take them over.</summary>
     public InstanceRegistry? Registry { get; set; }
 
@@ -51,10 +54,15 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
         {
             [PeerSecretSetting] = PeerSecretTextOf(deployment.App, directory),
         };
-        // An app on development storage gets the platform's Azurite (as `./faast start --instances N` did);
-        // an app with a storage account of its own keeps it.
-        if (Options.DevelopmentStorage && StorageAccounts.NeedsDevelopmentStorage(app.Settings))
-            environment["AzureWebJobsStorage"] = Options.StorageConnectionString;
+        // An app on development storage gets its own Azurite (never the platform's storage), which every one of its
+        // development-storage settings resolves to; its instances end with the platform that owns that Azurite. An app
+        // with a storage account of its own keeps it.
+        if (StorageAccounts.UsesDevelopmentStorage(app.Settings))
+        {
+            environment[StorageAccounts.DevelopmentStorageVariable] = AppStorage.ConnectionStringOf(deployment.App)
+                ?? throw new InvalidOperationException($"the Azurite of app {deployment.App} has not been started");
+            environment[Runtime.Program.ExitWithStdinVariable] = "1";
+        }
         if (ControlAddress is { } control)
             environment["FAAST_SCALE_CONTROLLER"] = control.ToString();
         // Instances listen on loopback behind the frontend; when the frontend is reachable beyond loopback the

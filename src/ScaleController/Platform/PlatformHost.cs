@@ -344,6 +344,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         try
         {
             var directory = await _deployments.ExtractAsync(deployment, Options.StateDirectory, ct);
+            await _context.AppStorage.StartAsync(deployment.App, directory, ct);
             var policy = CachePolicyFile.Load(directory).Scale;
             if (_apps.TryGetValue(deployment.App, out var running))
             {
@@ -512,6 +513,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         await _web.StopAsync();
         await Task.WhenAll(_apps.Values.Select(a => a.DisposeAsync().AsTask()));
         await _context.Provider.DisposeAsync();
+        await _context.AppStorage.DisposeAsync();
         await _web.DisposeAsync();
         _store.Dispose();
     }

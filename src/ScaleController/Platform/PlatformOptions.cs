@@ -57,11 +57,20 @@ public sealed record PlatformOptions
     /// <summary>Where extracted packages and per-app secrets live on this machine.</summary>
     public required string StateDirectory { get; init; }
 
-    /// <summary>The platform's storage: deployments, membership and (for apps on development storage) the apps' data.</summary>
+    /// <summary>The platform's own storage (faast-deployments: packages, app.json, instance records); never handed to an app.</summary>
     public required string StorageConnectionString { get; init; }
 
-    /// <summary>True when <see cref="StorageConnectionString"/> is an Azurite the platform started: apps that ask for development storage get it.</summary>
+    /// <summary>True when <see cref="StorageConnectionString"/> is an Azurite the platform started (its instances end with it).</summary>
     public bool DevelopmentStorage { get; init; }
+
+    /// <summary>
+    /// Each app on development storage gets an Azurite of its own (see <see cref="AppStorage"/>): false (default) keeps its
+    /// data in STATE/apps/APP/azurite (account in STATE/apps/APP/azurite-account); true keeps it in memory (--azurite-in-memory).
+    /// </summary>
+    public bool AppStorageInMemory { get; init; }
+
+    /// <summary>Where an app's Azurite lives, when not <see cref="AppStorage.DefaultLocation"/> (`./faast start APP`: APP/.faast).</summary>
+    public Func<string, AppStorageLocation>? AppStorage { get; init; }
 
     /// <summary>More runtime arguments for every instance (--workers N, --no-cache, --isolation MODE, --no-peers, ...).</summary>
     public IReadOnlyList<string> InstanceArguments { get; init; } = [];

@@ -68,14 +68,21 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         var label = $"{spec.App} v{spec.Version} #{n}";
         var command = options.CommandPrefix.Concat(["dotnet", options.RuntimeDll, spec.AppDirectory,
             "--port", "0", "--listen", options.ListenAddress, "--instance-id", id]).Concat(spec.Arguments).ToArray();
+        // Tied to the platform: all instances (the platform's own Azurite), or this app's (its Azurite is the platform's).
+        var tied = options.TiedToPlatform || spec.Environment.GetValueOrDefault(Runtime.Program.ExitWithStdinVariable) == "1";
         var info = new ProcessStartInfo(command[0])
         {
             RedirectStandardOutput = true,
             RedirectStandardError = true,
-            RedirectStandardInput = options.TiedToPlatform,
+            RedirectStandardInput = tied,
             UseShellExecute = false,
         };
-        if (options.TiedToPlatform)
+        // An allow-list of the platform's environment, not all of it: the operator's AzureWebJobsStorage, a secret in
+        // their shell must not reach a tenant's instance (and would override its local.settings.json there).
+        info.Environment.Clear();
+        foreach (var (name, value) in InstanceEnvironment(Environment.GetEnvironmentVariables()))
+            info.Environment[name] = value;
+        if (tied)
             info.Environment[Runtime.Program.ExitWithStdinVariable] = "1";
         foreach (var a in command.Skip(1))
             info.ArgumentList.Add(a);
@@ -230,6 +237,22 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
             var code = tracked.Process.ExitCode;
             Exited?.Invoke(tracked.Handle, code is 137 or -1 ? $"killed (exit code {code})" : $"exited with code {code}");
         }
+    }
+
+    /// <summary>
+    /// The variables of the platform's environment an instance starts with: PATH, LANG, LC_*, TZ, DOTNET_* (the runtime
+    /// finds itself and its settings), FAAST_HOME (the checkout: workers, Azurite), TMPDIR and HOME. Everything else an
+    /// instance gets is the spec's (peer secret, development storage, the controller's address).
+    /// </summary>
+    internal static IEnumerable<KeyValuePair<string, string>> InstanceEnvironment(System.Collections.IDictionary platform)
+    {
+        foreach (System.Collections.DictionaryEntry e in platform)
+            if (e.Key is string name && e.Value is string value && IsAllowed(name))
+                yield return new(name, value);
+
+        static bool IsAllowed(string name) =>
+            name is "PATH" or "LANG" or "TZ" or "FAAST_HOME" or "TMPDIR" or "HOME"
+            || name.StartsWith("LC_", StringComparison.Ordinal) || name.StartsWith("DOTNET_", StringComparison.Ordinal);
     }
 
     private static void Kill(Process process)

@@ -142,7 +142,14 @@ public sealed class StartCommandTests : IDisposable
             await Eventually.TrueAsync(() => first.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)) || crashing.HasExited,
                 "the first platform", () => string.Join('\n', first), seconds: 120);
             using var zip = new MemoryStream();
-            FaaST.ScaleController.Deploy.Packager.Zip(CopySample("survivor"), zip);
+            // An app with a storage account of its own: its instances may outlive a crashed platform (an app on development
+            // storage has its Azurite in the platform, so its instances end with it).
+            var survivor = CopySample("survivor");
+            File.WriteAllText(Path.Combine(survivor, "local.settings.json"), JsonSerializer.Serialize(new
+            {
+                Values = new Dictionary<string, string> { ["FUNCTIONS_WORKER_RUNTIME"] = "python", ["AzureWebJobsStorage"] = azurite.ConnectionString },
+            }));
+            FaaST.ScaleController.Deploy.Packager.Zip(survivor, zip);
             zip.Position = 0;
             using (var deployed = await http.PutAsync("admin/platform/apps/survivor", new StreamContent(zip)))
                 Assert.True(deployed.IsSuccessStatusCode, await deployed.Content.ReadAsStringAsync());

@@ -22,8 +22,14 @@ internal sealed class StorageComponent(FunctionApp app, StorageHostOptions optio
     /// <summary>The storage connection string the app's default account resolves to, once started.</summary>
     public string? ConnectionString => _accounts?.ConnectionString("AzureWebJobsStorage");
 
-    /// <summary>The connection string of the Azurite this host started (the workers get it as AzureWebJobsStorage), or null.</summary>
-    public string? DevelopmentConnectionString => _azurite?.ConnectionString;
+    /// <summary>
+    /// The connection string of the app's development storage: the Azurite this host started, or the one the platform
+    /// started for the app (<see cref="StorageHostOptions.DevelopmentConnectionString"/>); null when the app uses none.
+    /// </summary>
+    public string? DevelopmentConnectionString => _azurite?.ConnectionString ?? options.DevelopmentConnectionString;
+
+    /// <summary>Every setting that names development storage, resolved to it: the workers get these instead of the literal value.</summary>
+    public IReadOnlyDictionary<string, string> DevelopmentSettings => StorageAccounts.DevelopmentSettings(app.Settings, DevelopmentConnectionString);
 
     public void Participate(IHostLifecycle lifecycle) =>
         lifecycle.Subscribe(nameof(StorageComponent), ServiceLifecycleStage.Storage, new LifecycleObserver(StartAsync, StopAsync));
@@ -42,7 +48,12 @@ internal sealed class StorageComponent(FunctionApp app, StorageHostOptions optio
             Log.AzuriteQueuesListening(logger, _azurite.QueueEndpoint!);
             _published = PublishDevelopmentStorage(app.Directory, _azurite.ConnectionString, logger);
         }
-        _accounts = new StorageAccounts(app.Settings, _azurite?.ConnectionString, options.Blob, logger: logger);
+        else if (options.DevelopmentConnectionString is not null)
+        {
+            // The platform's Azurite for this app: it publishes it for `./faast blob` itself (instances come and go).
+            Log.DevelopmentStorageGiven(logger, StorageAccounts.DevelopmentStorageVariable);
+        }
+        _accounts = new StorageAccounts(app.Settings, DevelopmentConnectionString, options.Blob, logger: logger);
     }
 
     private async Task StopAsync(CancellationToken ct)

@@ -65,7 +65,6 @@ internal sealed class WorkersComponent : ILifecycleParticipant
     /// </summary>
     private Task Build(CancellationToken ct)
     {
-        var dev = _storage.DevelopmentConnectionString;
         var workerOptions = new WorkerOptions
         {
             Runtime = _app.WorkerRuntime,
@@ -80,7 +79,8 @@ internal sealed class WorkersComponent : ILifecycleParticipant
         {
             App = _app,
             Capabilities = _cache.WorkerCapabilities,
-            ExtraEnvironment = dev is null ? new Dictionary<string, string>() : new Dictionary<string, string> { ["AzureWebJobsStorage"] = dev },
+            // Every setting on development storage (AzureWebJobsStorage and named connections), resolved to the app's Azurite.
+            ExtraEnvironment = _storage.DevelopmentSettings,
             Identity = _options.Identity,
             SharedMemoryReader = bindings as ISharedMemoryReader,
         };

@@ -1,0 +1,290 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using System.Globalization;
+using System.Text;
+using System.Text.Json;
+
+namespace FaaST.ScaleController.Tests.Platform;
+
+/// <summary>
+/// Each app's development storage through the platform as users run it (issue 19): `./faast start` and `./faast platform`
+/// as real processes, real instances and workers, real Azurites. An app whose bindings name their own connection setting
+/// (tests/apps/named-storage: MyStorageConnectionString = UseDevelopmentStorage=true) runs unchanged — blob trigger, queue
+/// trigger and output, HTTP upload to a blob output — on an Azurite of its own with an account of its own; no app's key
+/// opens another app's data, and no instance holds the platform's (or the operator's) storage key.
+/// </summary>
+public sealed class AppStorageTests : IDisposable
+{
+    private readonly TempDirectory _apps = new("faast-appstorage-");
+
+    public void Dispose() => _apps.Dispose();
+
+    /// <summary>A copy of tests/apps/<paramref name="source"/> in a folder named <paramref name="name"/> (the app's name).</summary>
+    private string CopyTestApp(string name, string source = "named-storage")
+    {
+        var from = Path.Combine(Repo.Root, "tests", "apps", source);
+        var target = Path.Combine(_apps.Path, name);
+        foreach (var file in Directory.EnumerateFiles(from, "*", SearchOption.AllDirectories))
+        {
+            var relative = Path.GetRelativePath(from, file);
+            if (relative.StartsWith(".faast", StringComparison.Ordinal) || relative.Contains("__pycache__", StringComparison.Ordinal))
+                continue;
+            Directory.CreateDirectory(Path.GetDirectoryName(Path.Combine(target, relative))!);
+            File.Copy(file, Path.Combine(target, relative), overwrite: true);
+        }
+        return target;
+    }
+
+    private static Process Start(IEnumerable<string> args, ConcurrentQueue<string> output, string? operatorStorage = null)
+    {
+        var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
+        info.ArgumentList.Add(Path.Combine(AppContext.BaseDirectory, "FaaST.ScaleController.dll"));
+        foreach (var a in args)
+            info.ArgumentList.Add(a);
+        info.Environment["FAAST_HOME"] = Repo.Root;
+        info.Environment.Remove("AzureWebJobsStorage");
+        if (operatorStorage is not null)
+            info.Environment["AzureWebJobsStorage"] = operatorStorage;
+        var process = Process.Start(info)!;
+        process.OutputDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
+        process.ErrorDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
+        process.BeginOutputReadLine();
+        process.BeginErrorReadLine();
+        return process;
+    }
+
+    private static async Task StopAsync(Process process)
+    {
+        if (process.HasExited)
+            return;
+        Process.Start("kill", ["-TERM", process.Id.ToString(CultureInfo.InvariantCulture)])!.WaitForExit();
+        if (!process.WaitForExit(60_000))
+            process.Kill(entireProcessTree: true);
+        await process.WaitForExitAsync();
+    }
+
+    private static async Task<(int Code, string Output)> RunAsync(params string[] args)
+    {
+        var output = new ConcurrentQueue<string>();
+        using var process = Start(args, output);
+        using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(120));
+        await process.WaitForExitAsync(timeout.Token);
+        return (process.ExitCode, string.Join('\n', output));
+    }
+
+    /// <summary>A connection string's parts (AccountName, AccountKey, BlobEndpoint, ...).</summary>
+    private static Dictionary<string, string> Parts(string connectionString) =>
+        connectionString.Split(';', StringSplitOptions.RemoveEmptyEntries)
+            .Select(p => p.Split('=', 2))
+            .ToDictionary(p => p[0], p => p.Length > 1 ? p[1] : "", StringComparer.OrdinalIgnoreCase);
+
+    private static async Task<string?> ReadAsync(string connectionString, string container, string name)
+    {
+        using var store = new Storage.BlobStore(connectionString);
+        try
+        {
+            var blob = await store.DownloadAsync(container, name);
+            return blob is null ? null : Encoding.UTF8.GetString(blob.Data);
+        }
+        catch (Storage.BlobStorageException e) when (e.Status == 404)
+        {
+            return null;
+        }
+    }
+
+    private static async Task<Dictionary<string, string>> EnvironmentOfAsync(HttpClient http, string path)
+    {
+        using var json = JsonDocument.Parse(await http.GetStringAsync(path));
+        return json.RootElement.EnumerateObject().ToDictionary(p => p.Name, p => p.Value.GetString() ?? "", StringComparer.Ordinal);
+    }
+
+    /// <summary>
+    /// Regression (issue 19, "apps that run on the bare host fail through the platform"): before, the platform handed its
+    /// Azurite (without a queue service) to the instance as AzureWebJobsStorage only, so the named connection went to
+    /// 127.0.0.1:10000: the blob trigger never fired, the upload answered 503 and no queue binding could work.
+    /// </summary>
+    [Fact]
+    public async Task Start_runs_an_app_whose_bindings_name_their_own_development_storage_setting_with_blob_and_queue_triggers_and_outputs()
+    {
+        var app = CopyTestApp("namedstore");
+        var port = Ports.Free();
+        var output = new ConcurrentQueue<string>();
+        using var process = Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture), "--isolation", "off"], output);
+        try
+        {
+            await Eventually.TrueAsync(() => output.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || process.HasExited,
+                "the platform to serve the app", () => string.Join('\n', output), seconds: 120);
+            Assert.False(process.HasExited, string.Join('\n', output));
+            // The app's Azurite keeps its data and account in APP/.faast, as the bare host's did, and is published there.
+            var published = Runtime.Cli.DevelopmentStorageFile.Read(app, out var problem);
+            Assert.True(published is not null, problem);
+            Assert.True(File.Exists(Path.Combine(app, ".faast", "azurite-account")));
+            Assert.True(Directory.Exists(Path.Combine(app, ".faast", "azurite")));
+            var parts = Parts(published);
+            Assert.True(parts.ContainsKey("QueueEndpoint"), "the app's Azurite serves queues");
+            using var http = new HttpClient { BaseAddress = new Uri($"http://127.0.0.1:{port}/"), Timeout = TimeSpan.FromSeconds(60) };
+
+            // Blob trigger and blob output on the named connection: a blob put as `./faast blob put` does.
+            using (var store = new Storage.BlobStore(published))
+            {
+                await store.CreateContainerIfNotExistsAsync("uploads");
+                await store.UploadAsync("uploads", "a.txt", Encoding.UTF8.GetBytes("named and triggered"));
+            }
+            string? processed = null;
+            await Eventually.TrueAsync(async () => (processed = await ReadAsync(published, "processed", "a.txt")) is not null,
+                "processed/a.txt in the app's Azurite");
+            Assert.Equal("NAMED AND TRIGGERED", processed);
+
+            // Queue output and queue trigger on the same named connection.
+            using (var queued = await http.PostAsync("api/enqueue", new StringContent("""{"name": "q1", "text": "through the queue"}""")))
+                Assert.True(queued.IsSuccessStatusCode, $"{queued.StatusCode}: {await queued.Content.ReadAsStringAsync()}\n{string.Join('\n', output.TakeLast(40))}");
+            string? done = null;
+            await Eventually.TrueAsync(async () => (done = await ReadAsync(published, "done", "q1")) is not null, "done/q1 in the app's Azurite");
+            Assert.Equal("THROUGH THE QUEUE", done);
+
+            // An HTTP upload to a blob output on the named connection.
+            using (var uploaded = await http.PostAsync("api/upload/h1.txt", new StringContent("uploaded over http")))
+                Assert.True(uploaded.IsSuccessStatusCode, $"{uploaded.StatusCode}: {await uploaded.Content.ReadAsStringAsync()}");
+            Assert.Equal("uploaded over http", await ReadAsync(published, "uploads-http", "h1.txt"));
+
+            // The workers see the app's Azurite in every development-storage setting, not the literal value.
+            var environment = await EnvironmentOfAsync(http, "api/Env");
+            Assert.Equal(published, environment["AzureWebJobsStorage"]);
+            Assert.Equal(published, environment["MyStorageConnectionString"]);
+        }
+        finally
+        {
+            await StopAsync(process);
+        }
+        Assert.False(File.Exists(Runtime.Cli.DevelopmentStorageFile.PathOf(app)), "the published connection is removed at stop");
+    }
+
+    /// <summary>
+    /// Regression (issue 19, defect 3): before, every app on development storage got the platform's own storage (its
+    /// faast-deployments, every other app's data) and every instance inherited the platform's environment, with the
+    /// operator's AzureWebJobsStorage in it.
+    /// </summary>
+    [Fact]
+    public async Task Two_apps_on_one_platform_get_accounts_of_their_own_and_hold_no_key_of_the_other_nor_of_the_platforms_storage()
+    {
+        var operatorAccount = Storage.AzuriteAccount.Generate();
+        await using var operatorStorage = await Storage.AzuriteProcess.StartAsync(Repo.Root, account: operatorAccount);
+        using var state = new TempDirectory("faast-appstorage-platform-");
+        var port = Ports.Free();
+        var url = $"http://127.0.0.1:{port}";
+        var output = new ConcurrentQueue<string>();
+        using var platform = Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path,
+            "--azurite-in-memory", "--isolation", "off"], output, operatorStorage.ConnectionString);
+        try
+        {
+            await Eventually.TrueAsync(() => output.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)) || platform.HasExited,
+                "the platform", () => string.Join('\n', output), seconds: 120);
+            Assert.False(platform.HasExited, string.Join('\n', output));
+            foreach (var name in (string[])["tenanta", "tenantb"])
+            {
+                var deployed = await RunAsync("deploy", CopyTestApp(name), "--platform", url);
+                Assert.True(deployed.Code == 0, deployed.Output + "\n" + string.Join('\n', output.TakeLast(40)));
+            }
+            using var http = new HttpClient { BaseAddress = new Uri(url + "/"), Timeout = TimeSpan.FromSeconds(60) };
+            var a = await EnvironmentOfAsync(http, "tenanta/api/Env");
+            var b = await EnvironmentOfAsync(http, "tenantb/api/Env");
+            var aStorage = Parts(a["MyStorageConnectionString"]);
+            var bStorage = Parts(b["MyStorageConnectionString"]);
+            Assert.Equal(a["MyStorageConnectionString"], a["AzureWebJobsStorage"]);
+            Assert.NotEqual(aStorage["AccountName"], bStorage["AccountName"]);
+            Assert.NotEqual(aStorage["AccountKey"], bStorage["AccountKey"]);
+            Assert.NotEqual(aStorage["BlobEndpoint"], bStorage["BlobEndpoint"]);
+
+            // B's data, and A's key against B's Azurite (as B's account, and as A's own): refused.
+            using (var store = new Storage.BlobStore(b["MyStorageConnectionString"]))
+            {
+                await store.CreateContainerIfNotExistsAsync("secrets");
+                await store.UploadAsync("secrets", "b.txt", Encoding.UTF8.GetBytes("only b"));
+            }
+            Assert.Equal("only b", await ReadAsync(b["MyStorageConnectionString"], "secrets", "b.txt"));
+            var bEndpoint = new Uri(bStorage["BlobEndpoint"]);
+            foreach (var (account, endpoint) in new[] { (bStorage["AccountName"], bEndpoint), (aStorage["AccountName"], new Uri(bEndpoint, "/" + aStorage["AccountName"])) })
+            {
+                var forged = $"DefaultEndpointsProtocol=http;AccountName={account};AccountKey={aStorage["AccountKey"]};BlobEndpoint={endpoint}";
+                string? read = null;
+                var refused = await Record.ExceptionAsync(async () => read = await ReadAsync(forged, "secrets", "b.txt"));
+                Assert.True(read is null, $"A's key read B's blob as {account}: {read}");
+                if (account == bStorage["AccountName"])
+                    Assert.True(refused is Storage.BlobStorageException { Status: 403 }, $"B's Azurite answered A's key with {refused}");
+            }
+
+            // No function's environment holds the platform's storage (the operator's account) in any form.
+            foreach (var environment in new[] { a, b })
+            {
+                Assert.DoesNotContain(environment, e => e.Value.Contains(operatorAccount.Key, StringComparison.Ordinal));
+                Assert.DoesNotContain(environment, e => e.Value.Contains(operatorStorage.BlobEndpoint.Authority, StringComparison.Ordinal));
+            }
+        }
+        finally
+        {
+            await StopAsync(platform);
+        }
+    }
+
+    [Fact]
+    public async Task Start_of_a_Python_v2_app_warns_that_its_programming_model_is_not_supported_yet_and_deploy_refuses_it()
+    {
+        var app = Path.Combine(_apps.Path, "pyvtwo");
+        Directory.CreateDirectory(app);
+        File.WriteAllText(Path.Combine(app, "host.json"), """{ "version": "2.0" }""");
+        File.WriteAllText(Path.Combine(app, "local.settings.json"), """{ "Values": { "FUNCTIONS_WORKER_RUNTIME": "python" } }""");
+        File.WriteAllText(Path.Combine(app, "function_app.py"), """
+            import azure.functions as func
+            app = func.FunctionApp()
+
+            @app.route(route="hello")
+            def hello(req: func.HttpRequest) -> func.HttpResponse:
+                return func.HttpResponse("hello")
+            """);
+        var output = new ConcurrentQueue<string>();
+        using var process = Start(["start", app, "--port", Ports.Free().ToString(CultureInfo.InvariantCulture), "--azurite-in-memory", "--isolation", "off"], output);
+        try
+        {
+            await Eventually.TrueAsync(() => output.Any(l => l.StartsWith("faast: warning: ", StringComparison.Ordinal)) || process.HasExited,
+                "the warning", () => string.Join('\n', output), seconds: 120);
+            var warning = output.First(l => l.StartsWith("faast: warning: ", StringComparison.Ordinal));
+            Assert.Contains("function_app.py", warning, StringComparison.Ordinal);
+            Assert.Contains("Python v2 programming model", warning, StringComparison.Ordinal);
+            Assert.Contains("not support", warning, StringComparison.Ordinal);
+            Assert.Contains("no function is loaded", warning, StringComparison.Ordinal);
+        }
+        finally
+        {
+            process.Kill(entireProcessTree: true);
+            await process.WaitForExitAsync();
+        }
+
+        var e = Assert.Throws<FaaST.ScaleController.Deploy.DeployValidationException>(() => FaaST.ScaleController.Deploy.AppValidator.Validate(app));
+        Assert.Contains("Python v2 programming model", e.Message, StringComparison.Ordinal);
+        Assert.Contains("not support", e.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void A_Node_v4_app_is_named_as_such_and_an_app_with_function_json_folders_is_not()
+    {
+        var app = Path.Combine(_apps.Path, "nodevfour");
+        Directory.CreateDirectory(Path.Combine(app, "src", "functions"));
+        File.WriteAllText(Path.Combine(app, "host.json"), """{ "version": "2.0" }""");
+        File.WriteAllText(Path.Combine(app, "local.settings.json"), """{ "Values": { "FUNCTIONS_WORKER_RUNTIME": "node" } }""");
+        File.WriteAllText(Path.Combine(app, "package.json"), """{ "name": "nodevfour", "main": "src/functions/*.js" }""");
+        File.WriteAllText(Path.Combine(app, "src", "functions", "hello.js"), """
+            const { app } = require('@azure/functions');
+            app.http('hello', { methods: ['GET'], handler: async () => ({ body: 'hello' }) });
+            """);
+        var reason = Runtime.App.ProgrammingModel.Unsupported(app);
+        Assert.NotNull(reason);
+        Assert.Contains(Path.Combine("src", "functions", "hello.js"), reason, StringComparison.Ordinal);
+        Assert.Contains("Node.js v4 programming model", reason, StringComparison.Ordinal);
+        var refused = Assert.Throws<FaaST.ScaleController.Deploy.DeployValidationException>(() => FaaST.ScaleController.Deploy.AppValidator.Validate(app));
+        Assert.Contains("Node.js v4 programming model", refused.Message, StringComparison.Ordinal);
+        Assert.Contains(reason, Runtime.App.FunctionApp.Load(app).Warnings);
+
+        Assert.Null(Runtime.App.ProgrammingModel.Unsupported(Repo.CopySample("node-app", Path.Combine(_apps.Path, "nodevthree"))));
+        Assert.Null(Runtime.App.ProgrammingModel.Unsupported(Repo.CopySample("python-app", Path.Combine(_apps.Path, "pyvone"))));
+    }
+}
