@@ -11,12 +11,9 @@ namespace FaaST.Runtime.Tests;
 /// no Azurite of its own, and every development-storage setting — AzureWebJobsStorage unset, and a binding's named
 /// connection set to UseDevelopmentStorage=true — reaches it, for bindings, triggers and the workers' environment.
 /// </summary>
-[Collection("azurite-queues")]
-public sealed class DevelopmentStorageTests(QueueAzuriteFixture azurite)
+public sealed class DevelopmentStorageSettingsTests
 {
     private const string Named = "MyStorageConnectionString";
-
-    private static string Unique(string prefix) => prefix + Guid.NewGuid().ToString("N")[..12];
 
     private static AppSettings Settings(Dictionary<string, string> values, System.Collections.IDictionary? environment = null)
     {
@@ -80,6 +77,16 @@ public sealed class DevelopmentStorageTests(QueueAzuriteFixture azurite)
         Assert.Contains(why, e.Message, StringComparison.Ordinal);
         Assert.DoesNotContain("!!secret!!", e.Message, StringComparison.Ordinal);
     }
+
+}
+
+/// <summary>The same through a real host, real workers and a real Azurite (the one the platform would have started for the app).</summary>
+[Collection("azurite-queues")]
+public sealed class DevelopmentStorageTests(QueueAzuriteFixture azurite)
+{
+    private const string Named = "MyStorageConnectionString";
+
+    private static string Unique(string prefix) => prefix + Guid.NewGuid().ToString("N")[..12];
 
     /// <summary>
     /// Regression (issue 19: "connection settings other than AzureWebJobsStorage are not redirected"): before, the host

@@ -36,7 +36,8 @@ public static class AppPaths
 
     /// <summary>
     /// The real path of <paramref name="path"/> when it leads outside <paramref name="realRoot"/> (the app folder's
-    /// real path); null when it stays inside. A link cycle counts as leading outside (its real path is unknowable).
+    /// real path); null when it stays inside. A link cycle, or a path the host may not resolve, counts as leading
+    /// outside (its real path is unknowable).
     /// </summary>
     public static string? Outside(string realRoot, string path)
     {
@@ -45,8 +46,9 @@ public static class AppPaths
         {
             real = RealPath(path);
         }
-        catch (IOException e)
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
         {
+            // A cycle, or a link the host may not read: what it leads to cannot be known, so it is not inside.
             return e.Message;
         }
         return IsInside(realRoot, real) ? null : real;
