@@ -36,6 +36,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         var loggers = web.Services.GetRequiredService<ILoggerFactory>();
         _logger = loggers.CreateLogger("FaaST.Platform");
         _context = new PlatformContext(options, provider, time, loggers);
+        _context.Keys = PlatformKeys.LoadOrCreate(options.StateDirectory, options.MasterKeyFile);
         _store = new BlobStore(options.StorageConnectionString);
         _context.Registry = new InstanceRegistry(_store, _logger);
         _deployments = new DeploymentStore(_store, time: time, logger: loggers.CreateLogger("FaaST.Deploy"));
