@@ -39,7 +39,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         _context.Keys = PlatformKeys.LoadOrCreate(options.StateDirectory, options.MasterKeyFile);
         _store = new BlobStore(options.StorageConnectionString);
         _context.Registry = new InstanceRegistry(_store, _logger);
-        _deployments = new DeploymentStore(_store, time: time, logger: loggers.CreateLogger("FaaST.Deploy"));
+        _deployments = new DeploymentStore(_store, _context.Keys, time: time, logger: loggers.CreateLogger("FaaST.Deploy"));
         _deploy = new DeployService(_deployments, logger: loggers.CreateLogger("FaaST.Deploy"));
         _router = options.SingleApp is { } single ? AppRouter.SingleApp(single) : AppRouter.MultiApp();
         _context.Changed += app => Changed?.Invoke(app);
@@ -215,7 +215,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         using var zip = new MemoryStream();
         Packager.Zip(directory, zip);
         zip.Position = 0;
-        var deployment = await _deployments.PublishAsync(app.Name, zip, $"./faast start {directory}", ct);
+        var deployment = await _deployments.PublishAsync(app.Name, zip, DeployService.SettingsOf(directory), $"./faast start {directory}", ct);
         Log.Deployed(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256);
         await LoadOrRollAsync(deployment, initialInstances, ct);
         return deployment;

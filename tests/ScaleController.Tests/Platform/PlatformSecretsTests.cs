@@ -131,4 +131,49 @@ public sealed class PlatformSecretsTests : IDisposable
             Stop(platform);
         }
     }
+
+    [IsolationFact]
+    public async Task As_root_with_isolation_required_an_apps_settings_reach_its_functions_running_as_its_own_user_though_the_package_never_held_them()
+    {
+        await using var azurite = await Storage.AzuriteProcess.StartAsync(Repo.Root);
+        using var state = new TempDirectory("faast-secrets-state-");
+        var port = Ports.Free();
+        var output = new ConcurrentQueue<string>();
+        var app = CopySample("settled");
+        var settings = Path.Combine(app, "local.settings.json");
+        File.WriteAllText(settings, File.ReadAllText(settings).Replace("\"Values\": {", "\"Values\": { \"TENANT_SETTING\": \"kept-apart\",", StringComparison.Ordinal));
+        Directory.CreateDirectory(Path.Combine(app, "Setting"));
+        File.WriteAllText(Path.Combine(app, "Setting", "function.json"), """
+            { "bindings": [
+              { "type": "httpTrigger", "direction": "in", "name": "req", "authLevel": "anonymous", "methods": ["get"], "route": "setting" },
+              { "type": "http", "direction": "out", "name": "$return" } ] }
+            """);
+        File.WriteAllText(Path.Combine(app, "Setting", "__init__.py"), """
+            import os
+
+            import azure.functions as func
+
+
+            def main(req: func.HttpRequest) -> str:
+                return f"{os.environ.get('TENANT_SETTING')} uid={os.getuid()}"
+            """);
+        using var platform = await StartPlatformAsync(state.Path, port, azurite.ConnectionString, output, null, "--isolation", "required");
+        try
+        {
+            await DeployAsync(app, $"http://127.0.0.1:{port}");
+            using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(60) };
+            var answer = await http.GetStringAsync($"http://127.0.0.1:{port}/settled/api/setting");
+            var user = Runtime.Workers.WorkerIdentity.Ensure(Runtime.Workers.WorkerIdentity.UserNameFor("settled"));
+            Assert.Equal($"kept-apart uid={user.UserId}", answer);
+
+            using var store = new Storage.BlobStore(azurite.ConnectionString);
+            var package = await store.DownloadAsync(DeploymentStore.Container, DeploymentStore.PackageBlob("settled", 1));
+            using var zip = new System.IO.Compression.ZipArchive(new MemoryStream(package!.Data));
+            Assert.DoesNotContain(zip.Entries, e => e.FullName == "local.settings.json");
+        }
+        finally
+        {
+            Stop(platform);
+        }
+    }
 }

@@ -140,7 +140,7 @@ public sealed class StartCommandTests : IDisposable
             await Eventually.TrueAsync(() => first.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)) || crashing.HasExited,
                 "the first platform", () => string.Join('\n', first), seconds: 120);
             using var zip = new MemoryStream();
-            FaaST.ScaleController.Deploy.Packager.Zip(CopySample("survivor"), zip);
+            FaaST.ScaleController.Deploy.Packager.Zip(CopySample("survivor"), zip, includeSettings: true);
             zip.Position = 0;
             using (var deployed = await http.PutAsync("admin/platform/apps/survivor", new StreamContent(zip)))
                 Assert.True(deployed.IsSuccessStatusCode, await deployed.Content.ReadAsStringAsync());
