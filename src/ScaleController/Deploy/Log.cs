@@ -34,4 +34,7 @@ internal static partial class Log
     [LoggerMessage(EventId = 8058, Level = LogLevel.Warning,
         Message = "App {App}: its user {User} is unavailable ({Reason}); its extraction is readable by the platform's user only")]
     public static partial void AppUserUnavailable(ILogger logger, string app, string user, string reason);
+
+    [LoggerMessage(EventId = 8059, Level = LogLevel.Information, Message = "Removed the extraction of {App} v{Version} ({Directory}): neither running nor the previous version")]
+    public static partial void Pruned(ILogger logger, string app, int version, string directory);
 }

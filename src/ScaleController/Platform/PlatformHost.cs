@@ -243,6 +243,8 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
                 await app.StartAsync(Math.Max(app.CurrentInstances,
                     Math.Clamp(initialInstances ?? Options.InitialInstances ?? policy.MinInstances, 1, policy.MaxInstances)), ct);
             }
+            // Served (and any older instances drained): only this version and the previous one stay extracted.
+            _deployments.Prune(deployment.App, Options.StateDirectory, deployment.Version);
             Changed?.Invoke(deployment.App);
         }
         finally

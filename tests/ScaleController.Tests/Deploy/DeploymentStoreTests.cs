@@ -292,6 +292,28 @@ public sealed class DeploymentStoreTests(AzuriteFixture fixture) : IDisposable
     }
 
     [Fact]
+    public async Task Pruning_keeps_only_the_running_and_the_previous_versions_extraction_and_removes_crashed_work_folders()
+    {
+        var app = Apps.NewName("prune");
+        var state = Path.Combine(_temp.Path, "state");
+        var store = NewStore();
+        var deployments = new List<Deployment>();
+        for (var i = 0; i < 4; i++)
+        {
+            var d = await store.PublishAsync(app, SamplePackage(), "x", default);
+            await store.ExtractAsync(d, state, default);
+            deployments.Add(d);
+        }
+        var appRoot = Path.Combine(state, "apps", app);
+        Directory.CreateDirectory(Path.Combine(appRoot, ".v5-0123456789abcdef")); // an extraction that crashed
+
+        store.Prune(app, state, current: 4);
+
+        Assert.Equal(["v3", "v4"], Directory.GetDirectories(appRoot).Select(Path.GetFileName).Order(StringComparer.Ordinal));
+        Assert.True(File.Exists(Path.Combine(await store.ExtractAsync(deployments[3], state, default), "host.json")));
+    }
+
+    [Fact]
     public async Task AnInvalidAppName_IsRefusedBeforeStorage()
     {
         var e = await Assert.ThrowsAsync<ArgumentException>(() => NewStore().PublishAsync("Bad_Name", SamplePackage(), "x", default));
