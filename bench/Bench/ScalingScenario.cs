@@ -59,7 +59,7 @@ public static class ScalingScenario
                 """);
             using (var zip = new MemoryStream())
             {
-                Packager.Zip(appDir, zip);
+                Packager.Zip(appDir, zip, includeSettings: true);
                 zip.Position = 0;
                 using var put = await admin.PutAsync(new Uri(baseUri, "admin/platform/apps/scale-bench"), new StreamContent(zip));
                 if (!put.IsSuccessStatusCode)

@@ -96,7 +96,7 @@ public static class Program
             return 3;
         }
         using var zip = new MemoryStream();
-        Packager.Zip(directory, zip);
+        Packager.Zip(directory, zip, includeSettings: true); // the platform keeps the settings apart from the package
         zip.Position = 0;
         using var http = new HttpClient { Timeout = TimeSpan.FromMinutes(10) };
         using var content = new StreamContent(zip);

@@ -100,9 +100,10 @@ public sealed class DeployService
 
             await Task.Run(() => Refusing(app, () => AppValidator.Validate(folder, _options.ValidationEnvironment)), ct).ConfigureAwait(false);
             await using var package = NewWorkFile(work);
+            // The package leaves the settings out; they are stored apart (see DeploymentStore).
             await Task.Run(() => Refusing(app, () => Packager.Zip(folder, package, _options)), ct).ConfigureAwait(false);
             package.Position = 0;
-            var deployment = await _store.PublishAsync(app, package, "upload", ct).ConfigureAwait(false);
+            var deployment = await _store.PublishAsync(app, package, SettingsOf(folder), "upload", ct).ConfigureAwait(false);
             if (afterPublish is not null)
                 await afterPublish(deployment, ct).ConfigureAwait(false);
             return deployment;
@@ -150,14 +151,25 @@ public sealed class DeployService
             package.Position = 0;
             var folder = Path.Combine(work, app);
             Refusing(app, () => Packager.Extract(package, folder, _options));
+            // Validated with its settings, as an instance will run it; they are stored apart from the package.
+            var settings = SettingsOf(directory);
+            if (settings is not null)
+                await File.WriteAllBytesAsync(Path.Combine(folder, Packager.SettingsFile), settings, ct).ConfigureAwait(false);
             Refusing(app, () => AppValidator.Validate(folder, _options.ValidationEnvironment));
             package.Position = 0;
-            return await _store.PublishAsync(app, package, Path.GetFullPath(directory), ct).ConfigureAwait(false);
+            return await _store.PublishAsync(app, package, settings, Path.GetFullPath(directory), ct).ConfigureAwait(false);
         }
         finally
         {
             DeploymentStore.TryDelete(work, _logger);
         }
+    }
+
+    /// <summary>The bytes of the app's local.settings.json, or null when it has none.</summary>
+    internal static byte[]? SettingsOf(string appDirectory)
+    {
+        var file = Path.Combine(appDirectory, Packager.SettingsFile);
+        return File.Exists(file) ? File.ReadAllBytes(file) : null;
     }
 
     private void Refusing(string app, Action step)

@@ -1,6 +1,9 @@
 using System.Globalization;
+using System.Runtime.InteropServices;
 using System.Security.Cryptography;
 using System.Text.Json;
+using FaaST.Runtime.Workers;
+using FaaST.ScaleController.Platform;
 using FaaST.Storage;
 using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Logging.Abstractions;
@@ -14,6 +17,9 @@ namespace FaaST.ScaleController.Deploy;
 /// before (If-None-Match * for the first), so of two deployers racing for one version exactly one wins and the other
 /// takes the next. All state is in storage: a restarted platform lists every app and its version
 /// (<see cref="ListAppsAsync"/>), and an instance on any machine extracts the same bytes (<see cref="ExtractAsync"/>).
+/// The app's local.settings.json never travels in the package: a deploy stores it apart as
+/// <c>{app}/v{N}.settings.json</c>, signed with the platform's records key (<see cref="PlatformKeys.Sign"/>), and the
+/// extraction writes it back into the app folder readable only by the platform's user (0600).
 /// </summary>
 public sealed class DeploymentStore
 {
@@ -26,14 +32,18 @@ public sealed class DeploymentStore
     private const string RecordName = "app.json";
 
     private readonly IBlobStore _store;
+    private readonly PlatformKeys _keys;
     private readonly DeployOptions _options;
     private readonly TimeProvider _time;
     private readonly ILogger _logger;
 
-    public DeploymentStore(IBlobStore store, DeployOptions? options = null, TimeProvider? time = null, ILogger? logger = null)
+    /// <param name="keys">The platform's keys: records are signed with them and refused unless signed with them.</param>
+    public DeploymentStore(IBlobStore store, PlatformKeys keys, DeployOptions? options = null, TimeProvider? time = null, ILogger? logger = null)
     {
         ArgumentNullException.ThrowIfNull(store);
+        ArgumentNullException.ThrowIfNull(keys);
         _store = store;
+        _keys = keys;
         _options = options ?? DeployOptions.Default;
         _time = time ?? TimeProvider.System;
         _logger = logger ?? NullLogger.Instance;
@@ -45,13 +55,22 @@ public sealed class DeploymentStore
     /// <summary>The blob of the app's record.</summary>
     public static string RecordBlob(string app) => $"{app}/{RecordName}";
 
+    /// <summary>The blob of version <paramref name="version"/>'s settings (its local.settings.json, signed), if it had any.</summary>
+    public static string SettingsBlob(string app, int version) => $"{app}/v{version.ToString(CultureInfo.InvariantCulture)}.settings.json";
+
+    /// <summary>Publishes a package without settings (see the overload).</summary>
+    public Task<Deployment> PublishAsync(string app, Stream zip, string source, CancellationToken ct = default) =>
+        PublishAsync(app, zip, settings: null, source, ct);
+
     /// <summary>
     /// Publishes <paramref name="zip"/> (read from its position to its end) as the app's next version and makes it
     /// current. Losing the race for a version to another deployer takes the next one, up to
     /// <see cref="DeployOptions.PublishAttempts"/> times, then throws <see cref="DeployConflictException"/>.
-    /// The package is stored as given: validate it first (<see cref="DeployService"/> does).
+    /// The package is stored as given: validate it first (<see cref="DeployService"/> does), and leave the settings
+    /// out of it (<see cref="Packager.Zip"/> does): <paramref name="settings"/> (the bytes of the app's
+    /// local.settings.json, or null) are stored apart, signed, in <see cref="SettingsBlob"/>.
     /// </summary>
-    public async Task<Deployment> PublishAsync(string app, Stream zip, string source, CancellationToken ct = default)
+    public async Task<Deployment> PublishAsync(string app, Stream zip, byte[]? settings, string source, CancellationToken ct = default)
     {
         AppNames.Validate(app);
         ArgumentNullException.ThrowIfNull(zip);
@@ -90,6 +109,13 @@ public sealed class DeploymentStore
                     continue;
                 }
 
+                if (settings is not null)
+                {
+                    // Ours to write: this deployer created v{N}.zip, so v{N} is its version.
+                    await _store.UploadAsync(Container, SettingsBlob(app, version), SerializeSettings(app, version, settings), "application/json",
+                        ct: ct).ConfigureAwait(false);
+                }
+
                 var deployment = new Deployment(app, version, sha256, size, _time.GetUtcNow(), source);
                 try
                 {
@@ -100,6 +126,8 @@ public sealed class DeploymentStore
                 {
                     Log.PublishRaceLost(_logger, app, version, attempt);
                     await DeleteUnpublishedAsync(PackageBlob(app, version)).ConfigureAwait(false);
+                    if (settings is not null)
+                        await DeleteUnpublishedAsync(SettingsBlob(app, version)).ConfigureAwait(false);
                     continue;
                 }
 
@@ -175,12 +203,20 @@ public sealed class DeploymentStore
         var appRoot = Path.Combine(Path.GetFullPath(stateDirectory), "apps", deployment.App);
         var versionDir = Path.Combine(appRoot, "v" + deployment.Version.ToString(CultureInfo.InvariantCulture));
         var target = Path.Combine(versionDir, deployment.App);
+        var access = AppAccess.For(deployment.App, _logger);
+        access.PrepareRoot(Path.GetFullPath(stateDirectory), appRoot);
         if (IsComplete(versionDir, target, deployment))
+        {
+            access.Apply(versionDir); // an extraction of an older platform may have looser modes
             return target;
+        }
 
-        Directory.CreateDirectory(appRoot);
         var work = Path.Combine(appRoot, $".v{deployment.Version.ToString(CultureInfo.InvariantCulture)}-{Guid.NewGuid():N}");
-        Directory.CreateDirectory(work);
+        // Private while it is written: nothing of it is readable until its modes are set.
+        if (OperatingSystem.IsWindows())
+            Directory.CreateDirectory(work);
+        else
+            Directory.CreateDirectory(work, UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute);
         try
         {
             var package = Path.Combine(work, "package.zip");
@@ -206,7 +242,9 @@ public sealed class DeploymentStore
             }
 
             File.Delete(package);
+            await WriteSettingsAsync(deployment, Path.Combine(work, deployment.App), ct).ConfigureAwait(false);
             await File.WriteAllTextAsync(Path.Combine(work, CompleteMarker), deployment.Sha256, ct).ConfigureAwait(false);
+            access.Apply(work);
             if (Directory.Exists(versionDir))
             {
                 if (IsComplete(versionDir, target, deployment))
@@ -231,6 +269,62 @@ public sealed class DeploymentStore
             if (Directory.Exists(work))
                 TryDelete(work, _logger);
         }
+    }
+
+    /// <summary>
+    /// Removes the app's extractions under <paramref name="stateDirectory"/> but <paramref name="current"/> and the
+    /// newest one below it (the version it replaced, kept to go back to), and work folders a crash left: without this
+    /// every `./faast start` and every deploy left a whole copy of the app behind (915 MB after 31 starts). Call it only
+    /// once no instance runs an older version (the platform does after a load or a completed roll).
+    /// </summary>
+    public void Prune(string app, string stateDirectory, int current)
+    {
+        AppNames.Validate(app);
+        var appRoot = Path.Combine(Path.GetFullPath(stateDirectory), "apps", app);
+        if (!Directory.Exists(appRoot))
+            return;
+        var versions = new List<(int Version, string Path)>();
+        foreach (var dir in Directory.EnumerateDirectories(appRoot))
+        {
+            var name = Path.GetFileName(dir);
+            if (name.StartsWith(".v", StringComparison.Ordinal))
+                TryDelete(dir, _logger); // a work folder an extraction that crashed left (extractions of an app are serialised)
+            else if (name.Length > 1 && name[0] == 'v' && int.TryParse(name.AsSpan(1), NumberStyles.None, CultureInfo.InvariantCulture, out var v))
+                versions.Add((v, dir));
+        }
+        var previous = versions.Where(v => v.Version < current).Select(v => v.Version).DefaultIfEmpty(0).Max();
+        foreach (var (version, dir) in versions)
+        {
+            if (version == current || version == previous)
+                continue;
+            TryDelete(dir, _logger);
+            Log.Pruned(_logger, app, version, dir);
+        }
+    }
+
+    /// <summary>
+    /// Writes the version's settings (stored apart, signed) into the extracted app as local.settings.json, 0600: the
+    /// host (the platform's user) reads it and hands the values to its workers as their environment; the workers' user
+    /// cannot read the file. A package from before settings were kept apart may still hold its own; the stored one wins.
+    /// </summary>
+    private async Task WriteSettingsAsync(Deployment deployment, string appFolder, CancellationToken ct)
+    {
+        var blob = SettingsBlob(deployment.App, deployment.Version);
+        var content = await _store.DownloadAsync(Container, blob, ct).ConfigureAwait(false);
+        var target = Path.Combine(appFolder, Packager.SettingsFile);
+        if (content is null)
+        {
+            if (File.Exists(target) && !OperatingSystem.IsWindows())
+                File.SetUnixFileMode(target, UnixFileMode.UserRead | UnixFileMode.UserWrite);
+            return;
+        }
+        var settings = ParseSettings(deployment.App, deployment.Version, content.Data);
+        File.Delete(target);
+        var create = new FileStreamOptions { Mode = FileMode.CreateNew, Access = FileAccess.Write };
+        if (!OperatingSystem.IsWindows())
+            create.UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite;
+        await using var file = new FileStream(target, create);
+        await file.WriteAsync(settings, ct).ConfigureAwait(false);
     }
 
     private static bool IsComplete(string versionDir, string target, Deployment deployment)
@@ -280,6 +374,61 @@ public sealed class DeploymentStore
         catch (Exception e) when (e is BlobStorageException or StorageUnavailableException)
         {
             Log.OrphanNotDeleted(_logger, e, blob);
+        }
+    }
+
+    /// <summary>A version's settings record: app, version and the file's bytes (base64), then the signature of those.</summary>
+    private byte[] SerializeSettings(string app, int version, byte[] settings)
+    {
+        var unsigned = SettingsJson(app, version, settings, signature: null);
+        return SettingsJson(app, version, settings, _keys.Sign(unsigned));
+    }
+
+    private static byte[] SettingsJson(string app, int version, byte[] settings, string? signature)
+    {
+        using var buffer = new MemoryStream();
+        using (var json = new Utf8JsonWriter(buffer))
+        {
+            json.WriteStartObject();
+            json.WriteString("app", app);
+            json.WriteNumber("version", version);
+            json.WriteBase64String("settings", settings);
+            if (signature is not null)
+                json.WriteString("signature", signature);
+            json.WriteEndObject();
+        }
+
+        return buffer.ToArray();
+    }
+
+    /// <summary>The settings' bytes of a record this platform signed for exactly this app and version; otherwise it
+    /// is refused (logged, and the version does not load: an app never runs with settings the platform did not store).</summary>
+    internal byte[] ParseSettings(string app, int version, byte[] data)
+    {
+        var blob = $"{Container}/{SettingsBlob(app, version)}";
+        try
+        {
+            using var doc = JsonDocument.Parse(data);
+            var root = doc.RootElement;
+            if (root.ValueKind != JsonValueKind.Object)
+                throw new DeploymentStoreException($"{blob}: the top level must be a JSON object");
+            var name = String(root, "app", blob);
+            var v = Property(root, "version", blob);
+            var settings = Property(root, "settings", blob);
+            if (name != app || !v.TryGetInt32(out var n) || n != version || settings.ValueKind != JsonValueKind.String || !settings.TryGetBytesFromBase64(out var bytes))
+                throw new DeploymentStoreException($"{blob}: not the settings record of {app} v{version}");
+            var signature = root.TryGetProperty("signature", out var s) && s.ValueKind == JsonValueKind.String ? s.GetString() : null;
+            if (!_keys.Verify(SettingsJson(app, version, bytes, signature: null), signature))
+            {
+                var problem = signature is null ? "unsigned" : "its signature is not this platform's";
+                Log.RecordRefused(_logger, blob, problem);
+                throw new DeploymentStoreException($"{blob}: {problem}; refusing to use it");
+            }
+            return bytes;
+        }
+        catch (JsonException e)
+        {
+            throw new DeploymentStoreException($"{blob}: not valid JSON: {e.Message}", e);
         }
     }
 
@@ -361,4 +510,102 @@ public sealed class DeploymentStore
             Log.TempNotDeleted(logger, e, directory);
         }
     }
+}
+
+/// <summary>
+/// Who may read an extracted app (issue 19): the platform's user, and, when the platform runs as root, the app's own
+/// worker user through its group (<see cref="WorkerIdentity.UserNameFor"/> of the app's name, the name the runtime
+/// derives from the extracted folder, which is named after the app). As root: STATE/apps 0711 (no listing), the app's
+/// folder and each version owned by root with the app user's group, folders 0750, files 0640 (0750 when executable),
+/// local.settings.json 0600 (root only). Not root: 0700/0600, the platform's user alone. No other app's user, and no
+/// other local user, reads an app's code or settings.
+/// </summary>
+internal sealed partial class AppAccess
+{
+    private const UnixFileMode Owner = UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute;
+    private const UnixFileMode GroupReadEnter = UnixFileMode.GroupRead | UnixFileMode.GroupExecute;
+
+    private AppAccess(int? groupId) => GroupId = groupId;
+
+    /// <summary>The app user's group, or null when no other user may read the app (the platform is not root).</summary>
+    public int? GroupId { get; }
+
+    private UnixFileMode Folder => GroupId is null ? Owner : Owner | GroupReadEnter;
+
+    private UnixFileMode File(bool executable) => (executable ? Owner : UnixFileMode.UserRead | UnixFileMode.UserWrite) |
+        (GroupId is null ? 0 : UnixFileMode.GroupRead | (executable ? UnixFileMode.GroupExecute : 0));
+
+    public static AppAccess For(string app, ILogger logger)
+    {
+        if (OperatingSystem.IsWindows() || !Environment.IsPrivilegedProcess)
+            return new AppAccess(null);
+        var user = WorkerIdentity.UserNameFor(app);
+        try
+        {
+            return new AppAccess(WorkerIdentity.Ensure(user).GroupId);
+        }
+        catch (Exception e) when (e is InvalidOperationException or System.ComponentModel.Win32Exception)
+        {
+            // Then only root reads the app: the runtime finds the app user cannot, and --isolation required refuses.
+            Log.AppUserUnavailable(logger, app, user, e.Message);
+            return new AppAccess(null);
+        }
+    }
+
+    /// <summary>STATE/apps (0711 as root: app users pass through it without listing it; else 0700) and the app's folder.</summary>
+    public void PrepareRoot(string stateDirectory, string appRoot)
+    {
+        var apps = Path.GetDirectoryName(appRoot)!;
+        Directory.CreateDirectory(appRoot);
+        if (OperatingSystem.IsWindows())
+            return;
+        if (GroupId is not null)
+        {
+            // The app users must pass through the state folder the operator gave (never list it).
+            var mode = System.IO.File.GetUnixFileMode(stateDirectory);
+            if ((mode & UnixFileMode.OtherExecute) == 0)
+                System.IO.File.SetUnixFileMode(stateDirectory, mode | UnixFileMode.OtherExecute);
+        }
+        System.IO.File.SetUnixFileMode(apps, GroupId is null ? Owner : Owner | UnixFileMode.GroupExecute | UnixFileMode.OtherExecute);
+        Give(appRoot);
+        System.IO.File.SetUnixFileMode(appRoot, Folder);
+    }
+
+    /// <summary>Sets the owner and modes of everything under <paramref name="versionDir"/> (links are never extracted).</summary>
+    public void Apply(string versionDir)
+    {
+        if (OperatingSystem.IsWindows())
+            return;
+        foreach (var entry in new DirectoryInfo(versionDir).EnumerateFileSystemInfos("*", new EnumerationOptions { RecurseSubdirectories = true, AttributesToSkip = 0 }))
+        {
+            if (entry.LinkTarget is not null)
+                continue;
+            if (entry is DirectoryInfo)
+            {
+                Give(entry.FullName);
+                System.IO.File.SetUnixFileMode(entry.FullName, Folder);
+            }
+            else if (entry.Name == Packager.SettingsFile && Path.GetDirectoryName(Path.GetDirectoryName(entry.FullName)) == versionDir)
+            {
+                System.IO.File.SetUnixFileMode(entry.FullName, UnixFileMode.UserRead | UnixFileMode.UserWrite); // the platform's user alone
+            }
+            else
+            {
+                Give(entry.FullName);
+                System.IO.File.SetUnixFileMode(entry.FullName, File((System.IO.File.GetUnixFileMode(entry.FullName) & UnixFileMode.UserExecute) != 0));
+            }
+        }
+        Give(versionDir);
+        System.IO.File.SetUnixFileMode(versionDir, Folder);
+    }
+
+    private void Give(string path)
+    {
+        if (GroupId is { } group && LChown(path, uint.MaxValue, (uint)group) != 0)
+            throw new IOException($"cannot give {path} to group {group}: {Marshal.GetPInvokeErrorMessage(Marshal.GetLastPInvokeError())}");
+    }
+
+    // uid -1: the owner stays the platform's user.
+    [DllImport("libc", EntryPoint = "lchown", SetLastError = true)]
+    private static extern int LChown([MarshalAs(UnmanagedType.LPUTF8Str)] string path, uint owner, uint group);
 }

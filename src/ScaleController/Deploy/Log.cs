@@ -27,4 +27,14 @@ internal static partial class Log
 
     [LoggerMessage(EventId = 8056, Level = LogLevel.Warning, Message = "Ignoring {Blob}: {Problem}")]
     public static partial void BadAppRecord(ILogger logger, string blob, string problem);
+
+    [LoggerMessage(EventId = 8057, Level = LogLevel.Warning, Message = "Refused {Blob}: {Problem}")]
+    public static partial void RecordRefused(ILogger logger, string blob, string problem);
+
+    [LoggerMessage(EventId = 8058, Level = LogLevel.Warning,
+        Message = "App {App}: its user {User} is unavailable ({Reason}); its extraction is readable by the platform's user only")]
+    public static partial void AppUserUnavailable(ILogger logger, string app, string user, string reason);
+
+    [LoggerMessage(EventId = 8059, Level = LogLevel.Information, Message = "Removed the extraction of {App} v{Version} ({Directory}): neither running nor the previous version")]
+    public static partial void Pruned(ILogger logger, string app, int version, string directory);
 }

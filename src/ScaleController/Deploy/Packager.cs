@@ -13,6 +13,10 @@ public static class Packager
     /// <summary>The runtime's state folder in an app (function keys, local data): never part of a package.</summary>
     public const string StateFolder = ".faast";
 
+    /// <summary>The app's settings (connection strings, secrets): never part of a stored package, as Azure's publish
+    /// leaves it out. An upload may carry it; the platform keeps it apart (<see cref="DeploymentStore"/>).</summary>
+    public const string SettingsFile = "local.settings.json";
+
     // Zip's DOS time starts in 1980; a fixed stamp keeps the bytes independent of when files were touched.
     private static readonly DateTimeOffset FixedTime = new(1980, 1, 1, 0, 0, 0, TimeSpan.Zero);
 
@@ -24,8 +28,10 @@ public static class Packager
     /// Writes the app in <paramref name="appDirectory"/> to <paramref name="destination"/> as a zip (left open).
     /// A link is followed only when it stays inside the folder (its target's bytes are packed); one that leads out,
     /// a link cycle, or a file over <see cref="DeployOptions.MaxFileBytes"/> throws <see cref="PackageException"/>.
+    /// <see cref="SettingsFile"/> is left out unless <paramref name="includeSettings"/> (an upload to the platform,
+    /// which stores the settings apart from the package).
     /// </summary>
-    public static void Zip(string appDirectory, Stream destination, DeployOptions? options = null)
+    public static void Zip(string appDirectory, Stream destination, DeployOptions? options = null, bool includeSettings = false)
     {
         ArgumentNullException.ThrowIfNull(appDirectory);
         ArgumentNullException.ThrowIfNull(destination);
@@ -36,6 +42,8 @@ public static class Packager
         var realRoot = RealDirectory(root);
         var files = new List<(string Entry, string Path)>();
         Collect(realRoot, realRoot, "", files, options);
+        if (!includeSettings)
+            files.RemoveAll(f => f.Entry == SettingsFile);
         files.Sort((a, b) => string.CompareOrdinal(a.Entry, b.Entry));
         long total = 0;
         using var zip = new ZipArchive(destination, ZipArchiveMode.Create, leaveOpen: true);

@@ -1,4 +1,3 @@
-using System.Security.Cryptography;
 using FaaST.Cachelet.Policy;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
@@ -26,6 +25,8 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
 
     /// <summary>The instances' records in storage, for a restarted platform to take them over.</summary>
     public InstanceRegistry? Registry { get; set; }
+
+    public PlatformKeys Keys { get; set; } = null!;
 
     /// <summary>The control endpoint instances send unrequested votes to (set once Kestrel has bound it).</summary>
     public Uri? ControlAddress { get; set; }
@@ -99,33 +100,26 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
     private const string PeerSecretSetting = "FAAST_PEER_SECRET";
 
     /// <summary>
-    /// The app's peer secret, which its instances share and the controller signs vote queries with: the app's
-    /// own FAAST_PEER_SECRET, else a random one kept (0600) in the platform's state directory, so that a
-    /// restarted platform can still talk to the instances it left running.
+    /// The app's peer secret, which its instances share and the controller signs vote queries with: the app's own
+    /// FAAST_PEER_SECRET (its local.settings.json), else <see cref="PlatformKeys.PeerSecretOf"/>, derived from the
+    /// platform's master key, so that no two apps share one and a restarted platform (same master) still talks to the
+    /// instances it left running. The platform's own environment never provides it: one FAAST_PEER_SECRET there
+    /// (a Kubernetes manifest's) would be every app's, and any tenant could drain or scale another.
     /// </summary>
     /// <remarks>The instance takes the setting's UTF-8 bytes as the key (src/Runtime PeerSecret), so both sides use those.</remarks>
     public byte[] PeerSecretOf(string app, string directory) => System.Text.Encoding.UTF8.GetBytes(PeerSecretTextOf(app, directory));
 
     private string PeerSecretTextOf(string app, string directory)
     {
-        var settings = FunctionApp.Load(directory).Settings;
+        // The app's settings alone, without this process's environment (AppSettings lets the environment win).
+        var settings = AppSettings.Load(directory, new System.Collections.Hashtable());
         if (settings[PeerSecretSetting] is { Length: > 0 } own)
             return own;
-        var file = Path.Combine(Options.StateDirectory, "apps", app, "peer-secret");
-        lock (this)
-        {
-            if (File.Exists(file))
-                return File.ReadAllText(file).Trim();
-            System.IO.Directory.CreateDirectory(Path.GetDirectoryName(file)!);
-            var secret = Convert.ToBase64String(RandomNumberGenerator.GetBytes(32));
-            var create = new FileStreamOptions { Mode = FileMode.CreateNew, Access = FileAccess.Write };
-            if (!OperatingSystem.IsWindows())
-                create.UnixCreateMode = UnixFileMode.UserRead | UnixFileMode.UserWrite;
-            using (var stream = new FileStream(file, create))
-            using (var writer = new StreamWriter(stream))
-                writer.Write(secret);
-            return secret;
-        }
+        // A random secret per app used to be kept here; the derived one replaces it.
+        var legacy = Path.Combine(Options.StateDirectory, "apps", app, "peer-secret");
+        if (File.Exists(legacy))
+            File.Delete(legacy);
+        return Keys.PeerSecretOf(app);
     }
 }
 

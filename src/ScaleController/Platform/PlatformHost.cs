@@ -44,7 +44,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         _deployLimits = new RateGate(time, TimeSpan.FromSeconds(1));
         _store = new BlobStore(options.StorageConnectionString);
         _context.Registry = new InstanceRegistry(_store, _logger);
-        _deployments = new DeploymentStore(_store, time: time, logger: loggers.CreateLogger("FaaST.Deploy"));
+        _deployments = new DeploymentStore(_store, _context.Keys, time: time, logger: loggers.CreateLogger("FaaST.Deploy"));
         _deploy = new DeployService(_deployments, (options.Deploy ?? DeployOptions.Default) with { WorkDirectory = WorkDirectoryOf(options) },
             logger: loggers.CreateLogger("FaaST.Deploy"));
         _router = options.SingleApp is { } single ? AppRouter.SingleApp(single) : AppRouter.MultiApp();
@@ -332,7 +332,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         using var zip = new MemoryStream();
         Packager.Zip(directory, zip);
         zip.Position = 0;
-        var deployment = await _deployments.PublishAsync(app.Name, zip, $"./faast start {directory}", ct);
+        var deployment = await _deployments.PublishAsync(app.Name, zip, DeployService.SettingsOf(directory), $"./faast start {directory}", ct);
         Log.Deployed(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256);
         await LoadOrRollAsync(deployment, initialInstances, ct);
         return deployment;
@@ -361,6 +361,8 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
                 await app.StartAsync(Math.Max(app.CurrentInstances,
                     Math.Clamp(initialInstances ?? Options.InitialInstances ?? policy.MinInstances, 1, policy.MaxInstances)), ct);
             }
+            // Served (and any older instances drained): only this version and the previous one stay extracted.
+            _deployments.Prune(deployment.App, Options.StateDirectory, deployment.Version);
             Changed?.Invoke(deployment.App);
         }
         finally

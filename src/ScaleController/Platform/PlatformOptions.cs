@@ -86,4 +86,6 @@ public sealed record PlatformOptions
 
     /// <summary>Receives instance output lines (label, line); default: the console.</summary>
     public Action<string, string>? InstanceOutput { get; init; }
+
+    public string? MasterKeyFile { get; init; }
 }

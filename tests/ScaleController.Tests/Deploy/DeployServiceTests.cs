@@ -11,7 +11,7 @@ public sealed class DeployServiceTests(AzuriteFixture fixture) : IDisposable
     public void Dispose() => _temp.Dispose();
 
     private DeployService NewService() =>
-        new(new DeploymentStore(fixture.Store, Apps.Options), Apps.Options with { WorkDirectory = Path.Combine(_temp.Path, "work") });
+        new(new DeploymentStore(fixture.Store, Apps.Keys, Apps.Options), Apps.Options with { WorkDirectory = Path.Combine(_temp.Path, "work") });
 
     [Fact]
     public async Task ASampleDeploysAsV1_AndARedeployAsV2_UpdatingAppJson()
@@ -25,7 +25,7 @@ public sealed class DeployServiceTests(AzuriteFixture fixture) : IDisposable
 
         Assert.Equal((1, 2), (v1.Version, v2.Version));
         Assert.NotEqual(v1.Sha256, v2.Sha256);
-        Assert.Equal(v2, await new DeploymentStore(fixture.Store).CurrentAsync(app));
+        Assert.Equal(v2, await new DeploymentStore(fixture.Store, Apps.Keys).CurrentAsync(app));
         Assert.Equal(Path.GetFullPath(dir), v2.Source);
     }
 
@@ -35,11 +35,11 @@ public sealed class DeployServiceTests(AzuriteFixture fixture) : IDisposable
         var app = Apps.NewName("upload");
         var dir = Apps.CopySample("node-app", _temp.Path);
         var zip = new MemoryStream();
-        Packager.Zip(dir, zip);
+        Packager.Zip(dir, zip, includeSettings: true);
         zip.Position = 0;
 
         var d = await NewService().DeployAsync(app, zip);
-        var folder = await new DeploymentStore(fixture.Store).ExtractAsync(d, Path.Combine(_temp.Path, "state"));
+        var folder = await new DeploymentStore(fixture.Store, Apps.Keys).ExtractAsync(d, Path.Combine(_temp.Path, "state"));
 
         Assert.Equal("upload", d.Source);
         Apps.AssertSameFiles(dir, folder);
@@ -64,7 +64,7 @@ public sealed class DeployServiceTests(AzuriteFixture fixture) : IDisposable
         var after = await Apps.SnapshotAsync(fixture.Store, app);
         Assert.Equal(before.Blobs, after.Blobs);
         Assert.Equal(before.Record, after.Record);
-        Assert.Equal(2, before.Blobs.Count); // app.json and v1.zip
+        Assert.Equal(3, before.Blobs.Count); // app.json, v1.zip and v1.settings.json
     }
 
     [Fact]

@@ -18,6 +18,9 @@ internal static class Apps
 
     public static readonly DeployOptions Options = new() { ValidationEnvironment = NoEnvironment };
 
+    /// <summary>The platform's keys the tests' stores sign and verify records with (one set: a restarted store reads what another wrote).</summary>
+    public static readonly FaaST.ScaleController.Platform.PlatformKeys Keys = FaaST.ScaleController.Platform.PlatformKeys.Ephemeral();
+
     /// <summary>A copy of samples/SAMPLE in <paramref name="parent"/>, in a folder named <paramref name="name"/>.</summary>
     public static string CopySample(string sample, string parent, string? name = null) =>
         Repo.CopySample(sample, Path.Combine(parent, name ?? sample));

@@ -13,7 +13,7 @@ public sealed class DeploymentStoreTests(AzuriteFixture fixture) : IDisposable
 
     public void Dispose() => _temp.Dispose();
 
-    private DeploymentStore NewStore() => new(fixture.Store, Apps.Options);
+    private DeploymentStore NewStore() => new(fixture.Store, Apps.Keys, Apps.Options);
 
     private MemoryStream SamplePackage(string sample = "python-app")
     {
@@ -96,7 +96,7 @@ public sealed class DeploymentStoreTests(AzuriteFixture fixture) : IDisposable
         var app = Apps.NewName("loser");
         var gated = new GatedStore(fixture.Store, DeploymentStore.RecordBlob(app));
         var log = new ListLogger();
-        var slow = new DeploymentStore(gated, Apps.Options, logger: log);
+        var slow = new DeploymentStore(gated, Apps.Keys, Apps.Options, logger: log);
 
         var loser = slow.PublishAsync(app, SamplePackage("python-app"), "slow", default);
         await gated.Arrived.Task.WaitAsync(TimeSpan.FromSeconds(30)); // v1.zip written, app.json not yet
@@ -120,7 +120,7 @@ public sealed class DeploymentStoreTests(AzuriteFixture fixture) : IDisposable
         var b2 = await NewStore().PublishAsync(b, SamplePackage("node-app"), "y", default);
 
         using var restarted = new BlobStore(fixture.ConnectionString);
-        var apps = await new DeploymentStore(restarted).ListAppsAsync(default);
+        var apps = await new DeploymentStore(restarted, Apps.Keys).ListAppsAsync(default);
 
         Assert.Equal(1, apps.Single(d => d.App == a).Version);
         Assert.Equal(b2, apps.Single(d => d.App == b));
@@ -150,7 +150,7 @@ public sealed class DeploymentStoreTests(AzuriteFixture fixture) : IDisposable
         var zip = new MemoryStream();
         Packager.Zip(source, zip);
         zip.Position = 0;
-        var d = await NewStore().PublishAsync(app, zip, "x", default);
+        var d = await NewStore().PublishAsync(app, zip, DeployService.SettingsOf(source), "x", default);
 
         var folder = await NewStore().ExtractAsync(d, Path.Combine(_temp.Path, "state"), default);
 
@@ -166,7 +166,7 @@ public sealed class DeploymentStoreTests(AzuriteFixture fixture) : IDisposable
         var zip = new MemoryStream();
         Packager.Zip(source, zip);
         zip.Position = 0;
-        var d = await NewStore().PublishAsync(app, zip, "x", default);
+        var d = await NewStore().PublishAsync(app, zip, DeployService.SettingsOf(source), "x", default);
         var state = Path.Combine(_temp.Path, "state");
 
         var folders = await Task.WhenAll(Enumerable.Range(0, 4).Select(_ => Task.Run(() => NewStore().ExtractAsync(d, state, default))));
@@ -204,6 +204,113 @@ public sealed class DeploymentStoreTests(AzuriteFixture fixture) : IDisposable
         Assert.Contains(d.Blob, e.Message, StringComparison.Ordinal);
         Assert.Contains("SHA-256", e.Message, StringComparison.Ordinal);
         Assert.False(Directory.Exists(Path.Combine(state, "apps", app, "v1")));
+    }
+
+    [Fact]
+    [System.Runtime.Versioning.UnsupportedOSPlatform("windows")]
+    public async Task A_deploy_stores_the_settings_apart_signed_the_package_without_them_and_the_extraction_writes_them_0600()
+    {
+        var app = Apps.NewName("settings");
+        var dir = Apps.CopySample("python-app", _temp.Path);
+        var d = await new DeployService(NewStore(), Apps.Options with { WorkDirectory = Path.Combine(_temp.Path, "work") }).DeployAsync(app, dir);
+
+        var package = await fixture.Store.DownloadAsync(DeploymentStore.Container, d.Blob);
+        using (var zip = new System.IO.Compression.ZipArchive(new MemoryStream(package!.Data)))
+        {
+            Assert.DoesNotContain(zip.Entries, e => e.FullName == "local.settings.json");
+            Assert.Contains(zip.Entries, e => e.FullName == "host.json");
+        }
+        var stored = await fixture.Store.DownloadAsync(DeploymentStore.Container, $"{app}/v1.settings.json");
+        using (var json = JsonDocument.Parse(stored!.Data))
+            Assert.Equal(64, json.RootElement.GetProperty("signature").GetString()!.Length);
+
+        var folder = await NewStore().ExtractAsync(d, Path.Combine(_temp.Path, "state"), default);
+        var settings = Path.Combine(folder, "local.settings.json");
+        Assert.Equal(File.ReadAllBytes(Path.Combine(dir, "local.settings.json")), File.ReadAllBytes(settings));
+        Assert.Equal(UnixFileMode.UserRead | UnixFileMode.UserWrite, File.GetUnixFileMode(settings));
+    }
+
+    [Fact]
+    public async Task Settings_not_signed_by_the_platform_are_refused_naming_the_blob_and_the_version_is_not_extracted()
+    {
+        var app = Apps.NewName("forgedsettings");
+        var dir = Apps.CopySample("python-app", _temp.Path);
+        var d = await new DeployService(NewStore(), Apps.Options with { WorkDirectory = Path.Combine(_temp.Path, "work") }).DeployAsync(app, dir);
+        var forged = $$"""{"app":"{{app}}","version":1,"settings":"{{Convert.ToBase64String("""{"Values":{"FUNCTIONS_WORKER_RUNTIME":"python","EVIL":"1"}}"""u8.ToArray())}}"}""";
+        await fixture.Store.UploadAsync(DeploymentStore.Container, $"{app}/v1.settings.json", System.Text.Encoding.UTF8.GetBytes(forged));
+        var state = Path.Combine(_temp.Path, "state");
+
+        var e = await Assert.ThrowsAsync<DeploymentStoreException>(() => NewStore().ExtractAsync(d, state, default));
+
+        Assert.Contains($"{app}/v1.settings.json", e.Message, StringComparison.Ordinal);
+        Assert.Contains("unsigned", e.Message, StringComparison.Ordinal);
+        Assert.False(Directory.Exists(Path.Combine(state, "apps", app, "v1")));
+    }
+
+    [RootFact("gives the extraction to the app user's group")]
+    [System.Runtime.Versioning.UnsupportedOSPlatform("windows")]
+    public async Task As_root_an_extraction_is_the_platforms_with_the_app_users_group_0750_0640_settings_0600_and_another_apps_user_cannot_read_it()
+    {
+        var app = Apps.NewName("confined");
+        var dir = Apps.CopySample("python-app", _temp.Path);
+        var d = await new DeployService(NewStore(), Apps.Options with { WorkDirectory = Path.Combine(_temp.Path, "work") }).DeployAsync(app, dir);
+        var state = Path.Combine(_temp.Path, "state");
+        Directory.CreateDirectory(state);
+        File.SetUnixFileMode(_temp.Path, File.GetUnixFileMode(_temp.Path) | UnixFileMode.OtherExecute); // /tmp/faast-store-*: 0700
+
+        var folder = await NewStore().ExtractAsync(d, state, default);
+
+        var own = Runtime.Workers.WorkerIdentity.Ensure(Runtime.Workers.WorkerIdentity.UserNameFor(app));
+        var other = Runtime.Workers.WorkerIdentity.Ensure(Runtime.Workers.WorkerIdentity.UserNameFor(Apps.NewName("othertenant")));
+        const UnixFileMode rwx = UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute;
+        Assert.Equal(rwx | UnixFileMode.GroupExecute | UnixFileMode.OtherExecute, File.GetUnixFileMode(Path.Combine(state, "apps")));
+        var version = Path.GetDirectoryName(folder)!;
+        foreach (var path in new[] { Path.Combine(state, "apps", app), version, folder, Path.Combine(folder, "Hello") })
+        {
+            Assert.Equal(rwx | UnixFileMode.GroupRead | UnixFileMode.GroupExecute, File.GetUnixFileMode(path));
+            Assert.Equal((0, own.GroupId), Owner(path));
+        }
+        var script = Path.Combine(folder, "Hello", "__init__.py");
+        Assert.Equal(UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.GroupRead, File.GetUnixFileMode(script));
+        Assert.Equal((0, own.GroupId), Owner(script));
+        var settings = Path.Combine(folder, "local.settings.json");
+        Assert.Equal(UnixFileMode.UserRead | UnixFileMode.UserWrite, File.GetUnixFileMode(settings));
+        Assert.Equal(0, Owner(settings).Uid);
+
+        // test(1) as each user: the app's own reads its code, not its settings; another app's reads nothing of it.
+        Assert.Null(own.FirstUnreadable([folder, Path.Combine(folder, "Hello"), script]));
+        Assert.Equal(settings, own.FirstUnreadable([settings]));
+        Assert.Equal(folder, other.FirstUnreadable([folder]));
+        Assert.Equal(script, other.FirstUnreadable([script]));
+    }
+
+    private static (int Uid, int Gid) Owner(string path)
+    {
+        var fields = System.Diagnostics.Process.Start(new System.Diagnostics.ProcessStartInfo("stat", ["-c", "%u %g", path]) { RedirectStandardOutput = true })!
+            .StandardOutput.ReadToEnd().Trim().Split(' ');
+        return (int.Parse(fields[0], System.Globalization.CultureInfo.InvariantCulture), int.Parse(fields[1], System.Globalization.CultureInfo.InvariantCulture));
+    }
+
+    [Fact]
+    public async Task Pruning_keeps_only_the_running_and_the_previous_versions_extraction_and_removes_crashed_work_folders()
+    {
+        var app = Apps.NewName("prune");
+        var state = Path.Combine(_temp.Path, "state");
+        var store = NewStore();
+        var deployments = new List<Deployment>();
+        for (var i = 0; i < 4; i++)
+        {
+            var d = await store.PublishAsync(app, SamplePackage(), "x", default);
+            await store.ExtractAsync(d, state, default);
+            deployments.Add(d);
+        }
+        var appRoot = Path.Combine(state, "apps", app);
+        Directory.CreateDirectory(Path.Combine(appRoot, ".v5-0123456789abcdef")); // an extraction that crashed
+
+        store.Prune(app, state, current: 4);
+
+        Assert.Equal(["v3", "v4"], Directory.GetDirectories(appRoot).Select(Path.GetFileName).Order(StringComparer.Ordinal));
+        Assert.True(File.Exists(Path.Combine(await store.ExtractAsync(deployments[3], state, default), "host.json")));
     }
 
     [Fact]

@@ -22,12 +22,29 @@ public sealed class PackagerTests : IDisposable
         File.WriteAllBytes(Path.Combine(dir, "assets", "empty.txt"), []);
 
         var zip = new MemoryStream();
-        Packager.Zip(dir, zip);
+        Packager.Zip(dir, zip, includeSettings: true);
         zip.Position = 0;
         var target = Path.Combine(_temp.Path, "out");
         Packager.Extract(zip, target);
 
         Apps.AssertSameFiles(dir, target);
+    }
+
+    [Fact]
+    public void A_package_leaves_the_apps_local_settings_out_as_Azures_publish_does()
+    {
+        var dir = Apps.CopySample("python-app", _temp.Path);
+        Directory.CreateDirectory(Path.Combine(dir, "data"));
+        File.WriteAllText(Path.Combine(dir, "data", "local.settings.json"), "{}"); // a file of the app's own, not its settings
+
+        var zip = new MemoryStream();
+        Packager.Zip(dir, zip);
+        zip.Position = 0;
+        using var archive = new ZipArchive(zip);
+
+        Assert.DoesNotContain(archive.Entries, e => e.FullName == "local.settings.json");
+        Assert.Contains(archive.Entries, e => e.FullName == "data/local.settings.json");
+        Assert.Contains(archive.Entries, e => e.FullName == "host.json");
     }
 
     [Fact]

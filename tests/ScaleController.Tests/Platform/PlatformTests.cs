@@ -66,7 +66,7 @@ public sealed class PlatformTests : IAsyncLifetime
     private static MemoryStream Zip(string directory)
     {
         var zip = new MemoryStream();
-        Packager.Zip(directory, zip);
+        Packager.Zip(directory, zip, includeSettings: true);
         zip.Position = 0;
         return zip;
     }

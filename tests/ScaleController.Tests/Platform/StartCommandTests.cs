@@ -149,7 +149,7 @@ public sealed class StartCommandTests : IDisposable
             {
                 Values = new Dictionary<string, string> { ["FUNCTIONS_WORKER_RUNTIME"] = "python", ["AzureWebJobsStorage"] = azurite.ConnectionString },
             }));
-            FaaST.ScaleController.Deploy.Packager.Zip(survivor, zip);
+            FaaST.ScaleController.Deploy.Packager.Zip(survivor, zip, includeSettings: true);
             zip.Position = 0;
             using (var deployed = await http.PutAsync("admin/platform/apps/survivor", new StreamContent(zip)))
                 Assert.True(deployed.IsSuccessStatusCode, await deployed.Content.ReadAsStringAsync());

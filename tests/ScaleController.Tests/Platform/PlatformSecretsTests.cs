@@ -1,0 +1,179 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using System.Globalization;
+using System.Text;
+using System.Text.Json;
+using FaaST.Peers;
+using FaaST.ScaleController.Control;
+using FaaST.ScaleController.Deploy;
+using FaaST.ScaleController.Platform;
+
+namespace FaaST.ScaleController.Tests.Platform;
+
+/// <summary>
+/// What each tenant holds (issue 19): its own peer secret, derived from the platform's master key, never the platform's
+/// environment's; records in storage signed by the platform; packages without settings; extractions only the app's
+/// user can read. A real platform process (as `./faast platform` runs it) with real Azurite and real instances.
+/// </summary>
+public sealed class PlatformSecretsTests : IDisposable
+{
+    private readonly TempDirectory _apps = new("faast-secrets-apps-");
+
+    public void Dispose() => _apps.Dispose();
+
+    private string CopySample(string name) => Repo.CopySample("python-app", Path.Combine(_apps.Path, name));
+
+    private static Process Start(IEnumerable<string> args, ConcurrentQueue<string> output, string storage, IReadOnlyDictionary<string, string>? environment = null)
+    {
+        var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
+        info.ArgumentList.Add(Path.Combine(AppContext.BaseDirectory, "FaaST.ScaleController.dll"));
+        foreach (var a in args)
+            info.ArgumentList.Add(a);
+        info.Environment["FAAST_HOME"] = Repo.Root;
+        info.Environment["AzureWebJobsStorage"] = storage;
+        foreach (var (name, value) in environment ?? new Dictionary<string, string>())
+            info.Environment[name] = value;
+        var process = Process.Start(info)!;
+        process.OutputDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
+        process.ErrorDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
+        process.BeginOutputReadLine();
+        process.BeginErrorReadLine();
+        return process;
+    }
+
+    /// <summary>`./faast deploy` as a user runs it (it finds the local platform's credential itself).</summary>
+    private static async Task DeployAsync(string app, string url)
+    {
+        var output = new ConcurrentQueue<string>();
+        using var process = Start(["deploy", app, "--platform", url], output, "UseDevelopmentStorage=true");
+        using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(180));
+        await process.WaitForExitAsync(timeout.Token);
+        Assert.True(process.ExitCode == 0, string.Join('\n', output));
+    }
+
+    private static async Task<Process> StartPlatformAsync(string state, int port, string storage, ConcurrentQueue<string> output,
+        IReadOnlyDictionary<string, string>? environment = null, params string[] more)
+    {
+        var platform = Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state, .. more], output, storage, environment);
+        await Eventually.TrueAsync(() => output.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)) || platform.HasExited,
+            "the platform", () => string.Join('\n', output), seconds: 120);
+        Assert.False(platform.HasExited, string.Join('\n', output));
+        return platform;
+    }
+
+    private static void Stop(Process platform)
+    {
+        if (platform.HasExited)
+            return;
+        Process.Start("kill", ["-TERM", platform.Id.ToString(CultureInfo.InvariantCulture)])!.WaitForExit();
+        if (!platform.WaitForExit(60_000))
+            platform.Kill(entireProcessTree: true);
+    }
+
+    /// <summary>The instance records of <paramref name="app"/> in the platform's storage.</summary>
+    private static async Task<List<JsonElement>> RecordsAsync(string storage, string app)
+    {
+        using var store = new Storage.BlobStore(storage);
+        var records = new List<JsonElement>();
+        await foreach (var item in store.ListAsync(DeploymentStore.Container, $"{app}/instances/"))
+        {
+            var content = await store.DownloadAsync(DeploymentStore.Container, item.Name);
+            if (content is not null)
+                records.Add(JsonDocument.Parse(content.Data).RootElement.Clone());
+        }
+        return records;
+    }
+
+    private static string? EnvironmentOf(int pid, string name) =>
+        File.ReadAllText($"/proc/{pid}/environ").Split('\0').FirstOrDefault(v => v.StartsWith(name + "=", StringComparison.Ordinal))?[(name.Length + 1)..];
+
+    [Fact]
+    public async Task Each_app_gets_its_own_peer_secret_and_the_platforms_environment_provides_none_so_one_apps_secret_signs_nothing_another_accepts()
+    {
+        await using var azurite = await Storage.AzuriteProcess.StartAsync(Repo.Root);
+        using var state = new TempDirectory("faast-secrets-state-");
+        var port = Ports.Free();
+        var output = new ConcurrentQueue<string>();
+        const string operators = "the-operators-own-secret-that-no-app-may-hold-0123456789";
+        using var platform = await StartPlatformAsync(state.Path, port, azurite.ConnectionString, output,
+            new Dictionary<string, string> { ["FAAST_PEER_SECRET"] = operators }, "--isolation", "off");
+        try
+        {
+            await DeployAsync(CopySample("tenanta"), $"http://127.0.0.1:{port}");
+            await DeployAsync(CopySample("tenantb"), $"http://127.0.0.1:{port}");
+            var a = Assert.Single(await RecordsAsync(azurite.ConnectionString, "tenanta"));
+            var b = Assert.Single(await RecordsAsync(azurite.ConnectionString, "tenantb"));
+            var secretA = EnvironmentOf(a.GetProperty("processId").GetInt32(), "FAAST_PEER_SECRET");
+            var secretB = EnvironmentOf(b.GetProperty("processId").GetInt32(), "FAAST_PEER_SECRET");
+            Assert.NotNull(secretA);
+            Assert.NotNull(secretB);
+            Assert.NotEqual(secretA, secretB);
+            Assert.NotEqual(operators, secretA);
+            Assert.NotEqual(operators, secretB);
+            // Derived from the master in the state folder: what a restarted platform derives again.
+            var keys = PlatformKeys.LoadOrCreate(state.Path);
+            Assert.Equal(keys.PeerSecretOf("tenanta"), secretA);
+            Assert.Equal(keys.PeerSecretOf("tenantb"), secretB);
+
+            // Tenant A holds its secret (its instance's environment); with it, it signs a vote query as app B.
+            var peerB = new VoteEndpoint(b.GetProperty("id").GetString()!, new Uri(b.GetProperty("peerAddress").GetString()!));
+            var query = new VoteQuery("tenantb", 1, 0);
+            using (var forged = new GrpcVoteClient(new PeerAuth(Encoding.UTF8.GetBytes(secretA!), "tenantb"), TimeProvider.System))
+            {
+                var refused = await Assert.ThrowsAsync<Grpc.Core.RpcException>(() => forged.GetVoteAsync(peerB, query, CancellationToken.None));
+                Assert.Equal(Grpc.Core.StatusCode.Unauthenticated, refused.StatusCode);
+            }
+            using var genuine = new GrpcVoteClient(new PeerAuth(Encoding.UTF8.GetBytes(secretB!), "tenantb"), TimeProvider.System);
+            Assert.True((await genuine.GetVoteAsync(peerB, query, CancellationToken.None)).Answered);
+        }
+        finally
+        {
+            Stop(platform);
+        }
+    }
+
+    [IsolationFact]
+    public async Task As_root_with_isolation_required_an_apps_settings_reach_its_functions_running_as_its_own_user_though_the_package_never_held_them()
+    {
+        await using var azurite = await Storage.AzuriteProcess.StartAsync(Repo.Root);
+        using var state = new TempDirectory("faast-secrets-state-");
+        var port = Ports.Free();
+        var output = new ConcurrentQueue<string>();
+        var app = CopySample("settled");
+        var settings = Path.Combine(app, "local.settings.json");
+        File.WriteAllText(settings, File.ReadAllText(settings).Replace("\"Values\": {", "\"Values\": { \"TENANT_SETTING\": \"kept-apart\",", StringComparison.Ordinal));
+        Directory.CreateDirectory(Path.Combine(app, "Setting"));
+        File.WriteAllText(Path.Combine(app, "Setting", "function.json"), """
+            { "bindings": [
+              { "type": "httpTrigger", "direction": "in", "name": "req", "authLevel": "anonymous", "methods": ["get"], "route": "setting" },
+              { "type": "http", "direction": "out", "name": "$return" } ] }
+            """);
+        File.WriteAllText(Path.Combine(app, "Setting", "__init__.py"), """
+            import os
+
+            import azure.functions as func
+
+
+            def main(req: func.HttpRequest) -> str:
+                return f"{os.environ.get('TENANT_SETTING')} uid={os.getuid()}"
+            """);
+        using var platform = await StartPlatformAsync(state.Path, port, azurite.ConnectionString, output, null, "--isolation", "required");
+        try
+        {
+            await DeployAsync(app, $"http://127.0.0.1:{port}");
+            using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(60) };
+            var answer = await http.GetStringAsync($"http://127.0.0.1:{port}/settled/api/setting");
+            var user = Runtime.Workers.WorkerIdentity.Ensure(Runtime.Workers.WorkerIdentity.UserNameFor("settled"));
+            Assert.Equal($"kept-apart uid={user.UserId}", answer);
+
+            using var store = new Storage.BlobStore(azurite.ConnectionString);
+            var package = await store.DownloadAsync(DeploymentStore.Container, DeploymentStore.PackageBlob("settled", 1));
+            using var zip = new System.IO.Compression.ZipArchive(new MemoryStream(package!.Data));
+            Assert.DoesNotContain(zip.Entries, e => e.FullName == "local.settings.json");
+        }
+        finally
+        {
+            Stop(platform);
+        }
+    }
+}
