@@ -59,4 +59,7 @@ internal static partial class Log
 
     [LoggerMessage(EventId = 8218, Level = LogLevel.Information, Message = "App {App}: instance {Id} of a previous platform process is gone or not of the current version; forgotten")]
     public static partial void NotAdopted(ILogger logger, string app, string id);
+
+    [LoggerMessage(EventId = 8219, Level = LogLevel.Warning, Message = "App {App}: refused the instance record {Blob} ({Problem}); deleted, its process left alone")]
+    public static partial void RecordRefused(ILogger logger, string app, string blob, string problem);
 }

@@ -38,7 +38,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         _context = new PlatformContext(options, provider, time, loggers);
         _context.Keys = PlatformKeys.LoadOrCreate(options.StateDirectory, options.MasterKeyFile);
         _store = new BlobStore(options.StorageConnectionString);
-        _context.Registry = new InstanceRegistry(_store, _logger);
+        _context.Registry = new InstanceRegistry(_store, _context.Keys, _logger);
         _deployments = new DeploymentStore(_store, _context.Keys, time: time, logger: loggers.CreateLogger("FaaST.Deploy"));
         _deploy = new DeployService(_deployments, logger: loggers.CreateLogger("FaaST.Deploy"));
         _router = options.SingleApp is { } single ? AppRouter.SingleApp(single) : AppRouter.MultiApp();
