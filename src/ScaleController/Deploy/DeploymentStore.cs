@@ -94,7 +94,8 @@ public sealed class DeploymentStore
             await _store.CreateContainerIfNotExistsAsync(Container, ct).ConfigureAwait(false);
             for (var attempt = 1; attempt <= _options.PublishAttempts; attempt++)
             {
-                var (current, etag) = await ReadRecordAsync(app, ct).ConfigureAwait(false);
+                // The version number only: an unsigned app.json (an older platform's) is replaced by this signed one.
+                var (current, etag) = await ReadRecordAsync(app, ct, verify: false).ConfigureAwait(false);
                 // Above the current version and above any package a deployer still racing (or one that died) wrote.
                 var version = Math.Max(current?.Version ?? 0, await HighestPackageAsync(app, ct).ConfigureAwait(false)) + 1;
                 content.Position = start;
@@ -119,7 +120,7 @@ public sealed class DeploymentStore
                 var deployment = new Deployment(app, version, sha256, size, _time.GetUtcNow(), source);
                 try
                 {
-                    await _store.UploadAsync(Container, RecordBlob(app), Serialize(deployment), "application/json",
+                    await _store.UploadAsync(Container, RecordBlob(app), SerializeSigned(deployment), "application/json",
                         ifMatch: etag, ifNoneMatch: etag is null ? "*" : null, ct: ct).ConfigureAwait(false);
                 }
                 catch (BlobConditionFailedException)
@@ -350,7 +351,7 @@ public sealed class DeploymentStore
         return highest;
     }
 
-    private async Task<(Deployment? Deployment, string? ETag)> ReadRecordAsync(string app, CancellationToken ct)
+    private async Task<(Deployment? Deployment, string? ETag)> ReadRecordAsync(string app, CancellationToken ct, bool verify = true)
     {
         BlobContent? content;
         try
@@ -362,7 +363,34 @@ public sealed class DeploymentStore
             return (null, null); // no container yet
         }
 
-        return content is null ? (null, null) : (Parse(app, content.Data), content.Properties.ETag);
+        if (content is null)
+            return (null, null);
+        var deployment = Parse(app, content.Data);
+        if (verify)
+            Verify(app, deployment, content.Data);
+        return (deployment, content.Properties.ETag);
+    }
+
+    /// <summary>Refuses (logged) an app.json this platform did not sign: never loaded, never extracted, never run.</summary>
+    private void Verify(string app, Deployment deployment, byte[] data)
+    {
+        string? signature = null;
+        try
+        {
+            using var doc = JsonDocument.Parse(data);
+            if (doc.RootElement.TryGetProperty("signature", out var s) && s.ValueKind == JsonValueKind.String)
+                signature = s.GetString();
+        }
+        catch (JsonException)
+        {
+            // Parse accepted it, so it is JSON
+        }
+        if (_keys.Verify(Serialize(deployment), signature))
+            return;
+        var blob = $"{Container}/{RecordBlob(app)}";
+        var problem = signature is null ? "unsigned" : "its signature is not this platform's";
+        Log.RecordRefused(_logger, blob, problem);
+        throw new DeploymentStoreException($"{blob}: {problem}; refusing to load it (only the platform that holds the master key writes app.json)");
     }
 
     private async Task DeleteUnpublishedAsync(string blob)
@@ -432,7 +460,14 @@ public sealed class DeploymentStore
         }
     }
 
-    internal static byte[] Serialize(Deployment d)
+    /// <summary>app.json as stored: the record's fields, then <c>"signature"</c> = the records key's HMAC of
+    /// <see cref="Serialize"/> (the same fields without it).</summary>
+    internal byte[] SerializeSigned(Deployment d) => Serialize(d, _keys.Sign(Serialize(d)));
+
+    /// <summary>The canonical bytes of a record: what its signature covers.</summary>
+    internal static byte[] Serialize(Deployment d) => Serialize(d, signature: null);
+
+    private static byte[] Serialize(Deployment d, string? signature)
     {
         using var buffer = new MemoryStream();
         using (var json = new Utf8JsonWriter(buffer, new JsonWriterOptions { Indented = true }))
@@ -444,6 +479,8 @@ public sealed class DeploymentStore
             json.WriteNumber("size", d.Size);
             json.WriteString("deployed", d.Deployed);
             json.WriteString("source", d.Source);
+            if (signature is not null)
+                json.WriteString("signature", signature);
             json.WriteEndObject();
         }
 

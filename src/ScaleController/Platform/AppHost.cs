@@ -144,7 +144,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
     {
         foreach (var r in recorded)
         {
-            var adopted = await _platform.Provider.AdoptAsync(r, ct);
+            var adopted = await _platform.Provider.AdoptAsync(r, new PeerAuth(_platform.PeerSecretOf(App, Directory), App), ct);
             if (adopted is not null && adopted.Version == Deployment.Version)
             {
                 var slot = new Slot { Handle = adopted, State = InstanceState.Ready, Started = adopted.Started };

@@ -10,9 +10,11 @@ namespace FaaST.ScaleController.Platform;
 /// The platform's record of the instances it runs, in storage beside the deployments
 /// (<c>faast-deployments/{app}/instances/{id}.json</c>): written when an instance is ready, deleted when it stops. A
 /// platform that crashed leaves its records, so the next one finds the instances still running and takes them over
-/// instead of starting new ones (a restart loses no running instance).
+/// instead of starting new ones (a restart loses no running instance). Each record carries <c>"signature"</c>, the
+/// platform's records key's HMAC of the record without it (<see cref="PlatformKeys.Sign"/>); a record without a valid
+/// one is refused with a log line and deleted: never adopted, never used to stop a process.
 /// </summary>
-internal sealed class InstanceRegistry(IBlobStore store, ILogger logger)
+internal sealed class InstanceRegistry(IBlobStore store, PlatformKeys keys, ILogger logger)
 {
     private static string Prefix(string app) => $"{app}/instances/";
 
@@ -24,8 +26,7 @@ internal sealed class InstanceRegistry(IBlobStore store, ILogger logger)
             instance.ProcessId, instance.Started, Environment.MachineName);
         try
         {
-            await store.UploadAsync(DeploymentStore.Container, BlobOf(instance.App, instance.Id),
-                JsonSerializer.SerializeToUtf8Bytes(record, RegistryJson.Default.InstanceRecordJson), ct: ct);
+            await store.UploadAsync(DeploymentStore.Container, BlobOf(instance.App, instance.Id), Signed(record, keys), ct: ct);
         }
         catch (Exception e) when (e is BlobStorageException or StorageUnavailableException or IOException or HttpRequestException)
         {
@@ -66,16 +67,33 @@ internal sealed class InstanceRegistry(IBlobStore store, ILogger logger)
                 await store.DeleteAsync(DeploymentStore.Container, item.Name, ct: ct);
                 continue;
             }
-            if (record is null || record.Host != Environment.MachineName || record.App != app)
+            if (record is null)
+                continue;
+            if (!keys.Verify(Canonical(record), record.Signature))
+            {
+                Log.RecordRefused(logger, app, item.Name, record.Signature is null ? "unsigned" : "its signature is not this platform's");
+                await store.DeleteAsync(DeploymentStore.Container, item.Name, ct: ct);
+                continue;
+            }
+            if (record.Host != Environment.MachineName || record.App != app)
                 continue;
             found.Add(new InstanceHandle(record.Id, record.App, record.Version, record.BaseAddress, record.PeerAddress, record.ProcessId, record.Started));
         }
         return found;
     }
+
+    /// <summary>The canonical bytes of a record: what its signature covers (the record without its signature).</summary>
+    internal static byte[] Canonical(InstanceRecordJson record) =>
+        JsonSerializer.SerializeToUtf8Bytes(record with { Signature = null }, RegistryJson.Default.InstanceRecordJson);
+
+    /// <summary>The record as stored: signed with the platform's records key.</summary>
+    internal static byte[] Signed(InstanceRecordJson record, PlatformKeys keys) =>
+        JsonSerializer.SerializeToUtf8Bytes(record with { Signature = keys.Sign(Canonical(record)) }, RegistryJson.Default.InstanceRecordJson);
 }
 
-internal sealed record InstanceRecordJson(string Id, string App, int Version, Uri BaseAddress, Uri? PeerAddress, int ProcessId, DateTimeOffset Started, string Host);
+internal sealed record InstanceRecordJson(string Id, string App, int Version, Uri BaseAddress, Uri? PeerAddress, int ProcessId, DateTimeOffset Started, string Host,
+    string? Signature = null);
 
-[JsonSourceGenerationOptions(PropertyNamingPolicy = JsonKnownNamingPolicy.CamelCase)]
+[JsonSourceGenerationOptions(PropertyNamingPolicy = JsonKnownNamingPolicy.CamelCase, DefaultIgnoreCondition = JsonIgnoreCondition.WhenWritingNull)]
 [JsonSerializable(typeof(InstanceRecordJson))]
 internal sealed partial class RegistryJson : JsonSerializerContext;

@@ -60,9 +60,12 @@ internal static partial class Log
     [LoggerMessage(EventId = 8218, Level = LogLevel.Information, Message = "App {App}: instance {Id} of a previous platform process is gone or not of the current version; forgotten")]
     public static partial void NotAdopted(ILogger logger, string app, string id);
 
-    [LoggerMessage(EventId = 8240, Level = LogLevel.Information, Message = "App {App}: its own Azurite (an account of its own) at {Blob} and {Queue}, data in {Data}")]
+    [LoggerMessage(EventId = 8244, Level = LogLevel.Information, Message = "App {App}: its own Azurite (an account of its own) at {Blob} and {Queue}, data in {Data}")]
     public static partial void AppStorageStarted(ILogger logger, string app, Uri blob, Uri queue, string data);
 
-    [LoggerMessage(EventId = 8241, Level = LogLevel.Warning, Message = "App {App}: cannot write {File}, so `./faast blob` cannot find the app's Azurite: {Reason}")]
+    [LoggerMessage(EventId = 8245, Level = LogLevel.Warning, Message = "App {App}: cannot write {File}, so `./faast blob` cannot find the app's Azurite: {Reason}")]
     public static partial void AppStoragePublishFailed(ILogger logger, string app, string file, string reason);
+
+    [LoggerMessage(EventId = 8219, Level = LogLevel.Warning, Message = "App {App}: refused the instance record {Blob} ({Problem}); deleted, its process left alone")]
+    public static partial void RecordRefused(ILogger logger, string app, string blob, string problem);
 }

@@ -43,7 +43,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         _guard = new AdminGuard(_context.Keys, options, time, _logger);
         _deployLimits = new RateGate(time, TimeSpan.FromSeconds(1));
         _store = new BlobStore(options.StorageConnectionString);
-        _context.Registry = new InstanceRegistry(_store, _logger);
+        _context.Registry = new InstanceRegistry(_store, _context.Keys, _logger);
         _deployments = new DeploymentStore(_store, _context.Keys, time: time, logger: loggers.CreateLogger("FaaST.Deploy"));
         _deploy = new DeployService(_deployments, (options.Deploy ?? DeployOptions.Default) with { WorkDirectory = WorkDirectoryOf(options) },
             logger: loggers.CreateLogger("FaaST.Deploy"));

@@ -40,9 +40,11 @@ public interface IInstanceProvider : IAsyncDisposable
 
     /// <summary>
     /// Takes over an instance a previous platform process started and left running (it crashed): returns the
-    /// handle when the instance is still there and answers as itself, null otherwise.
+    /// handle when the instance is still there and proves to be the app's instance (it answers a call signed with
+    /// <paramref name="credentials"/>, the app's peer credentials), null otherwise. The record itself must already be
+    /// verified (signed by the platform): a null answer leaves the process alone.
     /// </summary>
-    Task<InstanceHandle?> AdoptAsync(InstanceHandle recorded, CancellationToken ct);
+    Task<InstanceHandle?> AdoptAsync(InstanceHandle recorded, FaaST.Peers.PeerAuth credentials, CancellationToken ct);
 
     /// <summary>Raised when an instance exits without being asked to (a crash, a kill): id and a reason.</summary>
     event Action<InstanceHandle, string>? Exited;

@@ -154,20 +154,64 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         return handle;
     }
 
-    public async Task<InstanceHandle?> AdoptAsync(InstanceHandle recorded, CancellationToken ct)
+    /// <summary>
+    /// Takes over an instance whose (signed) record a previous platform process left, only when the process is
+    /// provably that instance: /proc/PID/exe is the dotnet this platform runs, its uid is the platform's, its command
+    /// line is the runtime dll with <c>--instance-id ID</c>, and it answers a vote query signed with the app's peer
+    /// credentials (only the app's instances hold its secret) and /admin/host/status as that instance. Anything else
+    /// is not adopted and left alone: the caller stops only what was adopted.
+    /// </summary>
+    public async Task<InstanceHandle?> AdoptAsync(InstanceHandle recorded, FaaST.Peers.PeerAuth credentials, CancellationToken ct)
     {
+        ArgumentNullException.ThrowIfNull(recorded);
+        ArgumentNullException.ThrowIfNull(credentials);
+        void Refused(string why) => options.Output?.Invoke($"{recorded.App} {recorded.Id}", $"not taken over (pid {recorded.ProcessId}): {why}");
         Process process;
         try
         {
             process = Process.GetProcessById(recorded.ProcessId);
-            // The pid may have been reused since: the process must be the runtime host started with this instance id.
-            var cmdline = await File.ReadAllTextAsync($"/proc/{recorded.ProcessId}/cmdline", ct);
-            if (!cmdline.Replace('\0', ' ').Contains($" --instance-id {recorded.Id} ", StringComparison.Ordinal))
+            // The pid may have been reused since, or the record point at another program: all of these must hold.
+            var exe = new FileInfo($"/proc/{recorded.ProcessId}/exe").LinkTarget;
+            var own = new FileInfo("/proc/self/exe").LinkTarget;
+            if (exe is null || exe != own)
+            {
+                Refused($"its executable is {exe ?? "unknown"}, not {own}");
                 return null;
+            }
+            if (UidLine(recorded.ProcessId) is not { } uid || uid != UidLine(Environment.ProcessId))
+            {
+                Refused("it runs as another user than the platform");
+                return null;
+            }
+            var args = (await File.ReadAllTextAsync($"/proc/{recorded.ProcessId}/cmdline", ct)).Split('\0');
+            var at = Array.IndexOf(args, "--instance-id");
+            if (!args.Contains(options.RuntimeDll, StringComparer.Ordinal) || at < 0 || at + 1 >= args.Length || args[at + 1] != recorded.Id)
+            {
+                Refused($"its command line is not {options.RuntimeDll} with --instance-id {recorded.Id}");
+                return null;
+            }
         }
         catch (Exception e) when (e is ArgumentException or IOException or UnauthorizedAccessException or InvalidOperationException)
         {
-            return null; // not running any more
+            return null; // not running any more (or not ours to inspect)
+        }
+        if (recorded.PeerAddress is null)
+        {
+            Refused("it has no peer endpoint to prove it holds the app's peer secret");
+            return null;
+        }
+        try
+        {
+            // A signed peer call: only an instance holding the app's peer secret answers it.
+            using var votes = new Control.GrpcVoteClient(credentials, TimeProvider.System);
+            using var deadline = CancellationTokenSource.CreateLinkedTokenSource(ct);
+            deadline.CancelAfter(TimeSpan.FromSeconds(10));
+            await votes.GetVoteAsync(new Control.VoteEndpoint(recorded.Id, recorded.PeerAddress), new Control.VoteQuery(recorded.App, 1, 0), deadline.Token);
+        }
+        catch (Exception e) when (e is Grpc.Core.RpcException or HttpRequestException or OperationCanceledException or InvalidOperationException)
+        {
+            Refused($"it did not answer a vote query signed with the app's peer secret: {e.Message}");
+            return null;
         }
         // ...and answer as itself on its address.
         try
@@ -188,6 +232,10 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         _ = WatchAsync(tracked);
         return recorded;
     }
+
+    /// <summary>The "Uid:" line of /proc/PID/status (real, effective, saved and file-system uid), or null.</summary>
+    private static string? UidLine(int pid) =>
+        File.ReadLines($"/proc/{pid}/status").FirstOrDefault(l => l.StartsWith("Uid:", StringComparison.Ordinal));
 
     public async Task StopAsync(InstanceHandle instance, TimeSpan deadline, CancellationToken ct)
     {

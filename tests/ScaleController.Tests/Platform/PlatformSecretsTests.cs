@@ -176,4 +176,108 @@ public sealed class PlatformSecretsTests : IDisposable
             Stop(platform);
         }
     }
+
+    /// <summary>A process that looks like an instance to a naive check: `--instance-id ID` in its command line, and
+    /// /admin/host/status answering as ID on <paramref name="port"/>.</summary>
+    private static Process FakeInstance(string id, int port, string? user = null)
+    {
+        const string script = """
+            import http.server, json, sys
+            iid, port = sys.argv[2], int(sys.argv[3])
+            class H(http.server.BaseHTTPRequestHandler):
+                def do_GET(self):
+                    body = json.dumps({"instance": {"id": iid}, "state": "Running"}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                def log_message(self, *a):
+                    pass
+            http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+            """;
+        // A python3 every user can run (a pyenv shim under /root is not).
+        var info = new ProcessStartInfo(File.Exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3") { UseShellExecute = false, WorkingDirectory = "/" };
+        foreach (var a in new[] { "-c", script, "--instance-id", id, port.ToString(CultureInfo.InvariantCulture) })
+            info.ArgumentList.Add(a);
+        if (user is not null)
+            info.UserName = user;
+        return Process.Start(info)!;
+    }
+
+    [RootFact("runs a forged instance as another user")]
+    public async Task Forged_instance_records_unsigned_or_pointing_at_another_users_process_are_not_adopted_and_their_processes_are_not_killed_at_a_restart()
+    {
+        await using var azurite = await Storage.AzuriteProcess.StartAsync(Repo.Root);
+        using var state = new TempDirectory("faast-secrets-state-");
+        var port = Ports.Free();
+        var first = new ConcurrentQueue<string>();
+        using (var platform = await StartPlatformAsync(state.Path, port, azurite.ConnectionString, first, null, "--isolation", "off"))
+        {
+            try
+            {
+                await DeployAsync(CopySample("victim"), $"http://127.0.0.1:{port}");
+            }
+            finally
+            {
+                Stop(platform);
+            }
+        }
+
+        // Two processes that answer as instances of an old version of the victim: the restart would stop them.
+        var forger = Runtime.Workers.WorkerIdentity.Ensure("faast-forger");
+        var (unsignedPort, otherUserPort) = (Ports.Free(), Ports.Free());
+        using var unsignedProcess = FakeInstance("victim-v0-1-forged01", unsignedPort);
+        using var otherUsers = FakeInstance("victim-v0-2-forged02", otherUserPort, forger.UserName);
+        try
+        {
+            using var store = new Storage.BlobStore(azurite.ConnectionString);
+            var keys = PlatformKeys.LoadOrCreate(state.Path); // what a tenant cannot do: sign with the platform's key
+            var unsignedRecord = new InstanceRecordJson("victim-v0-1-forged01", "victim", 0, new Uri($"http://127.0.0.1:{unsignedPort}/"), null,
+                unsignedProcess.Id, DateTimeOffset.UtcNow, Environment.MachineName);
+            var otherRecord = new InstanceRecordJson("victim-v0-2-forged02", "victim", 0, new Uri($"http://127.0.0.1:{otherUserPort}/"),
+                new Uri($"http://127.0.0.1:{otherUserPort}/"), otherUsers.Id, DateTimeOffset.UtcNow, Environment.MachineName);
+            await store.UploadAsync(DeploymentStore.Container, $"victim/instances/{unsignedRecord.Id}.json",
+                JsonSerializer.SerializeToUtf8Bytes(unsignedRecord, RegistryJson.Default.InstanceRecordJson));
+            await store.UploadAsync(DeploymentStore.Container, $"victim/instances/{otherRecord.Id}.json", InstanceRegistry.Signed(otherRecord, keys));
+            using (var http = new HttpClient())
+            {
+                await Eventually.TrueAsync(async () =>
+                {
+                    try
+                    {
+                        return (await http.GetStringAsync($"http://127.0.0.1:{unsignedPort}/admin/host/status")).Contains("forged01", StringComparison.Ordinal)
+                            && (await http.GetStringAsync($"http://127.0.0.1:{otherUserPort}/admin/host/status")).Contains("forged02", StringComparison.Ordinal);
+                    }
+                    catch (HttpRequestException)
+                    {
+                        return false;
+                    }
+                }, "the forged instances to answer");
+            }
+
+            var second = new ConcurrentQueue<string>();
+            using var restarted = await StartPlatformAsync(state.Path, port, azurite.ConnectionString, second, null, "--isolation", "off");
+            try
+            {
+                await Eventually.TrueAsync(() => second.Any(l => l.Contains("Loaded app victim", StringComparison.Ordinal)), "the victim loaded again",
+                    () => string.Join('\n', second), seconds: 120);
+                Assert.False(unsignedProcess.HasExited, "the restarted platform killed the process of an unsigned record");
+                Assert.False(otherUsers.HasExited, "the restarted platform killed another user's process");
+                Assert.Contains(second, l => l.Contains("refused the instance record", StringComparison.Ordinal) && l.Contains("forged01", StringComparison.Ordinal));
+                Assert.Contains(second, l => l.Contains("not taken over", StringComparison.Ordinal) && l.Contains("forged02", StringComparison.Ordinal));
+                using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(60) };
+                Assert.Equal("Hello, still!", await http.GetStringAsync($"http://127.0.0.1:{port}/victim/api/Hello?name=still"));
+            }
+            finally
+            {
+                Stop(restarted);
+            }
+        }
+        finally
+        {
+            unsignedProcess.Kill();
+            otherUsers.Kill();
+        }
+    }
 }
