@@ -18,6 +18,7 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
 
     public ILoggerFactory Loggers { get; } = loggers;
 
+    /// <summary>The platform's keys (master, admin, and what is derived from them).</summary>
     public PlatformKeys Keys { get; set; } = null!;
 
     /// <summary>The Azurite of each app on development storage (its own account, blob and queue services).</summary>
@@ -25,8 +26,6 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
 
     /// <summary>The instances' records in storage, for a restarted platform to take them over.</summary>
     public InstanceRegistry? Registry { get; set; }
-
-    public PlatformKeys Keys { get; set; } = null!;
 
     /// <summary>The control endpoint instances send unrequested votes to (set once Kestrel has bound it).</summary>
     public Uri? ControlAddress { get; set; }

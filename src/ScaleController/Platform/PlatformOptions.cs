@@ -86,6 +86,4 @@ public sealed record PlatformOptions
 
     /// <summary>Receives instance output lines (label, line); default: the console.</summary>
     public Action<string, string>? InstanceOutput { get; init; }
-
-    public string? MasterKeyFile { get; init; }
 }
