@@ -314,6 +314,25 @@ public sealed class DeploymentStoreTests(AzuriteFixture fixture) : IDisposable
     }
 
     [Fact]
+    public async Task An_app_json_the_platform_did_not_sign_is_refused_naming_the_blob_and_left_out_of_the_apps_a_restart_loads()
+    {
+        var app = Apps.NewName("forgedrecord");
+        var d = await NewStore().PublishAsync(app, SamplePackage(), "x", default);
+        Assert.Equal(d, await NewStore().CurrentAsync(app, default));
+        var record = await fixture.Store.DownloadAsync(DeploymentStore.Container, $"{app}/app.json");
+        using (var json = JsonDocument.Parse(record!.Data))
+            Assert.Equal(64, json.RootElement.GetProperty("signature").GetString()!.Length);
+        // A tenant with the storage account (or an older platform) writes a record of its own: unsigned.
+        await fixture.Store.UploadAsync(DeploymentStore.Container, $"{app}/app.json", DeploymentStore.Serialize(d with { Version = 7 }));
+
+        var e = await Assert.ThrowsAsync<DeploymentStoreException>(() => NewStore().CurrentAsync(app, default));
+
+        Assert.Contains($"faast-deployments/{app}/app.json", e.Message, StringComparison.Ordinal);
+        Assert.Contains("unsigned", e.Message, StringComparison.Ordinal);
+        Assert.DoesNotContain(await NewStore().ListAppsAsync(default), a => a.App == app);
+    }
+
+    [Fact]
     public async Task AnInvalidAppName_IsRefusedBeforeStorage()
     {
         var e = await Assert.ThrowsAsync<ArgumentException>(() => NewStore().PublishAsync("Bad_Name", SamplePackage(), "x", default));
