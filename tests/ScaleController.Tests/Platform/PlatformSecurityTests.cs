@@ -132,7 +132,7 @@ public sealed class PlatformSecurityTests : IAsyncLifetime
         }
         Assert.Empty((await StatusAsync(platform)).Apps);
         using var store = new Storage.BlobStore(_azurite.ConnectionString);
-        Assert.Empty(await new DeploymentStore(store).ListAppsAsync());
+        Assert.Empty(await new DeploymentStore(store, PlatformKeys.Ephemeral()).ListAppsAsync());
         Assert.Contains(_output, l => l.Contains("Refused PUT /admin/platform/apps/intruder from 127.0.0.1: 401", StringComparison.Ordinal));
     }
 
