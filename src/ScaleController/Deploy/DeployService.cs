@@ -28,7 +28,18 @@ public sealed class DeployService
     /// <exception cref="ArgumentException">The app name is unusable.</exception>
     /// <exception cref="PackageException">The zip is corrupt or unsafe (zip-slip, links, over a cap).</exception>
     /// <exception cref="DeployValidationException">The app is invalid: every bad file, key and reason.</exception>
-    public async Task<Deployment> DeployAsync(string app, Stream zip, CancellationToken ct = default)
+    public Task<Deployment> DeployAsync(string app, Stream zip, CancellationToken ct = default) =>
+        PrepareAsync(app, zip, (package, token) => _store.PublishAsync(app, package, "upload", token), ct);
+
+    /// <summary>
+    /// Validates an uploaded package as <see cref="DeployAsync(string, Stream, CancellationToken)"/> does and stores it as
+    /// <paramref name="app"/>'s next version without making it current (<see cref="DeploymentStore.StageAsync"/>): the
+    /// platform makes it current once one of its instances is ready.
+    /// </summary>
+    public Task<StagedDeployment> StageAsync(string app, Stream zip, CancellationToken ct = default) =>
+        PrepareAsync(app, zip, (package, token) => _store.StageAsync(app, package, "upload", token), ct);
+
+    private async Task<T> PrepareAsync<T>(string app, Stream zip, Func<Stream, CancellationToken, Task<T>> store, CancellationToken ct)
     {
         ArgumentNullException.ThrowIfNull(zip);
         AppNames.Validate(app);
@@ -43,11 +54,11 @@ public sealed class DeployService
                 Refusing(app, () => Packager.Extract(upload, folder, _options));
             }
 
-            Refusing(app, () => AppValidator.Validate(folder, _options.ValidationEnvironment));
+            Refusing(app, () => CheckStart(folder, AppValidator.Validate(folder, _options.ValidationEnvironment)));
             await using var package = DeploymentStore.NewTempFile(_options);
             Refusing(app, () => Packager.Zip(folder, package, _options));
             package.Position = 0;
-            return await _store.PublishAsync(app, package, "upload", ct).ConfigureAwait(false);
+            return await store(package, ct).ConfigureAwait(false);
         }
         finally
         {
@@ -72,7 +83,7 @@ public sealed class DeployService
             package.Position = 0;
             var folder = Path.Combine(work, app);
             Refusing(app, () => Packager.Extract(package, folder, _options));
-            Refusing(app, () => AppValidator.Validate(folder, _options.ValidationEnvironment));
+            Refusing(app, () => CheckStart(folder, AppValidator.Validate(folder, _options.ValidationEnvironment)));
             package.Position = 0;
             return await _store.PublishAsync(app, package, Path.GetFullPath(directory), ct).ConfigureAwait(false);
         }
@@ -80,6 +91,19 @@ public sealed class DeployService
         {
             DeploymentStore.TryDelete(work, _logger);
         }
+    }
+
+    /// <summary>
+    /// What an instance checks as it starts beyond what <see cref="AppValidator"/> loads (settings its components read
+    /// then: keys, queue leases, telemetry exporters), checked here too, so that a deploy an instance would refuse
+    /// is refused before anything changes, naming the file and setting (issue 19, defect 7).
+    /// </summary>
+    private static void CheckStart(string folder, ValidatedApp validated)
+    {
+        var dir = Path.TrimEndingDirectorySeparator(Path.GetFullPath(folder));
+        var problems = Runtime.Hosting.StartChecks.Problems(validated.App, System.Net.IPAddress.Loopback);
+        if (problems.Count > 0)
+            throw new DeployValidationException(problems.Select(p => AppValidator.FromMessage(dir, "local.settings.json", p)).ToList());
     }
 
     private void Refusing(string app, Action step)

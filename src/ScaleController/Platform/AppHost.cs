@@ -151,19 +151,83 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         }
     }
 
-    /// <summary>Starts the first instances (at least one).</summary>
-    public async Task StartAsync(int instances, CancellationToken ct)
+    /// <summary>
+    /// Starts the first instances (at least one, counting those taken over). With <paramref name="makeCurrent"/> (a
+    /// deploy: its version is not current yet) they join the frontend only after it succeeded, which it is called for
+    /// once one is ready; when none starts, or it fails, the started ones are stopped and the error is thrown.
+    /// </summary>
+    public async Task StartAsync(int instances, Func<CancellationToken, Task>? makeCurrent, CancellationToken ct)
     {
         _loadedAt = _platform.Time.GetUtcNow();
-        await ScaleToAsync(Math.Max(1, instances), "deployed", ct);
-        await WhenStartedAsync(ct);
-        if (CurrentInstances == 0)
-            throw new InstanceStartException(_lastStartError ?? "no instance started");
+        await _changes.WaitAsync(ct);
+        try
+        {
+            var target = Math.Clamp(Math.Max(1, instances), 1, Math.Max(1, Policy.MaxInstances));
+            Volatile.Write(ref _desired, target);
+            _platform.NotifyChanged(App);
+            var missing = target - CurrentInstances;
+            if (missing > 0)
+            {
+                Log.ScalingOut(_logger, App, CurrentInstances, target, "deployed");
+                var (started, error) = await StartInstancesAsync(missing, Deployment, Directory, join: makeCurrent is null, ct);
+                if (CurrentInstances == 0)
+                    throw new InstanceStartException(error ?? "no instance started");
+                if (makeCurrent is not null)
+                    await MakeCurrentOrStopAsync(started, Deployment, error, makeCurrent, ct);
+            }
+            else if (makeCurrent is not null)
+            {
+                await makeCurrent(ct);
+            }
+        }
+        finally
+        {
+            _changes.Release();
+        }
         _loopTask = Loop.RunAsync(_loopStop.Token);
     }
 
+    /// <summary>
+    /// The new version's instances are ready but not routed to: make the version current, then let them join. When
+    /// none is left (they exited since), or making it current fails, they are stopped and nothing else changes.
+    /// </summary>
+    private async Task MakeCurrentOrStopAsync(IReadOnlyList<Slot> started, Deployment deployment, string? error,
+        Func<CancellationToken, Task> makeCurrent, CancellationToken ct)
+    {
+        Slot[] alive;
+        lock (_gate)
+            alive = started.Where(_slots.Contains).ToArray();
+        try
+        {
+            if (alive.Length == 0)
+                throw new InstanceStartException(error ?? $"every instance of v{deployment.Version} exited right after it was ready");
+            await makeCurrent(ct);
+        }
+        catch
+        {
+            await Task.WhenAll(alive.Select(StopUnjoinedAsync));
+            throw;
+        }
+        foreach (var slot in alive)
+            await JoinAsync(slot, deployment);
+    }
+
+    /// <summary>Stops an instance that never joined the frontend (its version did not become current).</summary>
+    private async Task StopUnjoinedAsync(Slot slot)
+    {
+        lock (_gate)
+        {
+            slot.State = InstanceState.Draining;
+            _slots = [.. _slots.Where(s => s != slot)];
+        }
+        var handle = slot.Handle!;
+        await _platform.Provider.StopAsync(handle, _platform.Options.DrainDeadline, CancellationToken.None);
+        Log.InstanceDiscarded(_logger, App, handle.Id, handle.Version);
+        _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStopped, App, handle.Version, handle.Id, "its version did not become current",
+            _platform.Time.GetUtcNow()));
+    }
+
     private Task _starting = Task.CompletedTask;
-    private string? _lastStartError;
 
     /// <summary>Completes when the instances being started now are ready (or failed to start).</summary>
     public Task WhenStartedAsync(CancellationToken ct) => Volatile.Read(ref _starting).WaitAsync(ct);
@@ -186,7 +250,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
             if (target > current)
             {
                 Log.ScalingOut(_logger, App, current, target, reason);
-                var started = StartInstancesAsync(target - current, Deployment, Directory, CancellationToken.None);
+                var started = StartInstancesAsync(target - current, Deployment, Directory, join: true, CancellationToken.None);
                 var previous = Volatile.Read(ref _starting);
                 Volatile.Write(ref _starting, Task.WhenAll(previous, started.ContinueWith(_ => { }, TaskScheduler.Default)));
             }
@@ -222,11 +286,15 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
     }
 
     /// <summary>
-    /// Rolls the app to a new deployment: as many instances of the new version as there are now start and
-    /// join the frontend once ready; only then do the old ones drain (no new requests, in-flight ones finish)
-    /// and stop. No request is dropped: at every moment some ready instance takes new requests.
+    /// Rolls the app to a new deployment: as many instances of the new version as there are now start; once one is
+    /// ready, <paramref name="makeCurrent"/> makes the version current (app.json) and the ready ones join the frontend;
+    /// only then do the old ones drain (no new requests, in-flight ones finish) and stop. No request is dropped: at
+    /// every moment some ready instance takes new requests. When no instance of the new version starts (or making it
+    /// current fails), the started ones are stopped, the old ones were never touched, the app stays at its version,
+    /// and <see cref="InstanceStartException"/> carries the instance's own error (issue 19, defect 7).
     /// </summary>
-    public async Task RedeployAsync(Deployment deployment, string directory, ScalePolicy policy, CancellationToken ct)
+    public async Task RedeployAsync(Deployment deployment, string directory, ScalePolicy policy, Func<CancellationToken, Task> makeCurrent,
+        CancellationToken ct)
     {
         await _changes.WaitAsync(ct);
         try
@@ -236,7 +304,21 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
                 old = _slots.ToArray();
             var count = Math.Clamp(Math.Max(1, old.Count(s => s.State != InstanceState.Draining)), policy.MinInstances, policy.MaxInstances);
             Log.Rolling(_logger, App, Deployment.Version, deployment.Version, count);
-            await StartInstancesAsync(count, deployment, directory, ct);
+            var (started, error) = await StartInstancesAsync(count, deployment, directory, join: false, ct);
+            try
+            {
+                if (started.Count == 0)
+                    throw new InstanceStartException(error ?? "no instance started");
+                await MakeCurrentOrStopAsync(started, deployment, error, makeCurrent, ct);
+            }
+            catch (Exception e) when (e is InstanceStartException or DeployConflictException)
+            {
+                Log.RollbackKept(_logger, App, deployment.Version, Deployment.Version, e.Message);
+                if (e is DeployConflictException)
+                    throw;
+                throw new InstanceStartException(
+                    $"no instance of {App} v{deployment.Version} became ready, so v{Deployment.Version} stays current and keeps serving: {e.Message}");
+            }
             Deployment = deployment;
             Directory = directory;
             if (policy != Policy)
@@ -262,9 +344,17 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         }
     }
 
-    private async Task StartInstancesAsync(int count, Deployment deployment, string directory, CancellationToken ct)
+    /// <summary>
+    /// Starts <paramref name="count"/> instances of <paramref name="deployment"/> at once and waits for them. Each that is
+    /// ready joins the frontend at once when <paramref name="join"/>, else it waits (state Starting, not routed to)
+    /// for its caller's <see cref="JoinAsync"/>. Start failures are logged, not thrown: the ready ones and the last
+    /// failure's message (the instance's own error and last lines) are returned.
+    /// </summary>
+    private async Task<(IReadOnlyList<Slot> Started, string? Error)> StartInstancesAsync(int count, Deployment deployment, string directory, bool join,
+        CancellationToken ct)
     {
         var spec = _platform.SpecFor(deployment, directory);
+        string? error = null;
         var starts = Enumerable.Range(0, count).Select(async _ =>
         {
             var slot = new Slot();
@@ -276,20 +366,17 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
                 slot.Handle = handle;
                 slot.Started = _platform.Time.GetUtcNow();
                 LoadSeconds = LoadSeconds == 0 ? handle.LoadTime.TotalSeconds : (0.7 * LoadSeconds) + (0.3 * handle.LoadTime.TotalSeconds);
-                bool first;
+                if (join)
+                    await JoinAsync(slot, deployment);
+                return slot;
+            }
+            catch (Exception e) when (e is InstanceStartException or InvalidOperationException or FileNotFoundException or IOException)
+            {
                 lock (_gate)
-                {
-                    first = !_slots.Any(s => s.State == InstanceState.Ready);
-                    slot.State = InstanceState.Ready;
-                }
-                Frontend.AddInstance(new InstanceEndpoint(handle.Id, handle.BaseAddress, $"v{deployment.Version}"));
-                if (_platform.Registry is { } registry)
-                    await registry.RecordAsync(handle, CancellationToken.None);
-                var now = _platform.Time.GetUtcNow();
-                _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStarted, App, deployment.Version, handle.Id, "ready", now));
-                if (first)
-                    _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.Loaded, App, deployment.Version, null, $"first ready instance after {handle.LoadTime.TotalMilliseconds:0} ms", now));
-                Log.InstanceReady(_logger, App, handle.Id, deployment.Version, handle.BaseAddress, handle.LoadTime.TotalMilliseconds);
+                    _slots = [.. _slots.Where(s => s != slot)];
+                error = e.Message;
+                Log.InstanceStartFailed(_logger, App, e.Message);
+                return null;
             }
             catch
             {
@@ -298,17 +385,28 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
                 throw;
             }
         }).ToArray();
-        try
+        var slots = await Task.WhenAll(starts);
+        return (slots.OfType<Slot>().ToArray(), error);
+    }
+
+    /// <summary>A started instance joins the frontend: it is routed to, recorded, and announced.</summary>
+    private async Task JoinAsync(Slot slot, Deployment deployment)
+    {
+        var handle = slot.Handle!;
+        bool first;
+        lock (_gate)
         {
-            await Task.WhenAll(starts);
+            first = !_slots.Any(s => s.State == InstanceState.Ready);
+            slot.State = InstanceState.Ready;
         }
-        catch (Exception e) when (e is InstanceStartException or InvalidOperationException or FileNotFoundException)
-        {
-            _lastStartError = e.Message;
-            Log.InstanceStartFailed(_logger, App, e.Message);
-            if (CurrentInstances == 0)
-                throw;
-        }
+        Frontend.AddInstance(new InstanceEndpoint(handle.Id, handle.BaseAddress, $"v{deployment.Version}"));
+        if (_platform.Registry is { } registry)
+            await registry.RecordAsync(handle, CancellationToken.None);
+        var now = _platform.Time.GetUtcNow();
+        _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStarted, App, deployment.Version, handle.Id, "ready", now));
+        if (first)
+            _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.Loaded, App, deployment.Version, null, $"first ready instance after {handle.LoadTime.TotalMilliseconds:0} ms", now));
+        Log.InstanceReady(_logger, App, handle.Id, deployment.Version, handle.BaseAddress, handle.LoadTime.TotalMilliseconds);
     }
 
     /// <summary>Drains a slot its caller has marked <see cref="InstanceState.Draining"/>, then stops its process.</summary>

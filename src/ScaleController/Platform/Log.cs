@@ -59,4 +59,11 @@ internal static partial class Log
 
     [LoggerMessage(EventId = 8218, Level = LogLevel.Information, Message = "App {App}: instance {Id} of a previous platform process is gone or not of the current version; forgotten")]
     public static partial void NotAdopted(ILogger logger, string app, string id);
+
+    // 8240-8249: the instances' lifecycle (issue 19: redeploys that keep the running version, the platform's budget).
+    [LoggerMessage(EventId = 8240, Level = LogLevel.Error, Message = "App {App}: v{New} did not start, so v{Kept} stays current and keeps serving: {Reason}")]
+    public static partial void RollbackKept(ILogger logger, string app, int @new, int kept, string reason);
+
+    [LoggerMessage(EventId = 8241, Level = LogLevel.Information, Message = "App {App}: instance {Id} of v{Version} stopped before it took requests (its version did not become current)")]
+    public static partial void InstanceDiscarded(ILogger logger, string app, string id, int version);
 }

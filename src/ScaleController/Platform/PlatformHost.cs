@@ -188,17 +188,19 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         }
         catch (InstanceStartException e)
         {
-            await WriteErrorAsync(context, StatusCodes.Status500InternalServerError, $"deployed, but no instance of the new version started: {e.Message}");
+            // The package was fine, but no instance of it started: the deployer's to fix, nothing changed (defect 7).
+            Log.DeployRefused(_logger, name, e.Message);
+            await WriteErrorAsync(context, StatusCodes.Status422UnprocessableEntity, e.Message);
         }
     }
 
     /// <summary>Validates and publishes a zipped app, then loads it (first deploy) or rolls its instances to it.</summary>
     public async Task<Deployment> DeployPackageAsync(string app, Stream zip, CancellationToken ct)
     {
-        var deployment = await _deploy.DeployAsync(app, zip, ct);
-        Log.Deployed(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256);
-        await LoadOrRollAsync(deployment, initialInstances: null, ct);
-        return deployment;
+        // Stored, not current: app.json names the new version only once one of its instances is ready (defect 7).
+        var staged = await _deploy.StageAsync(app, zip, ct);
+        await LoadOrRollAsync(staged.Deployment, initialInstances: null, ct, staged: staged);
+        return staged.Deployment;
     }
 
     /// <summary>
@@ -214,33 +216,63 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         using var zip = new MemoryStream();
         Packager.Zip(directory, zip);
         zip.Position = 0;
-        var deployment = await _deployments.PublishAsync(app.Name, zip, $"./faast start {directory}", ct);
-        Log.Deployed(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256);
-        await LoadOrRollAsync(deployment, initialInstances, ct);
-        return deployment;
+        var staged = await _deployments.StageAsync(app.Name, zip, $"./faast start {directory}", ct);
+        await LoadOrRollAsync(staged.Deployment, initialInstances, ct, staged: staged);
+        return staged.Deployment;
     }
 
-    private async Task LoadOrRollAsync(Deployment deployment, int? initialInstances, CancellationToken ct, bool adopt = false)
+    /// <summary>
+    /// Loads <paramref name="deployment"/> (first instances) or rolls the running app to it. A <paramref name="staged"/>
+    /// deployment (a deploy) is made current only once one of its instances is ready; when none starts, its instances
+    /// are stopped, its package is deleted, and the running version (if any) was never touched.
+    /// </summary>
+    private async Task LoadOrRollAsync(Deployment deployment, int? initialInstances, CancellationToken ct, bool adopt = false,
+        StagedDeployment? staged = null)
     {
         await _deploying.WaitAsync(ct);
         try
         {
-            var directory = await _deployments.ExtractAsync(deployment, Options.StateDirectory, ct);
-            var policy = CachePolicyFile.Load(directory).Scale;
-            if (_apps.TryGetValue(deployment.App, out var running))
+            Func<CancellationToken, Task>? makeCurrent = staged is null ? null : async token =>
             {
-                await running.RedeployAsync(deployment, directory, policy, ct);
+                await _deployments.MakeCurrentAsync(staged, token);
+                Log.Deployed(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256);
+            };
+            try
+            {
+                var directory = await _deployments.ExtractAsync(deployment, Options.StateDirectory, ct);
+                var policy = CachePolicyFile.Load(directory).Scale;
+                if (_apps.TryGetValue(deployment.App, out var running))
+                {
+                    await running.RedeployAsync(deployment, directory, policy, makeCurrent ?? (_ => Task.CompletedTask), ct);
+                }
+                else
+                {
+                    var app = new AppHost(_context, deployment, directory, policy, _context.Loggers.CreateLogger("FaaST.Platform"));
+                    ImmutableInterlocked.Update(ref _apps, a => a.SetItem(deployment.App, app));
+                    _router.AddApp(deployment.App);
+                    try
+                    {
+                        if (adopt)
+                            await app.AdoptAsync(await _context.Registry!.ListAsync(deployment.App, ct), ct);
+                        // Instances taken over count: a restarted platform keeps as many as were running.
+                        await app.StartAsync(Math.Max(app.CurrentInstances,
+                            Math.Clamp(initialInstances ?? Options.InitialInstances ?? policy.MinInstances, 1, policy.MaxInstances)), makeCurrent, ct);
+                    }
+                    catch when (staged is not null)
+                    {
+                        // A first deploy that did not start leaves no app behind (nothing of it is current).
+                        ImmutableInterlocked.Update(ref _apps, a => a.Remove(deployment.App));
+                        if (Options.SingleApp is null)
+                            _router.RemoveApp(deployment.App);
+                        await app.DisposeAsync();
+                        throw;
+                    }
+                }
             }
-            else
+            catch (Exception e) when (staged is not null && e is not DeployConflictException)
             {
-                var app = new AppHost(_context, deployment, directory, policy, _context.Loggers.CreateLogger("FaaST.Platform"));
-                ImmutableInterlocked.Update(ref _apps, a => a.SetItem(deployment.App, app));
-                _router.AddApp(deployment.App);
-                if (adopt)
-                    await app.AdoptAsync(await _context.Registry!.ListAsync(deployment.App, ct), ct);
-                // Instances taken over count: a restarted platform keeps as many as were running.
-                await app.StartAsync(Math.Max(app.CurrentInstances,
-                    Math.Clamp(initialInstances ?? Options.InitialInstances ?? policy.MinInstances, 1, policy.MaxInstances)), ct);
+                await _deployments.DiscardAsync(staged);
+                throw;
             }
             Changed?.Invoke(deployment.App);
         }

@@ -160,6 +160,103 @@ public sealed class PlatformTests : IAsyncLifetime
     }
 
     [Fact]
+    public async Task A_redeploy_whose_instance_cannot_start_fails_with_the_instances_error_and_the_running_version_keeps_serving_under_load()
+    {
+        // Before issue 19 (defect 7) v2 became current at once, its start failure was ignored while v1 ran, v1 drained,
+        // and the app was left with no instance: requests failed.
+        var provider = Provider();
+        var platform = await StartPlatformAsync(provider);
+        using var client = Client(platform);
+        var dir = CopySample("steadfast");
+        using (var first = await client.PutAsync("admin/platform/apps/steadfast", new StreamContent(Zip(dir))))
+            Assert.True(first.IsSuccessStatusCode, await first.Content.ReadAsStringAsync());
+        var (v1, _) = Assert.Single(provider.Processes);
+
+        // v2 passes every check a deploy makes; its module, loaded as the instance starts, says why it cannot run and
+        // then ends its own host (a failure only the instance can see). It waits until that line has reached the
+        // platform (the test lets it go), so that the line is surely among the instance's last ones.
+        var go = Path.Combine(_apps.Path, "v2-may-fail");
+        var init = Path.Combine(dir, "Hello", "__init__.py");
+        File.WriteAllText(init, $$"""
+            import os
+            import signal
+            import sys
+            import time
+
+            print("v2 cannot run here: the orders database is unreachable", file=sys.stderr, flush=True)
+            while not os.path.exists({{System.Text.Json.JsonSerializer.Serialize(go)}}):
+                time.sleep(0.05)
+            pid = os.getppid()
+            while pid > 1:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"FaaST.Runtime.dll" in f.read():
+                        os.kill(pid, signal.SIGKILL)
+                        os._exit(1)
+                with open(f"/proc/{pid}/stat") as f:
+                    pid = int(f.read().rsplit(")", 1)[1].split()[1])
+
+            """ + File.ReadAllText(init));
+        var release = Task.Run(async () =>
+        {
+            await Eventually.TrueAsync(() => _output.Any(l => l.Contains("orders database is unreachable", StringComparison.Ordinal)),
+                "v2's line in the instance output", () => Output, seconds: 120);
+            File.WriteAllText(go, "");
+        });
+
+        using var stop = new CancellationTokenSource();
+        var answers = new ConcurrentBag<string>();
+        var failures = new ConcurrentBag<string>();
+        var load = Enumerable.Range(0, 4).Select(_ => Task.Run(async () =>
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                using var response = await client.GetAsync("steadfast/api/Hello?name=x");
+                var body = await response.Content.ReadAsStringAsync();
+                if (response.IsSuccessStatusCode)
+                    answers.Add(body);
+                else
+                    failures.Add($"{(int)response.StatusCode} {body}");
+            }
+        })).ToArray();
+        HttpStatusCode code;
+        PlatformError? error;
+        try
+        {
+            using var second = await client.PutAsync("admin/platform/apps/steadfast", new StreamContent(Zip(dir)));
+            code = second.StatusCode;
+            error = await second.Content.ReadFromJsonAsync(PlatformJsonContext.Default.PlatformError);
+            await release;
+            // Still serving after the failed roll, not just during it.
+            var served = answers.Count;
+            await Eventually.TrueAsync(() => answers.Count > served + 20, "more answers after the failed deploy", () => Output);
+        }
+        finally
+        {
+            await stop.CancelAsync();
+            await Task.WhenAll(load);
+        }
+
+        Assert.Equal(HttpStatusCode.UnprocessableEntity, code);
+        Assert.Contains("v1 stays current", error!.Error, StringComparison.Ordinal);
+        Assert.Contains("the orders database is unreachable", error.Error, StringComparison.Ordinal);
+        Assert.Empty(failures);
+        Assert.All(answers, a => Assert.Equal("Hello, x!", a));
+        var status = await AppAsync(client, "steadfast");
+        Assert.Equal(1, status.Version);
+        var instance = Assert.Single(status.Instances);
+        Assert.Equal((v1, "v1", "ready"), (instance.Id, instance.Version, instance.State));
+        Assert.Equal([v1], provider.Processes.Keys);
+        using var store = new Storage.BlobStore(_azurite.ConnectionString);
+        Assert.Equal(1, (await new DeploymentStore(store).CurrentAsync("steadfast"))!.Version);
+
+        // The next good deploy takes over as usual.
+        File.WriteAllText(init, File.ReadAllText(Path.Combine(Repo.Root, "samples", "python-app", "Hello", "__init__.py")).Replace("Hello, ", "Fixed, ", StringComparison.Ordinal));
+        using (var third = await client.PutAsync("admin/platform/apps/steadfast", new StreamContent(Zip(dir))))
+            Assert.True(third.IsSuccessStatusCode, await third.Content.ReadAsStringAsync());
+        Assert.Equal("Fixed, y!", await client.GetStringAsync("steadfast/api/Hello?name=y"));
+    }
+
+    [Fact]
     public async Task An_instance_that_dies_is_replaced_and_the_app_keeps_answering()
     {
         var provider = Provider();
