@@ -16,7 +16,7 @@ public static class Program
 {
     public const string DefaultPlatform = "http://127.0.0.1:7071";
 
-    public const string PlatformUsage = "usage: faast platform [--port N] [--listen ADDR] [--control-port N] [--state DIR] [--azurite-data DIR | --azurite-in-memory] [--workers N] [--no-cache] [--isolation auto|required|off]";
+    public const string PlatformUsage = "usage: faast platform [--port N] [--listen ADDR] [--control-port N] [--state DIR] [--azurite-data DIR | --azurite-in-memory] [--workers N] [--no-cache] [--isolation auto|required|off] [--max-instances N] [--max-workers N]";
 
     public const string DeployUsage = "usage: faast deploy APPDIR [--name NAME] [--platform URL]";
 

@@ -139,6 +139,8 @@ internal static class StartCommand
         string? state = null, azuriteData = null;
         var inMemory = false;
         var arguments = new List<string>();
+        var defaults = new PlatformOptions { StateDirectory = "", StorageConnectionString = "" };
+        int maxInstances = defaults.MaxInstances, maxWorkers = defaults.MaxWorkers;
         for (var i = 0; i < args.Length; i++)
         {
             string? Value() => i + 1 < args.Length ? args[++i] : null;
@@ -158,6 +160,16 @@ internal static class StartCommand
                     listen = Value() ?? "";
                     if (!System.Net.IPAddress.TryParse(listen, out _))
                         return await Program.UsageErrorAsync($"--listen must be an IP address, not \"{listen}\"", PlatformUsage);
+                    break;
+                case "--max-instances" or "--max-workers":
+                    var limit = args[i];
+                    var count = Value();
+                    if (!int.TryParse(count, NumberStyles.None, CultureInfo.InvariantCulture, out var most) || most is < 1 or > 100_000)
+                        return await Program.UsageErrorAsync($"{limit} must be a whole number from 1 to 100000, not \"{count}\"", PlatformUsage);
+                    if (limit == "--max-instances")
+                        maxInstances = most;
+                    else
+                        maxWorkers = most;
                     break;
                 case "--state": state = Value(); break;
                 case "--azurite-data": azuriteData = Value(); break;
@@ -189,6 +201,8 @@ internal static class StartCommand
             StorageConnectionString = storage.ConnectionString,
             DevelopmentStorage = storage.Development,
             InstanceArguments = arguments,
+            MaxInstances = maxInstances,
+            MaxWorkers = maxWorkers,
         }, ct: stop);
         await Console.Error.WriteLineAsync($"faast: platform at {platform.Address} with {platform.Apps.Count} app(s); deploy with ./faast deploy APPDIR --platform {platform.Address}");
         try

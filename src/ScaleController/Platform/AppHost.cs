@@ -162,14 +162,28 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         await _changes.WaitAsync(ct);
         try
         {
+            // Instances taken over from a previous platform process run already: they count, even beyond the budget.
+            Slot[] adopted;
+            lock (_gate)
+                adopted = _slots.Where(s => s.Held == 0).ToArray();
+            foreach (var slot in adopted)
+                Hold(slot, WorkersPerInstance(Directory));
             var target = Math.Clamp(Math.Max(1, instances), 1, Math.Max(1, Policy.MaxInstances));
+            var running = CurrentInstances;
+            var (slots, capped) = Reserve(target - running, Directory);
+            if (running + slots.Length < target)
+            {
+                Log.BudgetCapped(_logger, App, target, running + slots.Length, capped!);
+                if (running + slots.Length == 0)
+                    throw new PlatformBudgetException($"no room on the platform for an instance of {App}: {capped}");
+                target = running + slots.Length;
+            }
             Volatile.Write(ref _desired, target);
             _platform.NotifyChanged(App);
-            var missing = target - CurrentInstances;
-            if (missing > 0)
+            if (slots.Length > 0)
             {
-                Log.ScalingOut(_logger, App, CurrentInstances, target, "deployed");
-                var (started, error) = await StartInstancesAsync(missing, Deployment, Directory, join: makeCurrent is null, ct);
+                Log.ScalingOut(_logger, App, running, target, "deployed");
+                var (started, error) = await StartInstancesAsync(slots, Deployment, Directory, join: makeCurrent is null, ct);
                 if (CurrentInstances == 0)
                     throw new InstanceStartException(error ?? "no instance started");
                 if (makeCurrent is not null)
@@ -222,6 +236,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         }
         var handle = slot.Handle!;
         await _platform.Provider.StopAsync(handle, _platform.Options.DrainDeadline, CancellationToken.None);
+        Free(slot);
         Log.InstanceDiscarded(_logger, App, handle.Id, handle.Version);
         _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStopped, App, handle.Version, handle.Id, "its version did not become current",
             _platform.Time.GetUtcNow()));
@@ -235,22 +250,34 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
     public async Task ScaleToAsync(int target, string reason, CancellationToken ct)
     {
         target = Math.Clamp(target, 0, Policy.MaxInstances);
+        var asked = target;
         await _changes.WaitAsync(ct);
         try
         {
             if (_disposed)
                 return;
+            var current = CurrentInstances;
+            Slot[] slots = [];
+            if (target > current)
+            {
+                // The platform's budget caps every app's scale-out (defect 6): as many as there is room for.
+                (slots, var capped) = Reserve(target - current, Directory);
+                if (slots.Length < target - current)
+                {
+                    Log.BudgetCapped(_logger, App, asked, current + slots.Length, capped!);
+                    target = current + slots.Length;
+                }
+            }
             Volatile.Write(ref _desired, target);
             Unloaded = target == 0;
             _platform.NotifyChanged(App);
-            var current = CurrentInstances;
             // Neither starting nor draining is awaited here: the controller's loop (and an instance's unrequested
             // vote) must not wait seconds for a process; starting slots count as instances at once, so the next
             // round does not ask for them again.
             if (target > current)
             {
                 Log.ScalingOut(_logger, App, current, target, reason);
-                var started = StartInstancesAsync(target - current, Deployment, Directory, join: true, CancellationToken.None);
+                var started = StartInstancesAsync(slots, Deployment, Directory, join: true, CancellationToken.None);
                 var previous = Volatile.Read(ref _starting);
                 Volatile.Write(ref _starting, Task.WhenAll(previous, started.ContinueWith(_ => { }, TaskScheduler.Default)));
             }
@@ -303,8 +330,19 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
             lock (_gate)
                 old = _slots.ToArray();
             var count = Math.Clamp(Math.Max(1, old.Count(s => s.State != InstanceState.Draining)), policy.MinInstances, policy.MaxInstances);
-            Log.Rolling(_logger, App, Deployment.Version, deployment.Version, count);
-            var (started, error) = await StartInstancesAsync(count, deployment, directory, join: false, ct);
+            // The new version's instances need room beside the old ones while they roll: as many as there is room for,
+            // at least one.
+            var (slots, capped) = Reserve(count, directory);
+            if (slots.Length == 0)
+            {
+                Log.RollbackKept(_logger, App, deployment.Version, Deployment.Version, capped!);
+                throw new PlatformBudgetException(
+                    $"no room on the platform to start {App} v{deployment.Version} beside v{Deployment.Version}'s instances, so v{Deployment.Version} stays current: {capped}");
+            }
+            if (slots.Length < count)
+                Log.BudgetCapped(_logger, App, count, slots.Length, capped!);
+            Log.Rolling(_logger, App, Deployment.Version, deployment.Version, slots.Length);
+            var (started, error) = await StartInstancesAsync(slots, deployment, directory, join: false, ct);
             try
             {
                 if (started.Count == 0)
@@ -350,16 +388,23 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
     /// for its caller's <see cref="JoinAsync"/>. Start failures are logged, not thrown: the ready ones and the last
     /// failure's message (the instance's own error and last lines) are returned.
     /// </summary>
-    private async Task<(IReadOnlyList<Slot> Started, string? Error)> StartInstancesAsync(int count, Deployment deployment, string directory, bool join,
+    private async Task<(IReadOnlyList<Slot> Started, string? Error)> StartInstancesAsync(Slot[] reserved, Deployment deployment, string directory, bool join,
         CancellationToken ct)
     {
-        var spec = _platform.SpecFor(deployment, directory);
-        string? error = null;
-        var starts = Enumerable.Range(0, count).Select(async _ =>
+        InstanceSpec spec;
+        try
         {
-            var slot = new Slot();
-            lock (_gate)
-                _slots = [.. _slots, slot];
+            spec = _platform.SpecFor(deployment, directory);
+        }
+        catch
+        {
+            foreach (var slot in reserved)
+                Unreserve(slot);
+            throw;
+        }
+        string? error = null;
+        var starts = reserved.Select(async slot =>
+        {
             try
             {
                 var handle = await _platform.Provider.StartAsync(spec, ct);
@@ -372,21 +417,80 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
             }
             catch (Exception e) when (e is InstanceStartException or InvalidOperationException or FileNotFoundException or IOException)
             {
-                lock (_gate)
-                    _slots = [.. _slots.Where(s => s != slot)];
+                Unreserve(slot);
                 error = e.Message;
                 Log.InstanceStartFailed(_logger, App, e.Message);
                 return null;
             }
             catch
             {
-                lock (_gate)
-                    _slots = [.. _slots.Where(s => s != slot)];
+                Unreserve(slot);
                 throw;
             }
         }).ToArray();
         var slots = await Task.WhenAll(starts);
         return (slots.OfType<Slot>().ToArray(), error);
+    }
+
+    /// <summary>
+    /// Takes room on the platform for up to <paramref name="count"/> instances of the app in <paramref name="directory"/>
+    /// and adds a starting slot for each; fewer when the budget runs out, with the reason.
+    /// </summary>
+    private (Slot[] Slots, string? Capped) Reserve(int count, string directory)
+    {
+        var slots = new List<Slot>();
+        string? reason = null;
+        if (count <= 0)
+            return ([], null);
+        var workers = WorkersPerInstance(directory);
+        while (slots.Count < count && _platform.Budget.TryTake(workers, out reason))
+            slots.Add(new Slot { Workers = workers, Held = 1 });
+        lock (_gate)
+            _slots = [.. _slots, .. slots];
+        return (slots.ToArray(), slots.Count < count ? reason : null);
+    }
+
+    /// <summary>A reserved slot whose instance did not start: out of the set, its room given back.</summary>
+    private void Unreserve(Slot slot)
+    {
+        lock (_gate)
+            _slots = [.. _slots.Where(s => s != slot)];
+        Free(slot);
+    }
+
+    private void Hold(Slot slot, int workers)
+    {
+        if (Interlocked.Exchange(ref slot.Held, 1) != 0)
+            return;
+        slot.Workers = workers;
+        _platform.Budget.Hold(workers);
+    }
+
+    /// <summary>Gives a slot's room back to the platform's budget (once, whichever path removes it first).</summary>
+    private void Free(Slot slot)
+    {
+        if (Interlocked.Exchange(ref slot.Held, 0) == 1)
+            _platform.Budget.Give(slot.Workers);
+    }
+
+    /// <summary>The worker processes one instance of the app runs: the platform's --workers N, else FUNCTIONS_WORKER_PROCESS_COUNT, else 1.</summary>
+    private int WorkersPerInstance(string directory)
+    {
+        var arguments = _platform.Options.InstanceArguments;
+        for (var i = 0; i + 1 < arguments.Count; i++)
+        {
+            if (arguments[i] == "--workers" && int.TryParse(arguments[i + 1], System.Globalization.NumberStyles.None,
+                    System.Globalization.CultureInfo.InvariantCulture, out var n) && n >= 1)
+                return n;
+        }
+        try
+        {
+            return Runtime.App.FunctionApp.Load(directory).Settings.WorkerProcessCount ?? 1;
+        }
+        catch (Runtime.App.AppConfigException)
+        {
+            return 1; // its start fails on the same problem, and gives the room back
+        }
     }
 
     /// <summary>A started instance joins the frontend: it is routed to, recorded, and announced.</summary>
@@ -438,6 +542,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
             _slots = [.. _slots.Where(s => s != slot)];
             last = _slots.Count == 0;
         }
+        Free(slot);
         Log.InstanceStopped(_logger, App, handle.Id);
         var now = _platform.Time.GetUtcNow();
         _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStopped, App, handle.Version, handle.Id, "drained", now));
@@ -465,6 +570,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
                 return;
             _slots = [.. _slots.Where(s => s != slot)];
         }
+        Free(slot);
         Frontend.RemoveInstance(handle.Id);
         Log.InstanceDied(_logger, App, handle.Id, reason);
         if (_platform.Registry is { } registry)
@@ -525,5 +631,11 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         public InstanceState State { get; set; } = InstanceState.Starting;
 
         public DateTimeOffset Started { get; set; } = DateTimeOffset.MaxValue;
+
+        /// <summary>The workers this instance holds of the platform's budget.</summary>
+        public int Workers { get; set; }
+
+        /// <summary>1 while it holds its share of the platform's budget (given back once, when it is gone).</summary>
+        public int Held;
     }
 }

@@ -66,4 +66,7 @@ internal static partial class Log
 
     [LoggerMessage(EventId = 8241, Level = LogLevel.Information, Message = "App {App}: instance {Id} of v{Version} stopped before it took requests (its version did not become current)")]
     public static partial void InstanceDiscarded(ILogger logger, string app, string id, int version);
+
+    [LoggerMessage(EventId = 8242, Level = LogLevel.Warning, Message = "App {App}: asked for {Asked} instance(s), gets {Granted}: {Reason}")]
+    public static partial void BudgetCapped(ILogger logger, string app, int asked, int granted, string reason);
 }

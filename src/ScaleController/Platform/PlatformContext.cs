@@ -19,6 +19,9 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
 
     public ILoggerFactory Loggers { get; } = loggers;
 
+    /// <summary>The platform-wide instance and worker budget every app's instances take their room from.</summary>
+    public PlatformBudget Budget { get; } = new(options.MaxInstances, options.MaxWorkers);
+
     /// <summary>The instances' records in storage, for a restarted platform to take them over.</summary>
     public InstanceRegistry? Registry { get; set; }
 

@@ -186,6 +186,12 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
             Log.DeployRefused(_logger, name, e.Message);
             await WriteErrorAsync(context, StatusCodes.Status409Conflict, e.Message);
         }
+        catch (PlatformBudgetException e)
+        {
+            Log.DeployRefused(_logger, name, e.Message);
+            context.Response.Headers.RetryAfter = "60";
+            await WriteErrorAsync(context, StatusCodes.Status503ServiceUnavailable, e.Message);
+        }
         catch (InstanceStartException e)
         {
             // The package was fine, but no instance of it started: the deployer's to fix, nothing changed (defect 7).
@@ -296,7 +302,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
                 await LoadOrRollAsync(deployment, initialInstances: null, ct, adopt: true);
                 Log.Recovered(_logger, deployment.App, deployment.Version, deployment.Deployed);
             }
-            catch (Exception e) when (e is DeployRefusedException or PolicyFileException or Runtime.App.AppConfigException or InstanceStartException or IOException or InvalidDataException or DeploymentStoreException)
+            catch (Exception e) when (e is DeployRefusedException or PolicyFileException or Runtime.App.AppConfigException or InstanceStartException or PlatformBudgetException or IOException or InvalidDataException or DeploymentStoreException)
             {
                 Log.RecoveryFailed(_logger, deployment.App, deployment.Version, e.Message);
             }

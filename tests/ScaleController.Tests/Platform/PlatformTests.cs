@@ -36,7 +36,8 @@ public sealed class PlatformTests : IAsyncLifetime
         _apps.Dispose();
     }
 
-    private async Task<PlatformHost> StartPlatformAsync(LocalProcessProvider? provider = null, TimeSpan? drain = null, string? storage = null)
+    private async Task<PlatformHost> StartPlatformAsync(LocalProcessProvider? provider = null, TimeSpan? drain = null, string? storage = null,
+        int maxInstances = 32)
     {
         var options = new PlatformOptions
         {
@@ -47,6 +48,7 @@ public sealed class PlatformTests : IAsyncLifetime
             InstanceArguments = ["--isolation", "off"],
             DrainDeadline = drain ?? TimeSpan.FromSeconds(30),
             InstanceOutput = (label, line) => _output.Enqueue($"[{label}] {line}"),
+            MaxInstances = maxInstances,
         };
         var platform = await PlatformHost.StartAsync(options, provider ?? Provider(), logging: l => l.ClearProviders());
         _platforms.Add(platform);
@@ -254,6 +256,25 @@ public sealed class PlatformTests : IAsyncLifetime
         using (var third = await client.PutAsync("admin/platform/apps/steadfast", new StreamContent(Zip(dir))))
             Assert.True(third.IsSuccessStatusCode, await third.Content.ReadAsStringAsync());
         Assert.Equal("Fixed, y!", await client.GetStringAsync("steadfast/api/Hello?name=y"));
+    }
+
+    [Fact]
+    public async Task A_platform_at_its_instance_budget_refuses_another_apps_deploy_with_503_and_the_first_keeps_serving()
+    {
+        var provider = Provider();
+        var platform = await StartPlatformAsync(provider, maxInstances: 1);
+        using var client = Client(platform);
+        using (var first = await client.PutAsync("admin/platform/apps/tenant-a", new StreamContent(Zip(CopySample("tenant-a")))))
+            Assert.True(first.IsSuccessStatusCode, await first.Content.ReadAsStringAsync());
+
+        using var refused = await client.PutAsync("admin/platform/apps/tenant-b", new StreamContent(Zip(CopySample("tenant-b"))));
+
+        Assert.Equal(HttpStatusCode.ServiceUnavailable, refused.StatusCode);
+        Assert.Contains("MaxInstances", (await refused.Content.ReadFromJsonAsync(PlatformJsonContext.Default.PlatformError))!.Error, StringComparison.Ordinal);
+        Assert.Single(provider.Processes);
+        Assert.Equal("Hello, a!", await client.GetStringAsync("tenant-a/api/Hello?name=a"));
+        var status = await client.GetFromJsonAsync("admin/platform", PlatformJsonContext.Default.PlatformStatus);
+        Assert.Equal("tenant-a", Assert.Single(status!.Apps).App);
     }
 
     [Fact]
