@@ -98,6 +98,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         provider ??= new LocalProcessProvider(new LocalProcessOptions
         {
             TiedToPlatform = options.DevelopmentStorage,
+            RunDirectory = Path.Combine(options.StateDirectory, "run"),
             Output = options.InstanceOutput ?? ((label, line) => Console.WriteLine($"[{label}] {line}")),
         });
         platform = new PlatformHost(web, options, provider, time ?? TimeProvider.System);

@@ -58,6 +58,7 @@ public sealed class PlatformTests : IAsyncLifetime
     private LocalProcessProvider Provider() => new(new LocalProcessOptions
     {
         RuntimeDll = Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll"),
+        RunDirectory = Path.Combine(_state.Path, "run"), // where the platform's own provider keeps the ready files
         Output = (label, line) => _output.Enqueue($"[{label}] {line}"),
     });
 
@@ -275,6 +276,26 @@ public sealed class PlatformTests : IAsyncLifetime
         Assert.Equal("Hello, a!", await client.GetStringAsync("tenant-a/api/Hello?name=a"));
         var status = await client.GetFromJsonAsync("admin/platform", PlatformJsonContext.Default.PlatformStatus);
         Assert.Equal("tenant-a", Assert.Single(status!.Apps).App);
+    }
+
+    [Fact]
+    public async Task A_function_printing_the_hosts_ready_line_does_not_redirect_its_apps_clients()
+    {
+        // Before issue 19 (defect 10) the platform took an instance's address from the first output line matching
+        // "Host started: ... listening on URL", and a function's own output is in the host's output.
+        var dir = CopySample("mimic");
+        var init = Path.Combine(dir, "Hello", "__init__.py");
+        File.WriteAllText(init, "print(\"Host started: 1 python worker(s), listening on http://127.0.0.1:1/\", flush=True)\n" + File.ReadAllText(init));
+        var platform = await StartPlatformAsync();
+        using var client = Client(platform);
+        using (var deployed = await client.PutAsync("admin/platform/apps/mimic", new StreamContent(Zip(dir))))
+            Assert.True(deployed.IsSuccessStatusCode, $"{await deployed.Content.ReadAsStringAsync()}\n{Output}");
+
+        Assert.Equal("Hello, real!", await client.GetStringAsync("mimic/api/Hello?name=real"));
+        var instance = Assert.Single((await AppAsync(client, "mimic")).Instances);
+        Assert.NotEqual(1, instance.Address.Port);
+        Assert.Contains(_output, l => l.Contains("listening on http://127.0.0.1:1/", StringComparison.Ordinal)); // the print did reach the output
+        Assert.Empty(Directory.EnumerateFileSystemEntries(Path.Combine(_state.Path, "run"))); // read, then deleted
     }
 
     [Fact]
