@@ -152,8 +152,8 @@ public sealed class ShapedNetwork : IBandwidthNetwork
             var environment = new Dictionary<string, string>(options.Environment)
             {
                 ["AzureWebJobsStorage"] = options.StorageConnectionString,
-                // The provider knows an instance is ready from the host's "Host started" line (event 5003) and its
-                // peer endpoint from event 5013, both Information of FaaST.Host: kept whatever the default level.
+                // The provider learns readiness from the host's ready file; the log lines (event 5003 "Host started",
+                // 5013 its peer endpoint, Information of FaaST.Host) are kept for the benchmark's own logs.
                 ["Logging__LogLevel__FaaST.Host"] = "Information",
             };
             for (var i = 0; i < slots.Length; i++)

@@ -221,7 +221,7 @@ public static class Program
         var shared = new List<string>();
         for (var i = 0; i < args.Length; i++)
         {
-            if (args[i] is "--port" or "--peer-port" or "--instance-id")
+            if (args[i] is "--port" or "--peer-port" or "--instance-id" or "--ready-file")
                 i++;
             else if (args[i] != options.AppDirectory && Path.GetFullPath(args[i]) != options.AppDirectory)
                 shared.Add(args[i]);
@@ -272,7 +272,7 @@ public static class Program
         var isolation = Workers.IsolationMode.Auto;
         var peers = true;
         var peerPort = 0;
-        string? peerListen = null, instanceId = null;
+        string? peerListen = null, instanceId = null, readyFile = null;
         for (var i = 0; i < args.Length; i++)
         {
             string Value() => i + 1 < args.Length ? args[++i] : throw new ArgumentException($"{args[i]} needs a value");
@@ -296,6 +296,7 @@ public static class Program
                 case "--peer-port": peerPort = Number(0, 65535); break;
                 case "--peer-listen": peerListen = Value(); break;
                 case "--instance-id": instanceId = Value(); break;
+                case "--ready-file": readyFile = Path.GetFullPath(Value()); break;
                 case "--isolation":
                     var mode = Value();
                     isolation = mode switch
@@ -334,6 +335,7 @@ public static class Program
             PeerPort = peerPort,
             PeerListenAddress = peerListen,
             InstanceId = instanceId,
+            ReadyFile = readyFile,
         };
     }
 }

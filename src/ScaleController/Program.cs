@@ -19,7 +19,7 @@ public static class Program
 
     public const string PlatformUsage = "usage: faast platform [--port N] [--listen ADDR] [--control-port N] [--control-listen ADDR] " +
         "[--control-tls-cert PEM --control-tls-key PEM [--control-client-ca PEM]] [--admin-host NAME]... [--master-key-file FILE] " +
-        "[--state DIR] [--azurite-data DIR | --azurite-in-memory] [--workers N] [--no-cache] [--isolation auto|required|off]";
+        "[--state DIR] [--azurite-data DIR | --azurite-in-memory] [--workers N] [--no-cache] [--isolation auto|required|off] [--max-instances N] [--max-workers N]";
 
     public const string DeployUsage = "usage: faast deploy APPDIR [--name NAME] [--platform URL] [--admin-key-file FILE]";
 

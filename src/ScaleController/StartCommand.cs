@@ -148,6 +148,8 @@ internal static class StartCommand
         var adminHosts = new List<string>();
         var inMemory = false;
         var arguments = new List<string>();
+        var defaults = new PlatformOptions { StateDirectory = "", StorageConnectionString = "" };
+        int maxInstances = defaults.MaxInstances, maxWorkers = defaults.MaxWorkers;
         for (var i = 0; i < args.Length; i++)
         {
             string? Value() => i + 1 < args.Length ? args[++i] : null;
@@ -185,6 +187,16 @@ internal static class StartCommand
                         case "--control-tls-key": tlsKey = Path.GetFullPath(given); break;
                         default: clientCa = Path.GetFullPath(given); break;
                     }
+                    break;
+                case "--max-instances" or "--max-workers":
+                    var limit = args[i];
+                    var count = Value();
+                    if (!int.TryParse(count, NumberStyles.None, CultureInfo.InvariantCulture, out var most) || most is < 1 or > 100_000)
+                        return await Program.UsageErrorAsync($"{limit} must be a whole number from 1 to 100000, not \"{count}\"", PlatformUsage);
+                    if (limit == "--max-instances")
+                        maxInstances = most;
+                    else
+                        maxWorkers = most;
                     break;
                 case "--state": state = Value(); break;
                 case "--azurite-data": azuriteData = Value(); break;
@@ -239,6 +251,8 @@ internal static class StartCommand
                 StorageConnectionString = storage.ConnectionString,
                 DevelopmentStorage = storage.Development,
                 AppStorageInMemory = inMemory,
+                MaxInstances = maxInstances,
+                MaxWorkers = maxWorkers,
             }, ct: stop);
         }
         catch (InvalidDataException e)

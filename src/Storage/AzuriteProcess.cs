@@ -399,6 +399,9 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         process.stdin.on('close', end);
         process.stdin.on('error', end);
         process.stdin.resume();
+        // Azurite stops its servers on SIGTERM and exits when nothing is left to wait for; the lifeline read above
+        // would keep it waiting (10 s, until Terminate kills it): let go of it.
+        process.on('SIGTERM', () => { ending = true; process.stdin.destroy(); });
         """;
 
     /// <summary>A path as one NODE_OPTIONS word (double quotes, backslash escapes).</summary>

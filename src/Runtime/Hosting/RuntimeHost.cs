@@ -32,7 +32,8 @@ public sealed class RuntimeHost : IAsyncDisposable
     private readonly ScalingComponent? _scaling;
     private int _disposed;
 
-    private RuntimeHost(FunctionApp app, HostOptions options, WebApplicationBuilder web, ILoggerFactory loggers, IEnumerable<ILifecycleParticipant> extra)
+    private RuntimeHost(FunctionApp app, HostOptions options, WebApplicationBuilder web, ILoggerFactory loggers, IEnumerable<ILifecycleParticipant> extra,
+        string? readyFile = null, string? instanceId = null)
     {
         App = app;
         _options = options;
@@ -65,7 +66,12 @@ public sealed class RuntimeHost : IAsyncDisposable
         _lifecycle.OnState((state, _) =>
         {
             if (state == LifecycleState.Started)
+            {
                 LogFunctions();
+                // The same moment as event 5003 ("Host started"), through a channel the functions cannot write to.
+                if (readyFile is not null)
+                    WriteReadyFile(readyFile, instanceId);
+            }
             return Task.CompletedTask;
         });
     }
@@ -133,7 +139,7 @@ public sealed class RuntimeHost : IAsyncDisposable
                 Log.FunctionDisabled(logger, f.Name, f.Error);
             foreach (var warning in app.Warnings)
                 Log.AppWarning(logger, warning);
-            host = new RuntimeHost(app, HostOptions.Resolve(options, app, logger), web, loggers, options.Participants);
+            host = new RuntimeHost(app, HostOptions.Resolve(options, app, logger), web, loggers, options.Participants, options.ReadyFile, options.InstanceId);
         }
         catch
         {
@@ -218,6 +224,19 @@ public sealed class RuntimeHost : IAsyncDisposable
         }
         Log.FunctionsListed(_logger, string.Join("\n", lines));
         Log.HostStarted(_logger, ReadyWorkers, App.WorkerRuntime, BaseAddress);
+    }
+
+    private void WriteReadyFile(string path, string? instanceId)
+    {
+        try
+        {
+            ReadyFile.Write(path, new ReadyFile(Self?.Id ?? instanceId ?? $"{System.Environment.MachineName}-{System.Environment.ProcessId}",
+                BaseAddress, Self?.PeerAddress, System.Environment.ProcessId));
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            throw new AppConfigException($"--ready-file {path}: cannot write it: {e.Message}");
+        }
     }
 
     /// <summary>

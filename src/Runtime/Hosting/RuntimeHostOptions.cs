@@ -70,6 +70,12 @@ public sealed record RuntimeHostOptions
     /// </summary>
     public Action? StopRequested { get; init; }
 
+    /// <summary>
+    /// --ready-file PATH: once the lifecycle reached Started the host writes its id and addresses there (see
+    /// <see cref="ReadyFile"/>); how the platform learns that an instance is ready. Null: no file.
+    /// </summary>
+    public string? ReadyFile { get; init; }
+
     /// <summary>Components that join the host's lifecycle (stages and states; see <see cref="FaaST.Hosting.IHostLifecycle"/>).</summary>
     public IReadOnlyList<FaaST.Hosting.ILifecycleParticipant> Participants { get; init; } = [];
 

@@ -79,8 +79,22 @@ public sealed class DeployService
     /// <exception cref="PackageTooLargeException">The upload is over <see cref="DeployOptions.MaxPackageBytes"/>.</exception>
     /// <exception cref="PackageException">The zip is corrupt or unsafe (zip-slip, links, over a cap).</exception>
     /// <exception cref="DeployValidationException">The app is invalid: every bad file, key and reason.</exception>
-    public async Task<Deployment> DeployAsync(string app, Stream zip, CancellationToken ct = default,
-        Func<Deployment, CancellationToken, Task>? afterPublish = null)
+    public Task<Deployment> DeployAsync(string app, Stream zip, CancellationToken ct = default) =>
+        PrepareAsync(app, zip, (package, settings, token) => _store.PublishAsync(app, package, settings, "upload", token), null, ct);
+
+    /// <summary>
+    /// Validates an uploaded package as <see cref="DeployAsync(string, Stream, CancellationToken)"/> does and stores it as
+    /// <paramref name="app"/>'s next version without making it current (<see cref="DeploymentStore.StageAsync"/>): the
+    /// platform makes it current once one of its instances is ready.
+    /// </summary>
+    /// <param name="afterStage">Runs once the version is stored, still inside the deploy's admission (the platform
+    /// starts the version's instances and rolls there, so a second deploy of the app waits for none of it: it is refused).</param>
+    public Task<StagedDeployment> StageAsync(string app, Stream zip, CancellationToken ct = default,
+        Func<StagedDeployment, CancellationToken, Task>? afterStage = null) =>
+        PrepareAsync(app, zip, (package, settings, token) => _store.StageAsync(app, package, settings, "upload", token), afterStage, ct);
+
+    private async Task<T> PrepareAsync<T>(string app, Stream zip, Func<Stream, byte[]?, CancellationToken, Task<T>> store,
+        Func<T, CancellationToken, Task>? after, CancellationToken ct)
     {
         ArgumentNullException.ThrowIfNull(zip);
         AppNames.Validate(app);
@@ -98,15 +112,15 @@ public sealed class DeployService
                 await Task.Run(() => Refusing(app, () => Packager.Extract(upload, folder, _options)), ct).ConfigureAwait(false);
             }
 
-            await Task.Run(() => Refusing(app, () => AppValidator.Validate(folder, _options.ValidationEnvironment)), ct).ConfigureAwait(false);
+            await Task.Run(() => Refusing(app, () => CheckStart(folder, AppValidator.Validate(folder, _options.ValidationEnvironment))), ct).ConfigureAwait(false);
             await using var package = NewWorkFile(work);
             // The package leaves the settings out; they are stored apart (see DeploymentStore).
             await Task.Run(() => Refusing(app, () => Packager.Zip(folder, package, _options)), ct).ConfigureAwait(false);
             package.Position = 0;
-            var deployment = await _store.PublishAsync(app, package, SettingsOf(folder), "upload", ct).ConfigureAwait(false);
-            if (afterPublish is not null)
-                await afterPublish(deployment, ct).ConfigureAwait(false);
-            return deployment;
+            var result = await store(package, SettingsOf(folder), ct).ConfigureAwait(false);
+            if (after is not null)
+                await after(result, ct).ConfigureAwait(false);
+            return result;
         }
         finally
         {
@@ -155,7 +169,7 @@ public sealed class DeployService
             var settings = SettingsOf(directory);
             if (settings is not null)
                 await File.WriteAllBytesAsync(Path.Combine(folder, Packager.SettingsFile), settings, ct).ConfigureAwait(false);
-            Refusing(app, () => AppValidator.Validate(folder, _options.ValidationEnvironment));
+            Refusing(app, () => CheckStart(folder, AppValidator.Validate(folder, _options.ValidationEnvironment)));
             package.Position = 0;
             return await _store.PublishAsync(app, package, settings, Path.GetFullPath(directory), ct).ConfigureAwait(false);
         }
@@ -170,6 +184,19 @@ public sealed class DeployService
     {
         var file = Path.Combine(appDirectory, Packager.SettingsFile);
         return File.Exists(file) ? File.ReadAllBytes(file) : null;
+    }
+
+    /// <summary>
+    /// What an instance checks as it starts beyond what <see cref="AppValidator"/> loads (settings its components read
+    /// then: keys, queue leases, telemetry exporters), checked here too, so that a deploy an instance would refuse
+    /// is refused before anything changes, naming the file and setting (issue 19, defect 7).
+    /// </summary>
+    private static void CheckStart(string folder, ValidatedApp validated)
+    {
+        var dir = Path.TrimEndingDirectorySeparator(Path.GetFullPath(folder));
+        var problems = Runtime.Hosting.StartChecks.Problems(validated.App, System.Net.IPAddress.Loopback);
+        if (problems.Count > 0)
+            throw new DeployValidationException(problems.Select(p => AppValidator.FromMessage(dir, "local.settings.json", p)).ToList());
     }
 
     private void Refusing(string app, Action step)

@@ -69,71 +69,25 @@ public sealed class DeploymentStore
     /// The package is stored as given: validate it first (<see cref="DeployService"/> does), and leave the settings
     /// out of it (<see cref="Packager.Zip"/> does): <paramref name="settings"/> (the bytes of the app's
     /// local.settings.json, or null) are stored apart, signed, in <see cref="SettingsBlob"/>.
+    /// It is <see cref="StageAsync"/> and <see cref="MakeCurrentAsync"/> with nothing between them.
     /// </summary>
     public async Task<Deployment> PublishAsync(string app, Stream zip, byte[]? settings, string source, CancellationToken ct = default)
     {
         AppNames.Validate(app);
         ArgumentNullException.ThrowIfNull(zip);
         ArgumentNullException.ThrowIfNull(source);
-        // Each try re-sends the package, so it must be readable again: a stream that cannot seek goes to a file first.
-        FileStream? spool = null;
+        var (content, spool) = await SeekableAsync(zip, ct).ConfigureAwait(false);
         try
         {
-            var content = zip;
-            if (!zip.CanSeek)
-            {
-                spool = NewTempFile(_options);
-                await zip.CopyToAsync(spool, ct).ConfigureAwait(false);
-                spool.Position = 0;
-                content = spool;
-            }
-
-            var start = content.Position;
-            var sha256 = Convert.ToHexStringLower(await SHA256.HashDataAsync(content, ct).ConfigureAwait(false));
-            var size = content.Position - start;
-            await _store.CreateContainerIfNotExistsAsync(Container, ct).ConfigureAwait(false);
+            var (start, sha256, size) = await MeasureAsync(content, ct).ConfigureAwait(false);
             for (var attempt = 1; attempt <= _options.PublishAttempts; attempt++)
             {
-                // The version number only: an unsigned app.json (an older platform's) is replaced by this signed one.
-                var (current, etag) = await ReadRecordAsync(app, ct, verify: false).ConfigureAwait(false);
-                // Above the current version and above any package a deployer still racing (or one that died) wrote.
-                var version = Math.Max(current?.Version ?? 0, await HighestPackageAsync(app, ct).ConfigureAwait(false)) + 1;
-                content.Position = start;
-                try
-                {
-                    await _store.UploadAsync(Container, PackageBlob(app, version), content, size, "application/zip",
-                        ifNoneMatch: "*", ct: ct).ConfigureAwait(false);
-                }
-                catch (BlobConditionFailedException)
-                {
-                    Log.PublishRaceLost(_logger, app, version, attempt);
+                if (await TryStageAsync(app, content, start, sha256, size, settings, source, attempt, ct).ConfigureAwait(false) is not { } staged)
                     continue;
-                }
-
-                if (settings is not null)
-                {
-                    // Ours to write: this deployer created v{N}.zip, so v{N} is its version.
-                    await _store.UploadAsync(Container, SettingsBlob(app, version), SerializeSettings(app, version, settings), "application/json",
-                        ct: ct).ConfigureAwait(false);
-                }
-
-                var deployment = new Deployment(app, version, sha256, size, _time.GetUtcNow(), source);
-                try
-                {
-                    await _store.UploadAsync(Container, RecordBlob(app), SerializeSigned(deployment), "application/json",
-                        ifMatch: etag, ifNoneMatch: etag is null ? "*" : null, ct: ct).ConfigureAwait(false);
-                }
-                catch (BlobConditionFailedException)
-                {
-                    Log.PublishRaceLost(_logger, app, version, attempt);
-                    await DeleteUnpublishedAsync(PackageBlob(app, version)).ConfigureAwait(false);
-                    if (settings is not null)
-                        await DeleteUnpublishedAsync(SettingsBlob(app, version)).ConfigureAwait(false);
-                    continue;
-                }
-
-                Log.Published(_logger, app, version, size, sha256, source);
-                return deployment;
+                if (await TryMakeCurrentAsync(staged.Deployment, staged.RecordETag, ct).ConfigureAwait(false))
+                    return staged.Deployment;
+                Log.PublishRaceLost(_logger, app, staged.Deployment.Version, attempt);
+                await DeleteStagedAsync(staged.Deployment).ConfigureAwait(false);
             }
 
             throw new DeployConflictException(
@@ -144,6 +98,153 @@ public sealed class DeploymentStore
             if (spool is not null)
                 await spool.DisposeAsync().ConfigureAwait(false);
         }
+    }
+
+    /// <summary>
+    /// Stores <paramref name="zip"/> (read from its position to its end) as the app's next version, <c>v{N}.zip</c>
+    /// (create-only; losing the race for N to another deployer takes the next, as <see cref="PublishAsync"/> does),
+    /// without making it current: app.json still names the running version, so a restarted platform and every other
+    /// reader keep that one. The platform starts the new version's instances from it, then calls
+    /// <see cref="MakeCurrentAsync"/> once one is ready, or <see cref="DiscardAsync"/> when none started.
+    /// </summary>
+    public async Task<StagedDeployment> StageAsync(string app, Stream zip, byte[]? settings, string source, CancellationToken ct = default)
+    {
+        AppNames.Validate(app);
+        ArgumentNullException.ThrowIfNull(zip);
+        ArgumentNullException.ThrowIfNull(source);
+        var (content, spool) = await SeekableAsync(zip, ct).ConfigureAwait(false);
+        try
+        {
+            var (start, sha256, size) = await MeasureAsync(content, ct).ConfigureAwait(false);
+            for (var attempt = 1; attempt <= _options.PublishAttempts; attempt++)
+            {
+                if (await TryStageAsync(app, content, start, sha256, size, settings, source, attempt, ct).ConfigureAwait(false) is { } staged)
+                    return staged;
+            }
+
+            throw new DeployConflictException(
+                $"app {app}: other deploys took every version this deploy tried ({_options.PublishAttempts} tries); nothing of it was stored, try again");
+        }
+        finally
+        {
+            if (spool is not null)
+                await spool.DisposeAsync().ConfigureAwait(false);
+        }
+    }
+
+    /// <summary>
+    /// Makes a staged version current: app.json is replaced If-Match on the ETag read when it was staged (If-None-Match *
+    /// for an app's first). When another deployer changed app.json meanwhile, it is read again: still an older version,
+    /// and this one is made current over it (its number is above every package stored when it was staged); a newer
+    /// one, and this deploy lost: its package is deleted and <see cref="DeployConflictException"/> says so.
+    /// </summary>
+    public async Task<Deployment> MakeCurrentAsync(StagedDeployment staged, CancellationToken ct = default)
+    {
+        ArgumentNullException.ThrowIfNull(staged);
+        var deployment = staged.Deployment;
+        var etag = staged.RecordETag;
+        for (var attempt = 1; attempt <= _options.PublishAttempts; attempt++)
+        {
+            if (await TryMakeCurrentAsync(deployment, etag, ct).ConfigureAwait(false))
+                return deployment;
+            Log.PublishRaceLost(_logger, deployment.App, deployment.Version, attempt);
+            var (current, now) = await ReadRecordAsync(deployment.App, ct, verify: false).ConfigureAwait(false);
+            if (current is not null && current.Version >= deployment.Version)
+            {
+                await DeleteStagedAsync(deployment).ConfigureAwait(false);
+                throw new DeployConflictException(
+                    $"app {deployment.App}: another deploy made v{current.Version} current while v{deployment.Version} was starting; v{deployment.Version} is not current, try again");
+            }
+
+            etag = now;
+        }
+
+        await DeleteStagedAsync(deployment).ConfigureAwait(false);
+        throw new DeployConflictException(
+            $"app {deployment.App}: app.json kept changing while v{deployment.Version} was made current ({_options.PublishAttempts} tries); it is not current, try again");
+    }
+
+    /// <summary>Deletes a staged version that will never be current (its instances did not start); app.json is untouched.</summary>
+    public Task DiscardAsync(StagedDeployment staged)
+    {
+        ArgumentNullException.ThrowIfNull(staged);
+        return DeleteStagedAsync(staged.Deployment);
+    }
+
+    /// <summary>Each try re-sends the package, so it must be readable again: a stream that cannot seek goes to a file first.</summary>
+    private async Task<(Stream Content, FileStream? Spool)> SeekableAsync(Stream zip, CancellationToken ct)
+    {
+        if (zip.CanSeek)
+            return (zip, null);
+        var spool = NewTempFile(_options);
+        try
+        {
+            await zip.CopyToAsync(spool, ct).ConfigureAwait(false);
+        }
+        catch
+        {
+            await spool.DisposeAsync().ConfigureAwait(false);
+            throw;
+        }
+
+        spool.Position = 0;
+        return (spool, spool);
+    }
+
+    private async Task<(long Start, string Sha256, long Size)> MeasureAsync(Stream content, CancellationToken ct)
+    {
+        var start = content.Position;
+        var sha256 = Convert.ToHexStringLower(await SHA256.HashDataAsync(content, ct).ConfigureAwait(false));
+        var size = content.Position - start;
+        await _store.CreateContainerIfNotExistsAsync(Container, ct).ConfigureAwait(false);
+        return (start, sha256, size);
+    }
+
+    /// <summary>One try at storing the package as the next version; null when another deployer took that version.</summary>
+    private async Task<StagedDeployment?> TryStageAsync(string app, Stream content, long start, string sha256, long size, byte[]? settings,
+        string source, int attempt, CancellationToken ct)
+    {
+        // The version number only: an unsigned app.json (an older platform's) is replaced by this signed one.
+        var (current, etag) = await ReadRecordAsync(app, ct, verify: false).ConfigureAwait(false);
+        // Above the current version and above any package a deployer still racing (or one that died) wrote.
+        var version = Math.Max(current?.Version ?? 0, await HighestPackageAsync(app, ct).ConfigureAwait(false)) + 1;
+        content.Position = start;
+        try
+        {
+            await _store.UploadAsync(Container, PackageBlob(app, version), content, size, "application/zip",
+                ifNoneMatch: "*", ct: ct).ConfigureAwait(false);
+        }
+        catch (BlobConditionFailedException)
+        {
+            Log.PublishRaceLost(_logger, app, version, attempt);
+            return null;
+        }
+
+        if (settings is not null)
+        {
+            // Ours to write: this deployer created v{N}.zip, so v{N} is its version.
+            await _store.UploadAsync(Container, SettingsBlob(app, version), SerializeSettings(app, version, settings), "application/json",
+                ct: ct).ConfigureAwait(false);
+        }
+
+        return new StagedDeployment(new Deployment(app, version, sha256, size, _time.GetUtcNow(), source), etag);
+    }
+
+    /// <summary>Replaces app.json with <paramref name="deployment"/> If-Match <paramref name="etag"/>; false when it changed since.</summary>
+    private async Task<bool> TryMakeCurrentAsync(Deployment deployment, string? etag, CancellationToken ct)
+    {
+        try
+        {
+            await _store.UploadAsync(Container, RecordBlob(deployment.App), SerializeSigned(deployment), "application/json",
+                ifMatch: etag, ifNoneMatch: etag is null ? "*" : null, ct: ct).ConfigureAwait(false);
+        }
+        catch (BlobConditionFailedException)
+        {
+            return false;
+        }
+
+        Log.Published(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256, deployment.Source);
+        return true;
     }
 
     /// <summary>The app's current deployment, or null when it was never deployed.</summary>
@@ -391,6 +492,13 @@ public sealed class DeploymentStore
         var problem = signature is null ? "unsigned" : "its signature is not this platform's";
         Log.RecordRefused(_logger, blob, problem);
         throw new DeploymentStoreException($"{blob}: {problem}; refusing to load it (only the platform that holds the master key writes app.json)");
+    }
+
+    /// <summary>Deletes a version that is not current: its package and its settings.</summary>
+    private async Task DeleteStagedAsync(Deployment deployment)
+    {
+        await DeleteUnpublishedAsync(deployment.Blob).ConfigureAwait(false);
+        await DeleteUnpublishedAsync(SettingsBlob(deployment.App, deployment.Version)).ConfigureAwait(false);
     }
 
     private async Task DeleteUnpublishedAsync(string blob)

@@ -161,19 +161,98 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         }
     }
 
-    /// <summary>Starts the first instances (at least one).</summary>
-    public async Task StartAsync(int instances, CancellationToken ct)
+    /// <summary>
+    /// Starts the first instances (at least one, counting those taken over). With <paramref name="makeCurrent"/> (a
+    /// deploy: its version is not current yet) they join the frontend only after it succeeded, which it is called for
+    /// once one is ready; when none starts, or it fails, the started ones are stopped and the error is thrown.
+    /// </summary>
+    public async Task StartAsync(int instances, Func<CancellationToken, Task>? makeCurrent, CancellationToken ct)
     {
         _loadedAt = _platform.Time.GetUtcNow();
-        await ScaleToAsync(Math.Max(1, instances), "deployed", ct);
-        await WhenStartedAsync(ct);
-        if (CurrentInstances == 0)
-            throw new InstanceStartException(_lastStartError ?? "no instance started");
+        await _changes.WaitAsync(ct);
+        try
+        {
+            // Instances taken over from a previous platform process run already: they count, even beyond the budget.
+            Slot[] adopted;
+            lock (_gate)
+                adopted = _slots.Where(s => s.Held == 0).ToArray();
+            foreach (var slot in adopted)
+                Hold(slot, WorkersPerInstance(Directory));
+            var target = Math.Clamp(Math.Max(1, instances), 1, Math.Max(1, Policy.MaxInstances));
+            var running = CurrentInstances;
+            var (slots, capped) = Reserve(target - running, Directory);
+            if (running + slots.Length < target)
+            {
+                Log.BudgetCapped(_logger, App, target, running + slots.Length, capped!);
+                if (running + slots.Length == 0)
+                    throw new PlatformBudgetException($"no room on the platform for an instance of {App}: {capped}");
+                target = running + slots.Length;
+            }
+            Volatile.Write(ref _desired, target);
+            _platform.NotifyChanged(App);
+            if (slots.Length > 0)
+            {
+                Log.ScalingOut(_logger, App, running, target, "deployed");
+                var (started, error) = await StartInstancesAsync(slots, Deployment, Directory, join: makeCurrent is null, ct);
+                if (CurrentInstances == 0)
+                    throw new InstanceStartException(error ?? "no instance started");
+                if (makeCurrent is not null)
+                    await MakeCurrentOrStopAsync(started, Deployment, error, makeCurrent, ct);
+            }
+            else if (makeCurrent is not null)
+            {
+                await makeCurrent(ct);
+            }
+        }
+        finally
+        {
+            _changes.Release();
+        }
         _loopTask = Loop.RunAsync(_loopStop.Token);
     }
 
+    /// <summary>
+    /// The new version's instances are ready but not routed to: make the version current, then let them join. When
+    /// none is left (they exited since), or making it current fails, they are stopped and nothing else changes.
+    /// </summary>
+    private async Task MakeCurrentOrStopAsync(IReadOnlyList<Slot> started, Deployment deployment, string? error,
+        Func<CancellationToken, Task> makeCurrent, CancellationToken ct)
+    {
+        Slot[] alive;
+        lock (_gate)
+            alive = started.Where(_slots.Contains).ToArray();
+        try
+        {
+            if (alive.Length == 0)
+                throw new InstanceStartException(error ?? $"every instance of v{deployment.Version} exited right after it was ready");
+            await makeCurrent(ct);
+        }
+        catch
+        {
+            await Task.WhenAll(alive.Select(StopUnjoinedAsync));
+            throw;
+        }
+        foreach (var slot in alive)
+            await JoinAsync(slot, deployment);
+    }
+
+    /// <summary>Stops an instance that never joined the frontend (its version did not become current).</summary>
+    private async Task StopUnjoinedAsync(Slot slot)
+    {
+        lock (_gate)
+        {
+            slot.State = InstanceState.Draining;
+            _slots = [.. _slots.Where(s => s != slot)];
+        }
+        var handle = slot.Handle!;
+        await _platform.Provider.StopAsync(handle, _platform.Options.DrainDeadline, CancellationToken.None);
+        Free(slot);
+        Log.InstanceDiscarded(_logger, App, handle.Id, handle.Version);
+        _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStopped, App, handle.Version, handle.Id, "its version did not become current",
+            _platform.Time.GetUtcNow()));
+    }
+
     private Task _starting = Task.CompletedTask;
-    private string? _lastStartError;
 
     /// <summary>Completes when the instances being started now are ready (or failed to start).</summary>
     public Task WhenStartedAsync(CancellationToken ct) => Volatile.Read(ref _starting).WaitAsync(ct);
@@ -181,22 +260,34 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
     public async Task ScaleToAsync(int target, string reason, CancellationToken ct)
     {
         target = Math.Clamp(target, 0, Policy.MaxInstances);
+        var asked = target;
         await _changes.WaitAsync(ct);
         try
         {
             if (_disposed)
                 return;
+            var current = CurrentInstances;
+            Slot[] slots = [];
+            if (target > current)
+            {
+                // The platform's budget caps every app's scale-out (defect 6): as many as there is room for.
+                (slots, var capped) = Reserve(target - current, Directory);
+                if (slots.Length < target - current)
+                {
+                    Log.BudgetCapped(_logger, App, asked, current + slots.Length, capped!);
+                    target = current + slots.Length;
+                }
+            }
             Volatile.Write(ref _desired, target);
             Unloaded = target == 0;
             _platform.NotifyChanged(App);
-            var current = CurrentInstances;
             // Neither starting nor draining is awaited here: the controller's loop (and an instance's unrequested
             // vote) must not wait seconds for a process; starting slots count as instances at once, so the next
             // round does not ask for them again.
             if (target > current)
             {
                 Log.ScalingOut(_logger, App, current, target, reason);
-                var started = StartInstancesAsync(target - current, Deployment, Directory, CancellationToken.None);
+                var started = StartInstancesAsync(slots, Deployment, Directory, join: true, CancellationToken.None);
                 var previous = Volatile.Read(ref _starting);
                 Volatile.Write(ref _starting, Task.WhenAll(previous, started.ContinueWith(_ => { }, TaskScheduler.Default)));
             }
@@ -232,11 +323,15 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
     }
 
     /// <summary>
-    /// Rolls the app to a new deployment: as many instances of the new version as there are now start and
-    /// join the frontend once ready; only then do the old ones drain (no new requests, in-flight ones finish)
-    /// and stop. No request is dropped: at every moment some ready instance takes new requests.
+    /// Rolls the app to a new deployment: as many instances of the new version as there are now start; once one is
+    /// ready, <paramref name="makeCurrent"/> makes the version current (app.json) and the ready ones join the frontend;
+    /// only then do the old ones drain (no new requests, in-flight ones finish) and stop. No request is dropped: at
+    /// every moment some ready instance takes new requests. When no instance of the new version starts (or making it
+    /// current fails), the started ones are stopped, the old ones were never touched, the app stays at its version,
+    /// and <see cref="InstanceStartException"/> carries the instance's own error (issue 19, defect 7).
     /// </summary>
-    public async Task RedeployAsync(Deployment deployment, string directory, ScalePolicy policy, CancellationToken ct)
+    public async Task RedeployAsync(Deployment deployment, string directory, ScalePolicy policy, Func<CancellationToken, Task> makeCurrent,
+        CancellationToken ct)
     {
         await _changes.WaitAsync(ct);
         try
@@ -245,8 +340,33 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
             lock (_gate)
                 old = _slots.ToArray();
             var count = Math.Clamp(Math.Max(1, old.Count(s => s.State != InstanceState.Draining)), policy.MinInstances, policy.MaxInstances);
-            Log.Rolling(_logger, App, Deployment.Version, deployment.Version, count);
-            await StartInstancesAsync(count, deployment, directory, ct);
+            // The new version's instances need room beside the old ones while they roll: as many as there is room for,
+            // at least one.
+            var (slots, capped) = Reserve(count, directory);
+            if (slots.Length == 0)
+            {
+                Log.RollbackKept(_logger, App, deployment.Version, Deployment.Version, capped!);
+                throw new PlatformBudgetException(
+                    $"no room on the platform to start {App} v{deployment.Version} beside v{Deployment.Version}'s instances, so v{Deployment.Version} stays current: {capped}");
+            }
+            if (slots.Length < count)
+                Log.BudgetCapped(_logger, App, count, slots.Length, capped!);
+            Log.Rolling(_logger, App, Deployment.Version, deployment.Version, slots.Length);
+            var (started, error) = await StartInstancesAsync(slots, deployment, directory, join: false, ct);
+            try
+            {
+                if (started.Count == 0)
+                    throw new InstanceStartException(error ?? "no instance started");
+                await MakeCurrentOrStopAsync(started, deployment, error, makeCurrent, ct);
+            }
+            catch (Exception e) when (e is InstanceStartException or DeployConflictException)
+            {
+                Log.RollbackKept(_logger, App, deployment.Version, Deployment.Version, e.Message);
+                if (e is DeployConflictException)
+                    throw;
+                throw new InstanceStartException(
+                    $"no instance of {App} v{deployment.Version} became ready, so v{Deployment.Version} stays current and keeps serving: {e.Message}");
+            }
             Deployment = deployment;
             Directory = directory;
             if (policy != Policy)
@@ -272,53 +392,135 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         }
     }
 
-    private async Task StartInstancesAsync(int count, Deployment deployment, string directory, CancellationToken ct)
+    /// <summary>
+    /// Starts <paramref name="count"/> instances of <paramref name="deployment"/> at once and waits for them. Each that is
+    /// ready joins the frontend at once when <paramref name="join"/>, else it waits (state Starting, not routed to)
+    /// for its caller's <see cref="JoinAsync"/>. Start failures are logged, not thrown: the ready ones and the last
+    /// failure's message (the instance's own error and last lines) are returned.
+    /// </summary>
+    private async Task<(IReadOnlyList<Slot> Started, string? Error)> StartInstancesAsync(Slot[] reserved, Deployment deployment, string directory, bool join,
+        CancellationToken ct)
     {
-        var spec = _platform.SpecFor(deployment, directory);
-        var starts = Enumerable.Range(0, count).Select(async _ =>
+        InstanceSpec spec;
+        try
         {
-            var slot = new Slot();
-            lock (_gate)
-                _slots = [.. _slots, slot];
+            spec = _platform.SpecFor(deployment, directory);
+        }
+        catch
+        {
+            foreach (var slot in reserved)
+                Unreserve(slot);
+            throw;
+        }
+        string? error = null;
+        var starts = reserved.Select(async slot =>
+        {
             try
             {
                 var handle = await _platform.Provider.StartAsync(spec, ct);
                 slot.Handle = handle;
                 slot.Started = _platform.Time.GetUtcNow();
                 LoadSeconds = LoadSeconds == 0 ? handle.LoadTime.TotalSeconds : (0.7 * LoadSeconds) + (0.3 * handle.LoadTime.TotalSeconds);
-                bool first;
-                lock (_gate)
-                {
-                    first = !_slots.Any(s => s.State == InstanceState.Ready);
-                    slot.State = InstanceState.Ready;
-                }
-                Frontend.AddInstance(new InstanceEndpoint(handle.Id, handle.BaseAddress, $"v{deployment.Version}"));
-                if (_platform.Registry is { } registry)
-                    await registry.RecordAsync(handle, CancellationToken.None);
-                var now = _platform.Time.GetUtcNow();
-                _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStarted, App, deployment.Version, handle.Id, "ready", now));
-                if (first)
-                    _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.Loaded, App, deployment.Version, null, $"first ready instance after {handle.LoadTime.TotalMilliseconds:0} ms", now));
-                Log.InstanceReady(_logger, App, handle.Id, deployment.Version, handle.BaseAddress, handle.LoadTime.TotalMilliseconds);
+                if (join)
+                    await JoinAsync(slot, deployment);
+                return slot;
+            }
+            catch (Exception e) when (e is InstanceStartException or InvalidOperationException or FileNotFoundException or IOException)
+            {
+                Unreserve(slot);
+                error = e.Message;
+                Log.InstanceStartFailed(_logger, App, e.Message);
+                return null;
             }
             catch
             {
-                lock (_gate)
-                    _slots = [.. _slots.Where(s => s != slot)];
+                Unreserve(slot);
                 throw;
             }
         }).ToArray();
+        var slots = await Task.WhenAll(starts);
+        return (slots.OfType<Slot>().ToArray(), error);
+    }
+
+    /// <summary>
+    /// Takes room on the platform for up to <paramref name="count"/> instances of the app in <paramref name="directory"/>
+    /// and adds a starting slot for each; fewer when the budget runs out, with the reason.
+    /// </summary>
+    private (Slot[] Slots, string? Capped) Reserve(int count, string directory)
+    {
+        var slots = new List<Slot>();
+        string? reason = null;
+        if (count <= 0)
+            return ([], null);
+        var workers = WorkersPerInstance(directory);
+        while (slots.Count < count && _platform.Budget.TryTake(workers, out reason))
+            slots.Add(new Slot { Workers = workers, Held = 1 });
+        lock (_gate)
+            _slots = [.. _slots, .. slots];
+        return (slots.ToArray(), slots.Count < count ? reason : null);
+    }
+
+    /// <summary>A reserved slot whose instance did not start: out of the set, its room given back.</summary>
+    private void Unreserve(Slot slot)
+    {
+        lock (_gate)
+            _slots = [.. _slots.Where(s => s != slot)];
+        Free(slot);
+    }
+
+    private void Hold(Slot slot, int workers)
+    {
+        if (Interlocked.Exchange(ref slot.Held, 1) != 0)
+            return;
+        slot.Workers = workers;
+        _platform.Budget.Hold(workers);
+    }
+
+    /// <summary>Gives a slot's room back to the platform's budget (once, whichever path removes it first).</summary>
+    private void Free(Slot slot)
+    {
+        if (Interlocked.Exchange(ref slot.Held, 0) == 1)
+            _platform.Budget.Give(slot.Workers);
+    }
+
+    /// <summary>The worker processes one instance of the app runs: the platform's --workers N, else FUNCTIONS_WORKER_PROCESS_COUNT, else 1.</summary>
+    private int WorkersPerInstance(string directory)
+    {
+        var arguments = _platform.Options.InstanceArguments;
+        for (var i = 0; i + 1 < arguments.Count; i++)
+        {
+            if (arguments[i] == "--workers" && int.TryParse(arguments[i + 1], System.Globalization.NumberStyles.None,
+                    System.Globalization.CultureInfo.InvariantCulture, out var n) && n >= 1)
+                return n;
+        }
         try
         {
-            await Task.WhenAll(starts);
+            return Runtime.App.FunctionApp.Load(directory).Settings.WorkerProcessCount ?? 1;
         }
-        catch (Exception e) when (e is InstanceStartException or InvalidOperationException or FileNotFoundException)
+        catch (Runtime.App.AppConfigException)
         {
-            _lastStartError = e.Message;
-            Log.InstanceStartFailed(_logger, App, e.Message);
-            if (CurrentInstances == 0)
-                throw;
+            return 1; // its start fails on the same problem, and gives the room back
         }
+    }
+
+    /// <summary>A started instance joins the frontend: it is routed to, recorded, and announced.</summary>
+    private async Task JoinAsync(Slot slot, Deployment deployment)
+    {
+        var handle = slot.Handle!;
+        bool first;
+        lock (_gate)
+        {
+            first = !_slots.Any(s => s.State == InstanceState.Ready);
+            slot.State = InstanceState.Ready;
+        }
+        Frontend.AddInstance(new InstanceEndpoint(handle.Id, handle.BaseAddress, $"v{deployment.Version}"));
+        if (_platform.Registry is { } registry)
+            await registry.RecordAsync(handle, CancellationToken.None);
+        var now = _platform.Time.GetUtcNow();
+        _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStarted, App, deployment.Version, handle.Id, "ready", now));
+        if (first)
+            _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.Loaded, App, deployment.Version, null, $"first ready instance after {handle.LoadTime.TotalMilliseconds:0} ms", now));
+        Log.InstanceReady(_logger, App, handle.Id, deployment.Version, handle.BaseAddress, handle.LoadTime.TotalMilliseconds);
     }
 
     /// <summary>Drains a slot its caller has marked <see cref="InstanceState.Draining"/>, then stops its process.</summary>
@@ -350,6 +552,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
             _slots = [.. _slots.Where(s => s != slot)];
             last = _slots.Count == 0;
         }
+        Free(slot);
         Log.InstanceStopped(_logger, App, handle.Id);
         var now = _platform.Time.GetUtcNow();
         _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStopped, App, handle.Version, handle.Id, "drained", now));
@@ -377,6 +580,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
                 return;
             _slots = [.. _slots.Where(s => s != slot)];
         }
+        Free(slot);
         Frontend.RemoveInstance(handle.Id);
         Log.InstanceDied(_logger, App, handle.Id, reason);
         if (_platform.Registry is { } registry)
@@ -437,5 +641,11 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         public InstanceState State { get; set; } = InstanceState.Starting;
 
         public DateTimeOffset Started { get; set; } = DateTimeOffset.MaxValue;
+
+        /// <summary>The workers this instance holds of the platform's budget.</summary>
+        public int Workers { get; set; }
+
+        /// <summary>1 while it holds its share of the platform's budget (given back once, when it is gone).</summary>
+        public int Held;
     }
 }

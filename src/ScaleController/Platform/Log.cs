@@ -68,4 +68,14 @@ internal static partial class Log
 
     [LoggerMessage(EventId = 8219, Level = LogLevel.Warning, Message = "App {App}: refused the instance record {Blob} ({Problem}); deleted, its process left alone")]
     public static partial void RecordRefused(ILogger logger, string app, string blob, string problem);
+
+    // 8250-8259: the instances' lifecycle (issue 19: redeploys that keep the running version, the platform's budget).
+    [LoggerMessage(EventId = 8250, Level = LogLevel.Error, Message = "App {App}: v{New} did not start, so v{Kept} stays current and keeps serving: {Reason}")]
+    public static partial void RollbackKept(ILogger logger, string app, int @new, int kept, string reason);
+
+    [LoggerMessage(EventId = 8251, Level = LogLevel.Information, Message = "App {App}: instance {Id} of v{Version} stopped before it took requests (its version did not become current)")]
+    public static partial void InstanceDiscarded(ILogger logger, string app, string id, int version);
+
+    [LoggerMessage(EventId = 8252, Level = LogLevel.Warning, Message = "App {App}: asked for {Asked} instance(s), gets {Granted}: {Reason}")]
+    public static partial void BudgetCapped(ILogger logger, string app, int asked, int granted, string reason);
 }

@@ -24,6 +24,9 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
     /// <summary>The Azurite of each app on development storage (its own account, blob and queue services).</summary>
     public AppStorage AppStorage { get; } = new(options, loggers.CreateLogger("FaaST.Platform"));
 
+    /// <summary>The platform-wide instance and worker budget every app's instances take their room from.</summary>
+    public PlatformBudget Budget { get; } = new(options.MaxInstances, options.MaxWorkers);
+
     /// <summary>The instances' records in storage, for a restarted platform to take them over.</summary>
     public InstanceRegistry? Registry { get; set; }
 

@@ -126,6 +126,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         provider ??= new LocalProcessProvider(new LocalProcessOptions
         {
             TiedToPlatform = options.DevelopmentStorage,
+            RunDirectory = Path.Combine(options.StateDirectory, "run"),
             Output = options.InstanceOutput ?? ((label, line) => Console.WriteLine($"[{label}] {Runtime.Http.LogText.EscapeOutput(line)}")),
         });
         try
@@ -292,9 +293,17 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
             Log.DeployRefused(_logger, name, e.Message);
             await WriteErrorAsync(context, StatusCodes.Status409Conflict, e.Message);
         }
+        catch (PlatformBudgetException e)
+        {
+            Log.DeployRefused(_logger, name, e.Message);
+            context.Response.Headers.RetryAfter = "60";
+            await WriteErrorAsync(context, StatusCodes.Status503ServiceUnavailable, e.Message);
+        }
         catch (InstanceStartException e)
         {
-            await WriteErrorAsync(context, StatusCodes.Status500InternalServerError, $"deployed, but no instance of the new version started: {e.Message}");
+            // The package was fine, but no instance of it started: the deployer's to fix, nothing changed (defect 7).
+            Log.DeployRefused(_logger, name, e.Message);
+            await WriteErrorAsync(context, StatusCodes.Status422UnprocessableEntity, e.Message);
         }
         catch (Exception e) when (e is OperationCanceledException or IOException && context.RequestAborted.IsCancellationRequested)
         {
@@ -310,14 +319,17 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         return WriteErrorAsync(context, status, error);
     }
 
-    /// <summary>Validates and publishes a zipped app, then loads it (first deploy) or rolls its instances to it; all
-    /// of it inside the deploy's admission (one deploy of an app at a time, a bounded number on the platform).</summary>
-    public Task<Deployment> DeployPackageAsync(string app, Stream zip, CancellationToken ct) =>
-        _deploy.DeployAsync(app, zip, ct, async (deployment, token) =>
-        {
-            Log.Deployed(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256);
-            await LoadOrRollAsync(deployment, initialInstances: null, token);
-        });
+    /// <summary>
+    /// Validates and stores a zipped app, then loads it (first deploy) or rolls its instances to it; it becomes current
+    /// only once an instance of it is ready (defect 7). All of it inside the deploy's admission (one deploy of an app at
+    /// a time, a bounded number on the platform).
+    /// </summary>
+    public async Task<Deployment> DeployPackageAsync(string app, Stream zip, CancellationToken ct)
+    {
+        var staged = await _deploy.StageAsync(app, zip, ct,
+            (s, token) => LoadOrRollAsync(s.Deployment, initialInstances: null, token, staged: s));
+        return staged.Deployment;
+    }
 
     /// <summary>
     /// `./faast start APPDIR`: publishes the folder as the app's next version and loads it. Functions the runtime
@@ -332,34 +344,64 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         using var zip = new MemoryStream();
         Packager.Zip(directory, zip);
         zip.Position = 0;
-        var deployment = await _deployments.PublishAsync(app.Name, zip, DeployService.SettingsOf(directory), $"./faast start {directory}", ct);
-        Log.Deployed(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256);
-        await LoadOrRollAsync(deployment, initialInstances, ct);
-        return deployment;
+        var staged = await _deployments.StageAsync(app.Name, zip, DeployService.SettingsOf(directory), $"./faast start {directory}", ct);
+        await LoadOrRollAsync(staged.Deployment, initialInstances, ct, staged: staged);
+        return staged.Deployment;
     }
 
-    private async Task LoadOrRollAsync(Deployment deployment, int? initialInstances, CancellationToken ct, bool adopt = false)
+    /// <summary>
+    /// Loads <paramref name="deployment"/> (first instances) or rolls the running app to it. A <paramref name="staged"/>
+    /// deployment (a deploy) is made current only once one of its instances is ready; when none starts, its instances
+    /// are stopped, its package is deleted, and the running version (if any) was never touched.
+    /// </summary>
+    private async Task LoadOrRollAsync(Deployment deployment, int? initialInstances, CancellationToken ct, bool adopt = false,
+        StagedDeployment? staged = null)
     {
         await _deploying.WaitAsync(ct);
         try
         {
-            var directory = await _deployments.ExtractAsync(deployment, Options.StateDirectory, ct);
-            await _context.AppStorage.StartAsync(deployment.App, directory, ct);
-            var policy = CachePolicyFile.Load(directory).Scale;
-            if (_apps.TryGetValue(deployment.App, out var running))
+            Func<CancellationToken, Task>? makeCurrent = staged is null ? null : async token =>
             {
-                await running.RedeployAsync(deployment, directory, policy, ct);
+                await _deployments.MakeCurrentAsync(staged, token);
+                Log.Deployed(_logger, deployment.App, deployment.Version, deployment.Size, deployment.Sha256);
+            };
+            try
+            {
+                var directory = await _deployments.ExtractAsync(deployment, Options.StateDirectory, ct);
+                await _context.AppStorage.StartAsync(deployment.App, directory, ct);
+                var policy = CachePolicyFile.Load(directory).Scale;
+                if (_apps.TryGetValue(deployment.App, out var running))
+                {
+                    await running.RedeployAsync(deployment, directory, policy, makeCurrent ?? (_ => Task.CompletedTask), ct);
+                }
+                else
+                {
+                    var app = new AppHost(_context, deployment, directory, policy, _context.Loggers.CreateLogger("FaaST.Platform"));
+                    ImmutableInterlocked.Update(ref _apps, a => a.SetItem(deployment.App, app));
+                    _router.AddApp(deployment.App);
+                    try
+                    {
+                        if (adopt)
+                            await app.AdoptAsync(await _context.Registry!.ListAsync(deployment.App, ct), ct);
+                        // Instances taken over count: a restarted platform keeps as many as were running.
+                        await app.StartAsync(Math.Max(app.CurrentInstances,
+                            Math.Clamp(initialInstances ?? Options.InitialInstances ?? policy.MinInstances, 1, policy.MaxInstances)), makeCurrent, ct);
+                    }
+                    catch when (staged is not null)
+                    {
+                        // A first deploy that did not start leaves no app behind (nothing of it is current).
+                        ImmutableInterlocked.Update(ref _apps, a => a.Remove(deployment.App));
+                        if (Options.SingleApp is null)
+                            _router.RemoveApp(deployment.App);
+                        await app.DisposeAsync();
+                        throw;
+                    }
+                }
             }
-            else
+            catch (Exception e) when (staged is not null && e is not DeployConflictException)
             {
-                var app = new AppHost(_context, deployment, directory, policy, _context.Loggers.CreateLogger("FaaST.Platform"));
-                ImmutableInterlocked.Update(ref _apps, a => a.SetItem(deployment.App, app));
-                _router.AddApp(deployment.App);
-                if (adopt)
-                    await app.AdoptAsync(await _context.Registry!.ListAsync(deployment.App, ct), ct);
-                // Instances taken over count: a restarted platform keeps as many as were running.
-                await app.StartAsync(Math.Max(app.CurrentInstances,
-                    Math.Clamp(initialInstances ?? Options.InitialInstances ?? policy.MinInstances, 1, policy.MaxInstances)), ct);
+                await _deployments.DiscardAsync(staged);
+                throw;
             }
             // Served (and any older instances drained): only this version and the previous one stay extracted.
             _deployments.Prune(deployment.App, Options.StateDirectory, deployment.Version);
@@ -385,7 +427,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
                 await LoadOrRollAsync(deployment, initialInstances: null, ct, adopt: true);
                 Log.Recovered(_logger, deployment.App, deployment.Version, deployment.Deployed);
             }
-            catch (Exception e) when (e is DeployRefusedException or PolicyFileException or Runtime.App.AppConfigException or InstanceStartException or IOException or InvalidDataException or DeploymentStoreException)
+            catch (Exception e) when (e is DeployRefusedException or PolicyFileException or Runtime.App.AppConfigException or InstanceStartException or PlatformBudgetException or IOException or InvalidDataException or DeploymentStoreException)
             {
                 Log.RecoveryFailed(_logger, deployment.App, deployment.Version, e.Message);
             }

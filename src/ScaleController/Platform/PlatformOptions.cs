@@ -84,6 +84,19 @@ public sealed record PlatformOptions
     /// <summary>How long a draining instance may finish its invocations. Default 30 s.</summary>
     public TimeSpan DrainDeadline { get; init; } = TimeSpan.FromSeconds(30);
 
+    /// <summary>
+    /// Instances of all apps together the platform runs at most (starting, ready and draining ones count). A scale-out
+    /// beyond it is capped and logged with the reason; a deploy that cannot get even one instance is refused (503).
+    /// A redeploy needs room for its new instances beside the old ones while they roll. Default 32.
+    /// </summary>
+    public int MaxInstances { get; init; } = 32;
+
+    /// <summary>
+    /// Language worker processes of all instances together at most: each instance counts its workers (the platform's
+    /// --workers N, else the app's FUNCTIONS_WORKER_PROCESS_COUNT, else 1). Capped as <see cref="MaxInstances"/> is. Default 128.
+    /// </summary>
+    public int MaxWorkers { get; init; } = 128;
+
     /// <summary>Receives instance output lines (label, line); default: the console.</summary>
     public Action<string, string>? InstanceOutput { get; init; }
 }

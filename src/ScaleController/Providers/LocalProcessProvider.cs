@@ -1,7 +1,7 @@
 using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Globalization;
-using System.Text.RegularExpressions;
+using FaaST.Runtime.Hosting;
 
 namespace FaaST.ScaleController.Providers;
 
@@ -14,7 +14,7 @@ public sealed record LocalProcessOptions
     /// <summary>The address instances listen on (HTTP and peers). Default 127.0.0.1: only the frontend reaches them.</summary>
     public string ListenAddress { get; init; } = "127.0.0.1";
 
-    /// <summary>How long an instance has to load its app and report "Host started". Default 90 s.</summary>
+    /// <summary>How long an instance has to load its app and write its ready file. Default 90 s.</summary>
     public TimeSpan StartupTimeout { get; init; } = TimeSpan.FromSeconds(90);
 
     /// <summary>Receives each output line of an instance with the instance's label (e.g. "python-app v1 #2").</summary>
@@ -26,6 +26,13 @@ public sealed record LocalProcessOptions
     /// it started); false (default) lets instances outlive a crashed platform, for the next one to take over.
     /// </summary>
     public bool TiedToPlatform { get; init; }
+
+    /// <summary>
+    /// Where instances write their ready files (--ready-file): a folder only this process's user may enter (0700,
+    /// checked; created when missing). Null (default): a fresh private folder under the temporary folder, deleted
+    /// with the provider. The platform uses STATE/run.
+    /// </summary>
+    public string? RunDirectory { get; init; }
 
     /// <summary>Wraps the instance's command line (e.g. `ip netns exec NS`), for the benchmarks' shaped network.</summary>
     public IReadOnlyList<string> CommandPrefix { get; init; } = [];
@@ -41,8 +48,10 @@ public sealed record LocalProcessOptions
 
 /// <summary>
 /// Instances as local processes: each is the runtime host (<c>dotnet FaaST.Runtime.dll APPDIR --port 0</c>), on a
-/// free loopback port it reports itself. Ready means the host logged "Host started" (its lifecycle reached
-/// Started: workers up, functions loaded, peers joined). Stopping sends SIGTERM, which makes the host drain
+/// free loopback port it reports itself. Ready means the host wrote its ready file (<c>--ready-file</c>, in
+/// <see cref="LocalProcessOptions.RunDirectory"/>), which it does once its lifecycle reached Started (workers up,
+/// functions loaded, peers joined), with its id, addresses and pid; never what it prints, which carries the
+/// functions' own output. Stopping sends SIGTERM, which makes the host drain
 /// (503 to new requests, in-flight ones finish), leave membership and exit; a host still running at the
 /// deadline is killed.
 /// </summary>
@@ -52,6 +61,8 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
     private readonly ConcurrentDictionary<int, Process> _starting = new();
     private volatile bool _disposed;
     private int _sequence;
+    private string? _runDirectory;
+    private bool _ownsRunDirectory;
 
     public event Action<InstanceHandle, string>? Exited;
 
@@ -66,8 +77,10 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         // The platform names the instance, so that it finds the instance in the membership view and in its logs.
         var id = $"{spec.App}-v{spec.Version}-{n}-{Guid.NewGuid().ToString("N")[..8]}";
         var label = $"{spec.App} v{spec.Version} #{n}";
+        var readyFile = Path.Combine(RunDirectory(), id + ".ready");
         var command = options.CommandPrefix.Concat(["dotnet", options.RuntimeDll, spec.AppDirectory,
-            "--port", "0", "--listen", options.ListenAddress, "--instance-id", id]).Concat(spec.Arguments).ToArray();
+            "--port", "0", "--listen", options.ListenAddress, "--instance-id", id]).Concat(spec.Arguments)
+            .Concat(["--ready-file", readyFile]).ToArray();
         // Tied to the platform: all instances (the platform's own Azurite), or this app's (its Azurite is the platform's).
         var tied = options.TiedToPlatform || spec.Environment.GetValueOrDefault(Runtime.Program.ExitWithStdinVariable) == "1";
         var info = new ProcessStartInfo(command[0])
@@ -94,8 +107,6 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         var process = Process.Start(info) ?? throw new InvalidOperationException("dotnet did not start");
         // Tracked from its first moment: a provider disposed while an instance starts must not leave it running.
         _starting[process.Id] = process;
-        var ready = new TaskCompletionSource<Uri>(TaskCreationOptions.RunContinuationsAsynchronously);
-        Uri? peer = null;
         var tail = new ConcurrentQueue<string>();
         void OnLine(string? line)
         {
@@ -106,10 +117,6 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
             while (tail.Count > 20)
                 tail.TryDequeue(out _);
             options.Output?.Invoke(label, Runtime.Http.LogText.EscapeOutput(line));
-            if (peer is null && ServesPeers().Match(line) is { Success: true } p)
-                peer = new Uri(p.Groups[1].Value);
-            if (HostStarted().Match(line) is { Success: true } m)
-                ready.TrySetResult(new Uri(m.Groups[1].Value));
         }
         process.OutputDataReceived += (_, e) => OnLine(e.Data);
         process.ErrorDataReceived += (_, e) => OnLine(e.Data);
@@ -119,10 +126,11 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         using var timeout = CancellationTokenSource.CreateLinkedTokenSource(ct);
         timeout.CancelAfter(options.StartupTimeout);
         var exited = process.WaitForExitAsync(timeout.Token);
+        var ready = WaitForReadyFileAsync(readyFile, id, process, timeout.Token);
         try
         {
-            var first = await Task.WhenAny(ready.Task, exited);
-            if (first != ready.Task)
+            var first = await Task.WhenAny(ready, exited);
+            if (first != ready || ready.IsCanceled)
             {
                 await exited; // throws when it was the timeout or the caller
                 throw new InstanceStartException($"instance {label} exited with code {process.ExitCode} while starting; its last lines:{Environment.NewLine}  {string.Join(Environment.NewLine + "  ", tail)}");
@@ -141,8 +149,21 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         finally
         {
             _starting.TryRemove(process.Id, out _);
+            timeout.Cancel(); // ends the polling when the exit came first
+            TryDelete(readyFile);
+            TryDelete(readyFile + ".tmp");
         }
-        var handle = new InstanceHandle(id, spec.App, spec.Version, await ready.Task, peer, process.Id, started) { LoadTime = clock.Elapsed };
+        ReadyFile report;
+        try
+        {
+            report = await ready;
+        }
+        catch (InvalidDataException e)
+        {
+            Kill(process);
+            throw new InstanceStartException($"instance {label} wrote a ready file the platform cannot use: {e.Message}");
+        }
+        var handle = new InstanceHandle(id, spec.App, spec.Version, report.Http, report.Peer, process.Id, started) { LoadTime = clock.Elapsed };
         var tracked = new Tracked(handle, process);
         _running[id] = tracked;
         if (_disposed)
@@ -324,6 +345,17 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
             Kill(starting);
         var all = _running.Values.ToArray();
         await Task.WhenAll(all.Select(t => StopAsync(t.Handle, TimeSpan.FromSeconds(20), CancellationToken.None)));
+        if (_ownsRunDirectory && _runDirectory is { } run)
+        {
+            try
+            {
+                Directory.Delete(run, recursive: true);
+            }
+            catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+            {
+                // best effort: an empty private folder in the temporary folder
+            }
+        }
     }
 
     private sealed class Tracked(InstanceHandle handle, Process process)
@@ -335,13 +367,63 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         public volatile bool Stopping;
     }
 
-    // The host's event 5003 ("Host started: ... listening on ADDRESS") is logged once its lifecycle reached Started.
-    [GeneratedRegex(@"Host started: .* listening on (http://[^\s]+?)/?$")]
-    private static partial Regex HostStarted();
+    /// <summary>
+    /// Polls for the instance's ready file every 50 ms (the caller races it with the process's exit and the start
+    /// timeout). The file is the host's only readiness report; it must name this instance and this process.
+    /// </summary>
+    private static async Task<ReadyFile> WaitForReadyFileAsync(string path, string id, Process process, CancellationToken ct)
+    {
+        while (!File.Exists(path))
+            await Task.Delay(50, ct);
+        var report = ReadyFile.Read(path);
+        if (report.Instance != id)
+            throw new InvalidDataException($"{path}: instance is \"{report.Instance}\", not \"{id}\"");
+        if (report.Pid != process.Id)
+            throw new InvalidDataException($"{path}: pid is {report.Pid}, not the instance's {process.Id}");
+        return report;
+    }
 
-    // Event 5013 ("Instance ID serves peers at ADDRESS; ...").
-    [GeneratedRegex(@"Instance \S+ serves peers at (http://[^\s;]+)")]
-    private static partial Regex ServesPeers();
+    /// <summary>The ready files' folder: created 0700 on first use (an existing one is made 0700; a link is refused).</summary>
+    private string RunDirectory()
+    {
+        if (Volatile.Read(ref _runDirectory) is { } known)
+            return known;
+        lock (_running)
+        {
+            if (_runDirectory is not null)
+                return _runDirectory;
+            string dir;
+            if (options.RunDirectory is { } configured && !OperatingSystem.IsWindows())
+            {
+                dir = Path.GetFullPath(configured);
+                Directory.CreateDirectory(dir, UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute);
+                var info = new DirectoryInfo(dir);
+                if (info.LinkTarget is not null)
+                    throw new InvalidOperationException($"{dir}: the instances' run folder must not be a link");
+                // 0700 whatever it was (only its owner, or root, may change that: another user's folder fails here).
+                File.SetUnixFileMode(dir, UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute);
+            }
+            else
+            {
+                dir = Directory.CreateTempSubdirectory("faast-run-").FullName; // 0700, a fresh random name
+                _ownsRunDirectory = true;
+            }
+            Volatile.Write(ref _runDirectory, dir);
+            return dir;
+        }
+    }
+
+    private static void TryDelete(string path)
+    {
+        try
+        {
+            File.Delete(path);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            // best effort: the next start of the same id never happens (ids are unique)
+        }
+    }
 }
 
 /// <summary>An instance did not start: why, with its last output lines.</summary>

@@ -67,6 +67,48 @@ public sealed class DeployServiceTests(AzuriteFixture fixture) : IDisposable
         Assert.Equal(3, before.Blobs.Count); // app.json, v1.zip and v1.settings.json
     }
 
+    [Theory]
+    [InlineData("FAAST_QUEUE_MESSAGE_LEASE", "1s")]
+    [InlineData("AzureWebJobsSecretStorageType", "files")]
+    [InlineData("OTEL_TRACES_EXPORTER", "zipkin")]
+    public async Task ASettingAnInstanceRefusesAtStart_IsRefusedAtDeployNamingIt_AndStorageIsUnchanged(string setting, string value)
+    {
+        // Before issue 19 these passed validation, became current, and every instance of the version exited at start.
+        var app = Apps.NewName("startcheck");
+        var dir = Apps.CopySample("python-app", _temp.Path);
+        await NewService().DeployAsync(app, dir);
+        var before = await Apps.SnapshotAsync(fixture.Store, app);
+        var settings = Path.Combine(dir, "local.settings.json");
+        var json = System.Text.Json.Nodes.JsonNode.Parse(File.ReadAllText(settings))!;
+        json["Values"]![setting] = value;
+        File.WriteAllText(settings, json.ToJsonString());
+
+        var e = await Assert.ThrowsAsync<DeployValidationException>(() => NewService().DeployAsync(app, dir));
+
+        Assert.Equal("local.settings.json", e.File);
+        Assert.Contains(setting, e.Message, StringComparison.Ordinal);
+        var after = await Apps.SnapshotAsync(fixture.Store, app);
+        Assert.Equal(before.Blobs, after.Blobs);
+        Assert.Equal(before.Record, after.Record);
+    }
+
+    [Fact]
+    public async Task AStagedUpload_IsStoredButNotCurrent()
+    {
+        var app = Apps.NewName("staged");
+        var dir = Apps.CopySample("python-app", _temp.Path);
+        var v1 = await NewService().DeployAsync(app, dir);
+        var zip = new MemoryStream();
+        Packager.Zip(dir, zip);
+        zip.Position = 0;
+
+        var staged = await NewService().StageAsync(app, zip);
+
+        Assert.Equal(2, staged.Deployment.Version);
+        Assert.Equal(v1, await new DeploymentStore(fixture.Store).CurrentAsync(app));
+        Assert.NotNull(await fixture.Store.GetPropertiesAsync(DeploymentStore.Container, $"{app}/v2.zip"));
+    }
+
     [Fact]
     public async Task ABrokenFirstDeploy_WritesNothing()
     {

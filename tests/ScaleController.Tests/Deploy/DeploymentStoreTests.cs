@@ -45,6 +45,49 @@ public sealed class DeploymentStoreTests(AzuriteFixture fixture) : IDisposable
     }
 
     [Fact]
+    public async Task AStagedVersion_IsCurrentOnlyOnceMadeCurrent_AndADiscardedOneLeavesNoPackage()
+    {
+        var app = Apps.NewName("stage");
+        var store = NewStore();
+        var v1 = await store.PublishAsync(app, SamplePackage(), "one", default);
+
+        var v2 = await store.StageAsync(app, SamplePackage("node-app"), null, "two", default);
+        Assert.Equal(2, v2.Deployment.Version);
+        Assert.Equal(v1, await store.CurrentAsync(app, default));
+        Assert.Equal(v2.Deployment, await store.MakeCurrentAsync(v2, default));
+        Assert.Equal(v2.Deployment, await store.CurrentAsync(app, default));
+
+        var v3 = await store.StageAsync(app, SamplePackage(), null, "three", default);
+        await store.DiscardAsync(v3);
+        Assert.Equal(v2.Deployment, await store.CurrentAsync(app, default));
+        Assert.Null(await fixture.Store.GetPropertiesAsync(DeploymentStore.Container, $"{app}/v3.zip"));
+        Assert.Equal(3, (await store.PublishAsync(app, SamplePackage(), "four", default)).Version);
+    }
+
+    [Fact]
+    public async Task AStagedVersion_OvertakenByANewerCurrentOne_IsNotMadeCurrent_AndAnOlderOneIsStillReplaced()
+    {
+        var app = Apps.NewName("overtake");
+        var store = NewStore();
+        await store.PublishAsync(app, SamplePackage(), "one", default);
+        var slow = await store.StageAsync(app, SamplePackage(), null, "slow", default);      // v2, its instances still starting
+        var fast = await store.PublishAsync(app, SamplePackage("node-app"), "fast", default); // v3, current at once
+
+        var e = await Assert.ThrowsAsync<DeployConflictException>(() => store.MakeCurrentAsync(slow, default));
+        Assert.Contains("v3", e.Message, StringComparison.Ordinal);
+        Assert.Equal(fast, await store.CurrentAsync(app, default));
+        Assert.Null(await fixture.Store.GetPropertiesAsync(DeploymentStore.Container, $"{app}/v2.zip"));
+
+        // Two staged at once (v4, v5); v4 becomes current first: v5 is above it, so app.json is read again and replaced.
+        var v4 = await store.StageAsync(app, SamplePackage(), null, "four", default);
+        var v5 = await store.StageAsync(app, SamplePackage(), null, "five", default);
+        Assert.Equal((4, 5), (v4.Deployment.Version, v5.Deployment.Version));
+        await store.MakeCurrentAsync(v4, default);
+        Assert.Equal(v5.Deployment, await store.MakeCurrentAsync(v5, default));
+        Assert.Equal(v5.Deployment, await store.CurrentAsync(app, default));
+    }
+
+    [Fact]
     public async Task ASecondPublish_IsV2_AndBecomesCurrent_KeepingV1()
     {
         var app = Apps.NewName("second");

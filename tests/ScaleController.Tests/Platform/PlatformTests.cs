@@ -37,7 +37,7 @@ public sealed class PlatformTests : IAsyncLifetime
     }
 
     private async Task<PlatformHost> StartPlatformAsync(LocalProcessProvider? provider = null, TimeSpan? drain = null, string? storage = null,
-        IReadOnlyList<string>? instanceArguments = null)
+        IReadOnlyList<string>? instanceArguments = null, int maxInstances = 32)
     {
         var options = new PlatformOptions
         {
@@ -48,6 +48,7 @@ public sealed class PlatformTests : IAsyncLifetime
             InstanceArguments = instanceArguments ?? ["--isolation", "off"],
             DrainDeadline = drain ?? TimeSpan.FromSeconds(30),
             InstanceOutput = (label, line) => _output.Enqueue($"[{label}] {line}"),
+            MaxInstances = maxInstances,
         };
         var platform = await PlatformHost.StartAsync(options, provider ?? Provider(), logging: l => l.ClearProviders());
         _platforms.Add(platform);
@@ -57,6 +58,7 @@ public sealed class PlatformTests : IAsyncLifetime
     private LocalProcessProvider Provider() => new(new LocalProcessOptions
     {
         RuntimeDll = Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll"),
+        RunDirectory = Path.Combine(_state.Path, "run"), // where the platform's own provider keeps the ready files
         Output = (label, line) => _output.Enqueue($"[{label}] {line}"),
     });
 
@@ -158,6 +160,142 @@ public sealed class PlatformTests : IAsyncLifetime
         var app = Assert.Single(status!.Apps);
         Assert.Equal(2, app.Version);
         Assert.All(app.Instances, i => Assert.Equal("v2", i.Version));
+    }
+
+    [Fact]
+    public async Task A_redeploy_whose_instance_cannot_start_fails_with_the_instances_error_and_the_running_version_keeps_serving_under_load()
+    {
+        // Before issue 19 (defect 7) v2 became current at once, its start failure was ignored while v1 ran, v1 drained,
+        // and the app was left with no instance: requests failed.
+        var provider = Provider();
+        var platform = await StartPlatformAsync(provider);
+        using var client = Client(platform);
+        var dir = CopySample("steadfast");
+        using (var first = await client.PutAsync("admin/platform/apps/steadfast", new StreamContent(Zip(dir))))
+            Assert.True(first.IsSuccessStatusCode, await first.Content.ReadAsStringAsync());
+        var (v1, _) = Assert.Single(provider.Processes);
+
+        // v2 passes every check a deploy makes; its module, loaded as the instance starts, says why it cannot run and
+        // then ends its own host (a failure only the instance can see). It waits until that line has reached the
+        // platform (the test lets it go), so that the line is surely among the instance's last ones.
+        var go = Path.Combine(_apps.Path, "v2-may-fail");
+        var init = Path.Combine(dir, "Hello", "__init__.py");
+        File.WriteAllText(init, $$"""
+            import os
+            import signal
+            import sys
+            import time
+
+            print("v2 cannot run here: the orders database is unreachable", file=sys.stderr, flush=True)
+            while not os.path.exists({{System.Text.Json.JsonSerializer.Serialize(go)}}):
+                time.sleep(0.05)
+            pid = os.getppid()
+            while pid > 1:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"FaaST.Runtime.dll" in f.read():
+                        os.kill(pid, signal.SIGKILL)
+                        os._exit(1)
+                with open(f"/proc/{pid}/stat") as f:
+                    pid = int(f.read().rsplit(")", 1)[1].split()[1])
+
+            """ + File.ReadAllText(init));
+        var release = Task.Run(async () =>
+        {
+            await Eventually.TrueAsync(() => _output.Any(l => l.Contains("orders database is unreachable", StringComparison.Ordinal)),
+                "v2's line in the instance output", () => Output, seconds: 120);
+            File.WriteAllText(go, "");
+        });
+
+        using var stop = new CancellationTokenSource();
+        var answers = new ConcurrentBag<string>();
+        var failures = new ConcurrentBag<string>();
+        var load = Enumerable.Range(0, 4).Select(_ => Task.Run(async () =>
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                using var response = await client.GetAsync("steadfast/api/Hello?name=x");
+                var body = await response.Content.ReadAsStringAsync();
+                if (response.IsSuccessStatusCode)
+                    answers.Add(body);
+                else
+                    failures.Add($"{(int)response.StatusCode} {body}");
+            }
+        })).ToArray();
+        HttpStatusCode code;
+        PlatformError? error;
+        try
+        {
+            using var second = await client.PutAsync("admin/platform/apps/steadfast", new StreamContent(Zip(dir)));
+            code = second.StatusCode;
+            error = await second.Content.ReadFromJsonAsync(PlatformJsonContext.Default.PlatformError);
+            await release;
+            // Still serving after the failed roll, not just during it.
+            var served = answers.Count;
+            await Eventually.TrueAsync(() => answers.Count > served + 20, "more answers after the failed deploy", () => Output);
+        }
+        finally
+        {
+            await stop.CancelAsync();
+            await Task.WhenAll(load);
+        }
+
+        Assert.Equal(HttpStatusCode.UnprocessableEntity, code);
+        Assert.Contains("v1 stays current", error!.Error, StringComparison.Ordinal);
+        Assert.Contains("the orders database is unreachable", error.Error, StringComparison.Ordinal);
+        Assert.Empty(failures);
+        Assert.All(answers, a => Assert.Equal("Hello, x!", a));
+        var status = await AppAsync(client, "steadfast");
+        Assert.Equal(1, status.Version);
+        var instance = Assert.Single(status.Instances);
+        Assert.Equal((v1, "v1", "ready"), (instance.Id, instance.Version, instance.State));
+        Assert.Equal([v1], provider.Processes.Keys);
+        using var store = new Storage.BlobStore(_azurite.ConnectionString);
+        Assert.Equal(1, (await new DeploymentStore(store).CurrentAsync("steadfast"))!.Version);
+
+        // The next good deploy takes over as usual.
+        File.WriteAllText(init, File.ReadAllText(Path.Combine(Repo.Root, "samples", "python-app", "Hello", "__init__.py")).Replace("Hello, ", "Fixed, ", StringComparison.Ordinal));
+        using (var third = await client.PutAsync("admin/platform/apps/steadfast", new StreamContent(Zip(dir))))
+            Assert.True(third.IsSuccessStatusCode, await third.Content.ReadAsStringAsync());
+        Assert.Equal("Fixed, y!", await client.GetStringAsync("steadfast/api/Hello?name=y"));
+    }
+
+    [Fact]
+    public async Task A_platform_at_its_instance_budget_refuses_another_apps_deploy_with_503_and_the_first_keeps_serving()
+    {
+        var provider = Provider();
+        var platform = await StartPlatformAsync(provider, maxInstances: 1);
+        using var client = Client(platform);
+        using (var first = await client.PutAsync("admin/platform/apps/tenant-a", new StreamContent(Zip(CopySample("tenant-a")))))
+            Assert.True(first.IsSuccessStatusCode, await first.Content.ReadAsStringAsync());
+
+        using var refused = await client.PutAsync("admin/platform/apps/tenant-b", new StreamContent(Zip(CopySample("tenant-b"))));
+
+        Assert.Equal(HttpStatusCode.ServiceUnavailable, refused.StatusCode);
+        Assert.Contains("MaxInstances", (await refused.Content.ReadFromJsonAsync(PlatformJsonContext.Default.PlatformError))!.Error, StringComparison.Ordinal);
+        Assert.Single(provider.Processes);
+        Assert.Equal("Hello, a!", await client.GetStringAsync("tenant-a/api/Hello?name=a"));
+        var status = await client.GetFromJsonAsync("admin/platform", PlatformJsonContext.Default.PlatformStatus);
+        Assert.Equal("tenant-a", Assert.Single(status!.Apps).App);
+    }
+
+    [Fact]
+    public async Task A_function_printing_the_hosts_ready_line_does_not_redirect_its_apps_clients()
+    {
+        // Before issue 19 (defect 10) the platform took an instance's address from the first output line matching
+        // "Host started: ... listening on URL", and a function's own output is in the host's output.
+        var dir = CopySample("mimic");
+        var init = Path.Combine(dir, "Hello", "__init__.py");
+        File.WriteAllText(init, "print(\"Host started: 1 python worker(s), listening on http://127.0.0.1:1/\", flush=True)\n" + File.ReadAllText(init));
+        var platform = await StartPlatformAsync();
+        using var client = Client(platform);
+        using (var deployed = await client.PutAsync("admin/platform/apps/mimic", new StreamContent(Zip(dir))))
+            Assert.True(deployed.IsSuccessStatusCode, $"{await deployed.Content.ReadAsStringAsync()}\n{Output}");
+
+        Assert.Equal("Hello, real!", await client.GetStringAsync("mimic/api/Hello?name=real"));
+        var instance = Assert.Single((await AppAsync(client, "mimic")).Instances);
+        Assert.NotEqual(1, instance.Address.Port);
+        Assert.Contains(_output, l => l.Contains("listening on http://127.0.0.1:1/", StringComparison.Ordinal)); // the print did reach the output
+        Assert.Empty(Directory.EnumerateFileSystemEntries(Path.Combine(_state.Path, "run"))); // read, then deleted
     }
 
     [Fact]

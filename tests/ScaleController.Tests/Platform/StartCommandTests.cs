@@ -80,6 +80,71 @@ public sealed class StartCommandTests : IDisposable
     }
 
     [Fact]
+    public async Task Start_stopped_by_sigterm_stops_its_instance_and_its_persistent_azurite_which_keeps_what_was_written()
+    {
+        // The persistent Azurite (APP/.faast/azurite) is the one stopped with SIGTERM (its data is flushed); until
+        // issue 19 it then hung on its lifeline and was killed 10 s later, which kept the platform from exiting.
+        var app = CopySample("sigtermapp");
+        var port = Ports.Free().ToString(CultureInfo.InvariantCulture);
+        var output = new ConcurrentQueue<string>();
+        using var process = Start(["start", app, "--port", port, "--isolation", "off"], output);
+        string connection;
+        int instancePid;
+        try
+        {
+            await Eventually.TrueAsync(() => output.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || process.HasExited,
+                "the platform to serve the app", () => string.Join('\n', output), seconds: 120);
+            Assert.False(process.HasExited, string.Join('\n', output));
+            using var http = new HttpClient { BaseAddress = new Uri($"http://127.0.0.1:{port}/"), Timeout = TimeSpan.FromSeconds(30) };
+            using var platform = JsonDocument.Parse(await http.GetStringAsync("admin/platform"));
+            instancePid = Assert.Single(Assert.Single(platform.RootElement.GetProperty("apps").EnumerateArray()).GetProperty("instances").EnumerateArray())
+                .GetProperty("processId").GetInt32();
+            connection = Runtime.Cli.DevelopmentStorageFile.Read(app, out var problem) ?? throw new InvalidOperationException(problem);
+            using (var store = new Storage.BlobStore(connection))
+            {
+                await store.CreateContainerIfNotExistsAsync("kept");
+                await store.UploadAsync("kept", "last-write", "written just before SIGTERM"u8.ToArray());
+            }
+
+            Process.Start("kill", ["-TERM", process.Id.ToString(CultureInfo.InvariantCulture)])!.WaitForExit();
+            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(120));
+            await process.WaitForExitAsync(timeout.Token);
+        }
+        finally
+        {
+            if (!process.HasExited)
+                process.Kill(entireProcessTree: true);
+        }
+
+        Assert.Equal(0, process.ExitCode);
+        Assert.Contains(output, l => l.Contains("drained and stopped", StringComparison.Ordinal));
+        Assert.False(Directory.Exists($"/proc/{instancePid}") && !File.ReadAllText($"/proc/{instancePid}/stat").Contains(") Z ", StringComparison.Ordinal),
+            "the instance outlived the platform");
+        var blob = new Uri(connection.Split(';').Single(p => p.StartsWith("BlobEndpoint=", StringComparison.Ordinal))["BlobEndpoint=".Length..]);
+        using (var probe = new TcpClient())
+            await Assert.ThrowsAnyAsync<SocketException>(() => probe.ConnectAsync(blob.Host, blob.Port)); // its Azurite is gone too
+
+        // What was written before the stop is still there for the next start.
+        var again = new ConcurrentQueue<string>();
+        using var second = Start(["start", app, "--port", port, "--isolation", "off"], again);
+        try
+        {
+            await Eventually.TrueAsync(() => again.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || second.HasExited,
+                "the platform to serve the app again", () => string.Join('\n', again), seconds: 120);
+            var reopened = Runtime.Cli.DevelopmentStorageFile.Read(app, out var problem) ?? throw new InvalidOperationException(problem);
+            using var store = new Storage.BlobStore(reopened);
+            var kept = await store.DownloadAsync("kept", "last-write");
+            Assert.Equal("written just before SIGTERM", System.Text.Encoding.UTF8.GetString(kept!.Data));
+        }
+        finally
+        {
+            Process.Start("kill", ["-TERM", second.Id.ToString(CultureInfo.InvariantCulture)])!.WaitForExit();
+            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(120));
+            await second.WaitForExitAsync(timeout.Token);
+        }
+    }
+
+    [Fact]
     public async Task Start_with_a_bad_policy_is_one_line_naming_the_file_and_key_and_exit_3()
     {
         var app = CopySample("badpolicy");
