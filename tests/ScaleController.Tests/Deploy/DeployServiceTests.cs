@@ -105,7 +105,7 @@ public sealed class DeployServiceTests(AzuriteFixture fixture) : IDisposable
         var staged = await NewService().StageAsync(app, zip);
 
         Assert.Equal(2, staged.Deployment.Version);
-        Assert.Equal(v1, await new DeploymentStore(fixture.Store).CurrentAsync(app));
+        Assert.Equal(v1, await new DeploymentStore(fixture.Store, Apps.Keys).CurrentAsync(app));
         Assert.NotNull(await fixture.Store.GetPropertiesAsync(DeploymentStore.Container, $"{app}/v2.zip"));
     }
 

@@ -108,7 +108,7 @@ public sealed class BudgetTests : IAsyncLifetime
         }
         Assert.False(platform.Apps.ContainsKey("gamma"));
         using var store = new Storage.BlobStore(_azurite.ConnectionString);
-        Assert.Null(await new DeploymentStore(store).CurrentAsync("gamma"));
+        Assert.Null(await new DeploymentStore(store, platform.Keys).CurrentAsync("gamma"));
         Assert.Equal(2, provider.Running);
 
         // An app unloaded gives its room back.
@@ -147,7 +147,7 @@ public sealed class BudgetTests : IAsyncLifetime
             Assert.Equal(HttpStatusCode.ServiceUnavailable, refused.StatusCode);
         Assert.Equal(1, platform.Apps["alpha"].Deployment.Version);
         using var store = new Storage.BlobStore(_azurite.ConnectionString);
-        Assert.Equal(1, (await new DeploymentStore(store).CurrentAsync("alpha"))!.Version);
+        Assert.Equal(1, (await new DeploymentStore(store, platform.Keys).CurrentAsync("alpha"))!.Version);
         Assert.Equal(1, provider.Running);
     }
 
@@ -180,7 +180,7 @@ public sealed class BudgetTests : IAsyncLifetime
             return Task.CompletedTask;
         }
 
-        public Task<InstanceHandle?> AdoptAsync(InstanceHandle recorded, CancellationToken ct) => Task.FromResult<InstanceHandle?>(null);
+        public Task<InstanceHandle?> AdoptAsync(InstanceHandle recorded, FaaST.Peers.PeerAuth credentials, CancellationToken ct) => Task.FromResult<InstanceHandle?>(null);
 
         public ValueTask DisposeAsync() => ValueTask.CompletedTask;
     }

@@ -250,7 +250,7 @@ public sealed class PlatformTests : IAsyncLifetime
         Assert.Equal((v1, "v1", "ready"), (instance.Id, instance.Version, instance.State));
         Assert.Equal([v1], provider.Processes.Keys);
         using var store = new Storage.BlobStore(_azurite.ConnectionString);
-        Assert.Equal(1, (await new DeploymentStore(store).CurrentAsync("steadfast"))!.Version);
+        Assert.Equal(1, (await new DeploymentStore(store, platform.Keys).CurrentAsync("steadfast"))!.Version);
 
         // The next good deploy takes over as usual.
         File.WriteAllText(init, File.ReadAllText(Path.Combine(Repo.Root, "samples", "python-app", "Hello", "__init__.py")).Replace("Hello, ", "Fixed, ", StringComparison.Ordinal));
