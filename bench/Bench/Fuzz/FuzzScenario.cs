@@ -100,7 +100,7 @@ public static class FuzzScenario
     {
         var results = new List<TargetResult>();
         var state = Path.Combine(Path.GetTempPath(), $"faast-fuzz-platform-{Environment.ProcessId}");
-        Directory.CreateDirectory(state, UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute);
+        Directory.CreateDirectory(state);
         Console.WriteLine("fuzz: starting a platform process");
         await using (var platform = new PlatformProcess(home, state, "--azurite-in-memory"))
         {

@@ -90,7 +90,7 @@ public static partial class PlatformFuzzer
                 case 3: (body, kind) = (BadNames(r), "bad entry names"); break;
                 case 4: (body, kind) = (EndOnly(r), "an end record only"); break;
                 case 5: (body, kind) = (RandomBytes(r, r.Next(0, 8192)), "random bytes"); break;
-                case 6: (body, kind) = ([.. late, .. RandomBytes(r, r.Next(1, 2000))], "trailing bytes"); break;
+                case 6: (body, kind) = (Concat(late, RandomBytes(r, r.Next(1, 2000))), "trailing bytes"); break;
                 default: (body, kind) = (late, "the package refused at its last check"); break;
             }
         }
@@ -127,6 +127,8 @@ public static partial class PlatformFuzzer
         head.Append("Content-Length: ").Append(length.ToString(CultureInfo.InvariantCulture)).Append("\r\n\r\n");
         return new Input([.. Encoding.ASCII.GetBytes(head.ToString()), .. body], kind + (withKey ? ", admin key" : ""), malformed);
     }
+
+    private static byte[] Concat(byte[] a, byte[] b) => [.. a, .. b];
 
     private static byte[] Flip(Random r, byte[] source)
     {
