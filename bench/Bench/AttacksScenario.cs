@@ -385,7 +385,7 @@ public static partial class AttacksScenario
         var found = rep["found"]?.AsObject().Select(p => p.Key).ToArray() ?? [];
         var uid = rep["uid"]?.GetValue<int>() ?? -1;
         a.Details["uid"] = uid;
-        a.Details["variables"] = new JsonArray(env.Select(p => (JsonNode?)p.Key).Order().ToArray());
+        a.Details["variables"] = new JsonArray(env.Select(p => p.Key).Order(StringComparer.Ordinal).Select(k => (JsonNode?)k).ToArray());
         a.Details["secrets_found"] = new JsonArray(found.Select(f => (JsonNode?)f).ToArray());
         var problems = new List<string>();
         if (forbidden.Length > 0)
@@ -473,8 +473,10 @@ public static partial class AttacksScenario
         var peer = PeerAddresses(body, Victim).FirstOrDefault();
         a.Details["status"] = status;
         a.Details["victim_peer_address"] = peer;
-        a.Refused = peer is null && !body.Contains("\"baseAddress\"", StringComparison.Ordinal);
-        a.Observed = a.Refused ? $"{status}: no address of the victim" : $"{status}: the victim's addresses are listed{(peer is null ? "" : $" (peer {peer})")}";
+        var exposed = InstanceFields(body, Victim);
+        a.Details["victim_instance_fields_shown"] = new JsonArray(exposed.Select(f => (JsonNode?)f).ToArray());
+        a.Refused = peer is null && exposed.Count == 0;
+        a.Observed = a.Refused ? $"{status}: no address of the victim" : $"{status}: the victim's instances are listed with {string.Join(", ", exposed)}{(peer is null ? "" : $" (peer {peer})")}";
         a.Logged = Logged(run, mark, "/admin/platform");
         return a;
     }
@@ -616,10 +618,11 @@ public static partial class AttacksScenario
         using var zip = new MemoryStream();
         using (var archive = new ZipArchive(zip, ZipArchiveMode.Create, leaveOpen: true))
         {
-            foreach (var file in new[] { "host.json", "local.settings.json" })
+            // A working app (the entry count is then the only thing wrong with it) plus empty files.
+            foreach (var file in new[] { "host.json", "local.settings.json", "WhoAmI/function.json", "WhoAmI/__init__.py" })
                 using (var s = archive.CreateEntry(file).Open())
                     s.Write(File.ReadAllBytes(Path.Combine(run.Home, "bench", "apps", "escape-tenant", file)));
-            for (var i = 0; i < entries - 2; i++)
+            for (var i = 0; i < entries - 4; i++)
                 archive.CreateEntry($"junk/{i:x}", CompressionLevel.NoCompression);
         }
         var clock = Stopwatch.StartNew();
@@ -946,6 +949,24 @@ public static partial class AttacksScenario
         return PeerAddresses(body, Victim).Select(p => new Uri(p)).FirstOrDefault();
     }
 
+    /// <summary>The address, peer and process fields a status document shows for <paramref name="app"/>'s instances.</summary>
+    private static List<string> InstanceFields(string statusJson, string app)
+    {
+        var shown = new List<string>();
+        try
+        {
+            if (JsonNode.Parse(statusJson) is JsonObject { } o && o["apps"] is JsonArray apps)
+                foreach (var a in apps)
+                    if (a?["app"]?.GetValue<string>() == app && a["instances"] is JsonArray instances)
+                        foreach (var i in instances.OfType<JsonObject>())
+                            shown.AddRange(new[] { "address", "baseAddress", "peer", "peerAddress", "processId" }.Where(i.ContainsKey));
+        }
+        catch (JsonException)
+        {
+        }
+        return shown.Distinct(StringComparer.Ordinal).ToList();
+    }
+
     private static IEnumerable<string> PeerAddresses(string statusJson, string app)
     {
         JsonNode? doc;
@@ -962,7 +983,7 @@ public static partial class AttacksScenario
         foreach (var a in apps)
             if (a?["app"]?.GetValue<string>() == app && a["instances"] is JsonArray instances)
                 foreach (var i in instances)
-                    if (i?["peerAddress"]?.GetValue<string>() is { Length: > 0 } p)
+                    if ((i?["peer"] ?? i?["peerAddress"])?.GetValue<string>() is { Length: > 0 } p)
                         yield return p;
     }
 
