@@ -108,7 +108,7 @@ public static partial class AttacksScenario
             await victim.StopAsync(load);
             // Last: it restarts the platform, which is not an attack and which no tenant survives on one machine
             // (instances are tied to their platform), so the victim's load is over before it.
-            await Try(run, ForgedRecordsAsync);
+            await Try(run, "forged-instance-records", ForgedRecordsAsync);
         }
         catch (Exception e)
         {
@@ -181,57 +181,57 @@ public static partial class AttacksScenario
     private static async Task RunAttacksAsync(Run run)
     {
         // Deploy and admin endpoints, from outside (a local user, a web page, the network).
-        await Try(run, UnauthenticatedDeployAsync);
-        await Try(run, UnauthenticatedControlDeployAsync);
-        await Try(run, WrongKeyDeployAsync);
-        await Try(run, DeployUnderVictimsNameAsync);
-        await Try(run, CrossSiteDeployAsync);
-        await Try(run, DnsRebindingAsync);
-        await Try(run, StatusWithoutKeyAsync);
-        await Try(run, NotFoundListingAsync);
+        await Try(run, "deploy-unauthenticated-frontend", UnauthenticatedDeployAsync);
+        await Try(run, "deploy-unauthenticated-control-port", UnauthenticatedControlDeployAsync);
+        await Try(run, "deploy-wrong-key", WrongKeyDeployAsync);
+        await Try(run, "deploy-under-victims-name", DeployUnderVictimsNameAsync);
+        await Try(run, "deploy-cross-site", CrossSiteDeployAsync);
+        await Try(run, "dns-rebinding-host-header", DnsRebindingAsync);
+        await Try(run, "status-without-key", StatusWithoutKeyAsync);
+        await Try(run, "not-found-lists-apps", NotFoundListingAsync);
         // The attacking tenant, from inside its worker.
-        await Try(run, AttackerEnvironmentAsync);
-        await Try(run, AttackerStorageAsync);
-        await Try(run, r => FromStorageAsync(r, "tenant-reads-victim-blobs",
+        await Try(run, "tenant-worker-environment", AttackerEnvironmentAsync);
+        await Try(run, "tenant-storage-credentials", AttackerStorageAsync);
+        await Try(run, "tenant-reads-victim-blobs", r => FromStorageAsync(r, "tenant-reads-victim-blobs",
             "the attacker's function lists and reads every container of every storage account it can reach (each connection string in its environment and settings, the emulator's public key) on every Azurite listening on 127.0.0.1",
             "no credential the attacker holds reaches the victim's storage: the victim's secret blob is never read",
             rep => Found(rep, "blob_secret") is { } w ? $"read the victim's secret blob at {w}" : null));
-        await Try(run, r => FromStorageAsync(r, "tenant-reads-victim-function-keys",
+        await Try(run, "tenant-reads-victim-function-keys", r => FromStorageAsync(r, "tenant-reads-victim-function-keys",
             "the same crawl, looking for the victim's keys document azure-webjobs-secrets/victim/host.json (master key)",
             "unreachable: keys live in the victim's own storage only",
             rep => Reached(rep, "/azure-webjobs-secrets/victim/") is { } w ? $"read the victim's keys document {w}" : null));
-        await Try(run, r => FromStorageAsync(r, "tenant-reads-victim-package-and-app-json",
+        await Try(run, "tenant-reads-victim-package-and-app-json", r => FromStorageAsync(r, "tenant-reads-victim-package-and-app-json",
             "the same crawl, looking for faast-deployments/victim/ (the victim's package and app.json)",
             "unreachable: faast-deployments is the platform's storage, never handed to an app",
             rep => Reached(rep, "/faast-deployments/victim/") is { } w ? $"read {w}" + (Found(rep, "settings_secret") is { } s ? $"; the victim's settings secret was in {s}" : "") : null));
-        await Try(run, TenantInsideDeployAsync);
-        await Try(run, AttackerFilesAsync);
-        await Try(run, r => FromFilesAsync(r, "tenant-reads-victim-settings-on-disk",
+        await Try(run, "tenant-deploys-through-loopback", TenantInsideDeployAsync);
+        await Try(run, "tenant-finds-the-platform-state-folder", AttackerFilesAsync);
+        await Try(run, "tenant-reads-victim-settings-on-disk", r => FromFilesAsync(r, "tenant-reads-victim-settings-on-disk",
             "the attacker's function finds the platform's state folder (its own path, the platform's command line) and reads STATE/apps/victim/** (local.settings.json and the code)",
             "refused by file modes: apps/ 0711, each app 0750 owned by root with the app user's group, settings stored apart",
             rep => FoundOutsideProc(rep, "settings_secret") is { } w ? $"read the victim's settings secret in {w}" : null));
-        await Try(run, r => FromFilesAsync(r, "tenant-reads-platform-keys-on-disk",
+        await Try(run, "tenant-reads-platform-keys-on-disk", r => FromFilesAsync(r, "tenant-reads-platform-keys-on-disk",
             "the attacker's function reads STATE/keys/admin, STATE/keys/master and STATE/azurite-account",
             "refused: keys/ is 0700, its files 0600, owned by the platform's user",
             rep => (FoundOutsideProc(rep, "admin_key") ?? FoundOutsideProc(rep, "master_key") ?? FoundOutsideProc(rep, "platform_storage_key")) is { } w ? $"read a platform key in {w}" : null));
-        await Try(run, r => FromFilesAsync(r, "tenant-reads-other-processes-environment",
+        await Try(run, "tenant-reads-other-processes-environment", r => FromFilesAsync(r, "tenant-reads-other-processes-environment",
             "the attacker's function reads /proc/PID/environ and cmdline of every process (the platform, the victim's host and workers)",
             "refused: other tenants' and the platform's processes run as other users; no secret is on a command line",
             rep => (Found(rep, "settings_secret", "/proc/") ?? Found(rep, "admin_key", "/proc/") ?? Found(rep, "master_key", "/proc/")
                 ?? Found(rep, "platform_storage_key", "/proc/") ?? Found(rep, "victim_peer_secret", "/proc/")) is { } w ? $"read a secret in {w}" : null));
-        await Try(run, SharedMemoryAsync);
-        await Try(run, StatusFromInsideAsync);
-        await Try(run, PeerCallAsync);
+        await Try(run, "tenant-reads-victim-cache", SharedMemoryAsync);
+        await Try(run, "tenant-learns-victim-addresses", StatusFromInsideAsync);
+        await Try(run, "tenant-calls-victim-peer-port", PeerCallAsync);
         // Deploys that must be refused whoever sends them.
-        await Try(run, ScriptFileEscapeAsync);
-        await Try(run, OversizedDeployAsync);
-        await Try(run, EocdBombAsync);
-        await Try(run, ManyEntriesAsync);
-        await Try(run, BrokenRedeployAsync);
+        await Try(run, "scriptfile-escape", ScriptFileEscapeAsync);
+        await Try(run, "deploy-oversized", OversizedDeployAsync);
+        await Try(run, "deploy-zip-eocd-claims-millions", EocdBombAsync);
+        await Try(run, "deploy-zip-65535-entries", ManyEntriesAsync);
+        await Try(run, "broken-redeploy-under-load", BrokenRedeployAsync);
     }
 
     /// <summary>Runs one attack, timing it; an exception is the attack's error (neither refused nor succeeded).</summary>
-    private static async Task Try(Run run, Func<Run, Task<Attack>> attack)
+    private static async Task Try(Run run, string name, Func<Run, Task<Attack>> attack)
     {
         var clock = Stopwatch.StartNew();
         Attack result;
@@ -241,7 +241,7 @@ public static partial class AttacksScenario
         }
         catch (Exception e)
         {
-            result = new Attack(attack.Method.Name, "(see the error)", "", false) { Error = $"{e.GetType().Name}: {e.Message}", Observed = "the attack could not be carried out: " + e.Message };
+            result = new Attack(name, "(see the error)", "", false) { Error = $"{e.GetType().Name}: {e.Message}", Observed = "the attack could not be carried out: " + e.Message };
         }
         result.Seconds = clock.Elapsed.TotalSeconds;
         run.Attacks.Add(result);
@@ -710,7 +710,8 @@ public static partial class AttacksScenario
         await run.Platform.StopAsync(TimeSpan.FromSeconds(90));
         run.Platform = new PlatformProcess(run.Home, run.Platform.State);
         var mark = run.Platform.Mark;
-        await run.Platform.StartAsync(TimeSpan.FromSeconds(180));
+        // A platform loads every deployed app before it reports ready: many apps (intruders that got in) take long.
+        await run.Platform.StartAsync(TimeSpan.FromSeconds(600));
         var servedAgain = false;
         // Until the victim answers again, or a forged record took its traffic (then no real instance may ever come).
         for (var i = 0; i < 240 && !servedAgain && !records.Any(r => r.Server.Forwarded > 0); i++)
