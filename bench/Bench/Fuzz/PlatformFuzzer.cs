@@ -356,8 +356,11 @@ public static partial class PlatformFuzzer
                 foreach (var e in errors)
                 {
                     result.Count("platform_logged_errors");
-                    var m = Regex.Match(e, @"([A-Za-z.]+(?:Exception|Error))");
-                    result.Add(Outcome.Crash($"the platform logged {(m.Success ? m.Groups[1].Value : "an error")} (around input {i}, {input.Kind})", e.Length > 2000 ? e[..2000] : e), -1);
+                    // One cause per exception type and message shape; which input was in flight goes in the detail.
+                    var m = Regex.Match(e, @"([A-Za-z.]+(?:Exception|Error))(?::\s*([^\r\n]{0,80}))?");
+                    var what = m.Success ? m.Groups[1].Value + (m.Groups[2].Success ? ": " + Regex.Replace(m.Groups[2].Value, "[0-9a-f]{8,}|\\d+", "#") : "") : "an error";
+                    var detail = $"around input {i} ({input.Kind}): {(e.Length > 2000 ? e[..2000] : e)}";
+                    result.Add(Outcome.Crash($"the platform logged {what}", detail), -1);
                 }
             }
             return true;
