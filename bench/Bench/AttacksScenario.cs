@@ -483,7 +483,7 @@ public static partial class AttacksScenario
 
     private static async Task<Attack> PeerCallAsync(Run run)
     {
-        var a = new Attack("tenant-calls-victim-peer-port", "a signed Stats call to the victim's peer port with the peer secret the attacker holds (FAAST_PEER_SECRET in its environment, if any), the victim's peer address taken from the platform's status (as a port scan would find it)",
+        var a = new Attack("tenant-calls-victim-peer-port", "a signed Stats call to the victim's peer port with every peer secret the attacker holds (FAAST_PEER_SECRET in its environment, any read in other processes' environments, a guess), the victim's peer address taken from the platform's status (as a port scan would find it)",
             "UNAUTHENTICATED: each app has its own peer secret (HKDF of the master) and workers hold none", false);
         var env = (run.AttackerEnv ?? await ProbeAsync(run, new JsonObject { ["op"] = "env" }))["env"]?.AsObject();
         var secret = env?["FAAST_PEER_SECRET"]?.GetValue<string>();
@@ -499,13 +499,28 @@ public static partial class AttacksScenario
         var tries = new List<(string What, string Secret)>();
         if (secret is not null)
             tries.Add(("the attacker's FAAST_PEER_SECRET", secret));
-        tries.Add(("an empty secret", ""));
+        // Peer secrets the attacker could read in other processes' environments (the files attack).
+        var read = (run.AttackerFiles ?? await ProbeAsync(run, new JsonObject { ["op"] = "files", ["victim"] = Victim }))["peer_secrets"]?.AsArray()
+            .Select(n => n!.GetValue<string>()).Where(v => v.Length > 0 && v != secret).Distinct(StringComparer.Ordinal).ToArray() ?? [];
+        foreach (var s in read)
+            tries.Add(("a FAAST_PEER_SECRET read from another process's /proc/PID/environ", s));
+        a.Details["peer_secrets_read_from_other_processes"] = read.Length;
+        tries.Add(("a guessed secret", "faast"));
         var results = new List<string>();
         var ok = false;
         using var grpc = new Fuzz.RawGrpc();
         foreach (var (what, s) in tries)
         {
-            var auth = new Peers.PeerAuth(Encoding.UTF8.GetBytes(s), Victim);
+            Peers.PeerAuth auth;
+            try
+            {
+                auth = new Peers.PeerAuth(Encoding.UTF8.GetBytes(s), Victim);
+            }
+            catch (ArgumentException e)
+            {
+                results.Add($"{what}: not usable ({e.Message})");
+                continue;
+            }
             var reply = await grpc.CallAsync(peer, "/faast.peer.v1.CacheletPeer/Stats", Fuzz.RawGrpc.Frame(new Protos.Peer.StatsRequest()),
                 auth.SignCall("/faast.peer.v1.CacheletPeer/Stats"), "application/grpc", TimeSpan.FromSeconds(20));
             var answered = reply.GrpcStatus == 0 && reply.HttpStatus == 200;

@@ -323,6 +323,12 @@ def files_op(report, args):
                         data = f.read(MAX_READ)
                     if part == "environ" and data:
                         report["reached"].append(path)
+                        # peer secrets of other instances: what a peer call to another tenant would be signed with
+                        for entry in data.split(b"\0"):
+                            if entry.startswith(b"FAAST_PEER_SECRET="):
+                                value = entry.split(b"=", 1)[1].decode("utf-8", "replace")
+                                if value and value not in report.setdefault("peer_secrets", []):
+                                    report["peer_secrets"].append(value)
                     remember(report, path, data)
                 except OSError:
                     pass
