@@ -5,7 +5,7 @@ using BenchmarkDotNet.Toolchains.InProcess.Emit;
 
 namespace FaaST.Bench;
 
-/// <summary>./faast bench SCENARIO [--quick]. Scenarios: runtime, cachelet, distributed, faults, bandwidth (end to end), fuzz (seeded fuzzers; --seed N, --only T), micro (BenchmarkDotNet).</summary>
+/// <summary>./faast bench SCENARIO [--quick]. Scenarios: runtime, cachelet, distributed, faults, attacks (issue 19's attack run on a real platform), bandwidth (end to end), fuzz (seeded fuzzers; --seed N, --only T), micro (BenchmarkDotNet).</summary>
 public static class Program
 {
     public static async Task<int> Main(string[] args)
@@ -31,6 +31,9 @@ public static class Program
                 case "faults":
                     await FaultsScenario.RunAsync(home, quick);
                     return 0;
+                case "attacks":
+                    await AttacksScenario.RunAsync(home, quick);
+                    return 0;
                 case "scaling":
                     await ScalingScenario.RunAsync(home, quick);
                     return 0;
@@ -51,7 +54,7 @@ public static class Program
                     BenchmarkSwitcher.FromAssembly(typeof(Program).Assembly).Run(rest.Length > 0 ? rest : ["--filter", "*"], config);
                     return 0;
                 default:
-                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, fuzz, scaling, bandwidth, net, micro");
+                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, attacks, fuzz, scaling, bandwidth, net, micro");
                     return 2;
             }
         }

@@ -8,7 +8,7 @@ namespace FaaST.Bench.Fuzz;
 /// <summary>
 /// ./faast bench fuzz [--quick] [--seed N] [--only TARGET,...]: the seeded fuzzers over configuration
 /// files (in process, and a sample of mutated apps on real host processes), HTTP requests to a real
-/// host, the peer port (gRPC and bulk framing) and the worker channel. Writes bench/results/fuzz.json
+/// host, the peer port (gRPC and bulk framing), the worker channel, and a platform process's deploy endpoint and admin API. Writes bench/results/fuzz.json
 /// and prints a table. Every loop is bounded in count and time; all traffic is loopback.
 /// </summary>
 public static class FuzzScenario
@@ -55,6 +55,9 @@ public static class FuzzScenario
                     Directory.Delete(work, recursive: true);
             }
         }
+        var platform = new[] { "platform-deploy", "platform-admin" }.Where(Wanted).ToArray();
+        if (platform.Length > 0)
+            results.AddRange(await PlatformTargetsAsync(home, platform, seed, quick));
         Write(home, seed, quick, results, clock.Elapsed);
         Console.WriteLine();
         Console.WriteLine($"{"target",-26} {"inputs",8} {"accepted",9} {"rejected",9} {"crashes",8} {"causes",7}");
@@ -89,6 +92,33 @@ public static class FuzzScenario
             results.Add(Report(WithHostErrors(host, await PeerFuzzer.RunGrpcAsync(host, "fuzz-app", account, seed, count, budget))));
         if (wanted.Contains("peer-bulk"))
             results.Add(Report(WithHostErrors(host, await PeerFuzzer.RunBulkAsync(host, "fuzz-app", account, seed, count, budget))));
+        return results;
+    }
+
+    /// <summary>The platform's deploy endpoint and admin API, on a real platform process (its own Azurite), half the inputs with its admin key.</summary>
+    private static async Task<List<TargetResult>> PlatformTargetsAsync(string home, string[] wanted, int seed, bool quick)
+    {
+        var results = new List<TargetResult>();
+        var state = Path.Combine(Path.GetTempPath(), $"faast-fuzz-platform-{Environment.ProcessId}");
+        Directory.CreateDirectory(state);
+        Console.WriteLine("fuzz: starting a platform process");
+        await using (var platform = new PlatformProcess(home, state, "--azurite-in-memory"))
+        {
+            await platform.StartAsync(TimeSpan.FromSeconds(180));
+            var mark = platform.Mark;
+            var target = new PlatformTarget(platform.Port, platform.AdminKey, () => platform.Process is { HasExited: false }, () =>
+            {
+                var errors = platform.ErrorsSince(mark);
+                mark = platform.Mark;
+                return errors;
+            });
+            var count = quick ? 1_000 : 10_000;
+            if (wanted.Contains("platform-deploy"))
+                results.Add(Report(await PlatformFuzzer.RunDeployAsync(target, seed, count, TimeSpan.FromSeconds(quick ? 60 : 900))));
+            if (wanted.Contains("platform-admin"))
+                results.Add(Report(await PlatformFuzzer.RunAdminAsync(target, seed, count, TimeSpan.FromSeconds(quick ? 30 : 300))));
+        }
+        Directory.Delete(state, recursive: true);
         return results;
     }
 
