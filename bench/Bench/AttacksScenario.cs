@@ -87,7 +87,10 @@ public static partial class AttacksScenario
         if (!root)
             Console.WriteLine("attacks: not running as root: tenants cannot run as users of their own, so the results do not describe the platform as the README runs it");
         var work = Path.Combine(Path.GetTempPath(), $"faast-attacks-{Environment.ProcessId}");
-        Directory.CreateDirectory(work, UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute);
+        // 0711, as an operator's state folder's parents must be: each tenant's user passes through to its own extracted app
+        // (the platform makes STATE/apps 0711 and each app 0750 root:faast-APP), and lists nothing here.
+        Directory.CreateDirectory(work, UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute | UnixFileMode.GroupExecute | UnixFileMode.OtherExecute);
+        File.SetUnixFileMode(work, UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute | UnixFileMode.GroupExecute | UnixFileMode.OtherExecute);
         var run = new Run
         {
             Home = home,

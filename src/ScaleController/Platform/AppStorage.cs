@@ -24,14 +24,14 @@ internal sealed class AppStorage(PlatformOptions options, ILogger logger) : IAsy
     private bool _disposed;
 
     /// <summary>
-    /// The default place of <paramref name="app"/>'s Azurite: STATE/apps/APP/azurite (its account in
-    /// STATE/apps/APP/azurite-account), or in memory with a fresh account when <see cref="PlatformOptions.AppStorageInMemory"/>.
+    /// The default place of <paramref name="app"/>'s Azurite: STATE/storage/APP/azurite (its account in
+    /// STATE/storage/APP/azurite-account), or in memory with a fresh account when <see cref="PlatformOptions.AppStorageInMemory"/>.
     /// </summary>
     public static AppStorageLocation DefaultLocation(PlatformOptions options, string app)
     {
         if (options.AppStorageInMemory)
             return new AppStorageLocation(null, null);
-        var root = Path.Combine(Path.GetFullPath(options.StateDirectory), "apps", app);
+        var root = Path.Combine(Path.GetFullPath(options.StateDirectory), "storage", app); // not under apps/APP: the extracted versions are the app user's to read there, its raw storage is not
         return new AppStorageLocation(Path.Combine(root, "azurite"), Path.Combine(root, "azurite-account"));
     }
 

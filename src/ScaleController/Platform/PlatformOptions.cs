@@ -65,7 +65,7 @@ public sealed record PlatformOptions
 
     /// <summary>
     /// Each app on development storage gets an Azurite of its own (see <see cref="AppStorage"/>): false (default) keeps its
-    /// data in STATE/apps/APP/azurite (account in STATE/apps/APP/azurite-account); true keeps it in memory (--azurite-in-memory).
+    /// data in STATE/storage/APP/azurite (account in STATE/storage/APP/azurite-account); true keeps it in memory (--azurite-in-memory).
     /// </summary>
     public bool AppStorageInMemory { get; init; }
 
