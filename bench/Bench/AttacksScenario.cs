@@ -229,13 +229,16 @@ public static partial class AttacksScenario
         await Try(run, "scriptfile-escape", ScriptFileEscapeAsync);
         await Try(run, "deploy-oversized", OversizedDeployAsync);
         await Try(run, "deploy-zip-eocd-claims-millions", EocdBombAsync);
-        await Try(run, "deploy-zip-65535-entries", ManyEntriesAsync);
+        await Try(run, "deploy-zip-over-entry-cap", ManyEntriesAsync);
         await Try(run, "broken-redeploy-under-load", BrokenRedeployAsync);
     }
 
     /// <summary>Runs one attack, timing it; an exception is the attack's error (neither refused nor succeeded).</summary>
     private static async Task Try(Run run, string name, Func<Run, Task<Attack>> attack)
     {
+        // The platform logs refusals at most once a second (a flood of refusals must not flood its log; the lines held back
+        // are counted in the next one): a second apart, each attack's refusal gets a line of its own to be found by.
+        await Task.Delay(TimeSpan.FromSeconds(1.1));
         var clock = Stopwatch.StartNew();
         Attack result;
         try
@@ -629,8 +632,10 @@ public static partial class AttacksScenario
 
     private static async Task<Attack> ManyEntriesAsync(Run run)
     {
-        var entries = 65_535;
-        var a = new Attack("deploy-zip-65535-entries", $"PUT (admin key) a real zip of {entries:N0} empty files (a few MB)",
+        // One entry over the platform's cap (DeployOptions.MaxEntries, 100,000 by default): a real zip, so the count in its
+        // end record is true and the refusal must come from the cap, not from a malformed archive.
+        var entries = DeployOptions.Default.MaxEntries + 1;
+        var a = new Attack("deploy-zip-over-entry-cap", $"PUT (admin key) a real zip of {entries:N0} empty files (a few MB)",
             "400 naming the entry limit, before any extraction", true);
         var mark = run.Platform.Mark;
         using var zip = new MemoryStream();
@@ -754,6 +759,7 @@ public static partial class AttacksScenario
             {
                 ["adopted_in_status"] = listed,
                 ["victim_requests_sent_to_the_forged_address"] = stolen,
+                ["requests_at_the_forged_address"] = new JsonArray(r.Server.Requests.Take(5).Select(q => (JsonNode?)q).ToArray()),
                 ["chosen_process_killed"] = killed,
                 ["decoy_process_killed"] = decoyKilled,
             };
@@ -809,6 +815,9 @@ public static partial class AttacksScenario
         public required Uri Address { get; init; }
         public int Forwarded => Volatile.Read(ref _forwarded);
 
+        /// <summary>The requests other than the status check, as "METHOD PATH from ADDRESS" (who reached the forged address).</summary>
+        public ConcurrentQueue<string> Requests { get; } = new();
+
         public static FakeInstance Start(string id)
         {
             var port = PlatformProcess.FreePort();
@@ -830,8 +839,14 @@ public static partial class AttacksScenario
                         return;
                     }
                     var status = c.Request.Url?.AbsolutePath.EndsWith("/admin/host/status", StringComparison.Ordinal) == true;
-                    if (!status)
+                    // The victim's traffic is its function routes (/api/...): what an adopted forged record would steal. Other
+                    // requests are recorded, not counted (a stray GET / from a port probe on the machine is no theft).
+                    if (!status && c.Request.Url?.AbsolutePath.StartsWith("/api/", StringComparison.Ordinal) == true)
                         Interlocked.Increment(ref fake._forwarded);
+                    if (!status)
+                    {
+                        fake.Requests.Enqueue($"{c.Request.HttpMethod} {c.Request.Url?.PathAndQuery} from {c.Request.RemoteEndPoint} ({c.Request.UserAgent})");
+                    }
                     var body = Encoding.UTF8.GetBytes(status
                         ? $$"""{"state":"Running","instance":{"id":"{{id}}"},"functions":[]}"""
                         : "stolen");
@@ -1060,7 +1075,7 @@ public static partial class AttacksScenario
     private static byte[] Zip(string directory)
     {
         using var zip = new MemoryStream();
-        Packager.Zip(directory, zip);
+        Packager.Zip(directory, zip, includeSettings: true); // as ./faast deploy uploads: the platform keeps the settings apart
         return zip.ToArray();
     }
 
