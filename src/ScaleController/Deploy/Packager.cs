@@ -135,6 +135,16 @@ public static class Packager
 
         using (archive)
         {
+            try
+            {
+                // The central directory is read here, on first use, not in the constructor: a corrupt one (entries that do
+                // not match its end record, found by the platform fuzzer) is the deployer's error, not the platform's.
+                _ = archive.Entries.Count;
+            }
+            catch (InvalidDataException e)
+            {
+                throw new PackageException("(package)", "is not a valid zip archive: " + e.Message, e);
+            }
             if (archive.Entries.Count > options.MaxEntries)
                 throw new PackageException("(package)", $"has {archive.Entries.Count} entries, more than the cap of {options.MaxEntries}");
             var seen = new HashSet<string>(StringComparer.Ordinal);

@@ -104,7 +104,7 @@ public sealed class BeyondLoopbackTests : IAsyncLifetime
 
         using (var zip = new MemoryStream())
         {
-            Packager.Zip(KeyedApp("keyed"), zip);
+            Packager.Zip(KeyedApp("keyed"), zip, includeSettings: true);
             zip.Position = 0;
             var deployment = await platform.DeployPackageAsync("keyed", zip, CancellationToken.None);
             Assert.Equal(1, deployment.Version);

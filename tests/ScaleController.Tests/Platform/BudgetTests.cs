@@ -58,14 +58,14 @@ public sealed class BudgetTests : IAsyncLifetime
         var dir = Repo.CopySample("python-app", Path.Combine(_apps.Path, name));
         File.WriteAllText(Path.Combine(dir, "faast.json"), """{ "scale": { "minInstances": 1, "maxInstances": 8, "keepAlive": "01:00:00" } }""");
         var zip = new MemoryStream();
-        Packager.Zip(dir, zip);
+        Packager.Zip(dir, zip, includeSettings: true);
         zip.Position = 0;
         return zip;
     }
 
     private static async Task<HttpResponseMessage> DeployAsync(PlatformHost platform, string name, Stream zip)
     {
-        using var client = new HttpClient { BaseAddress = platform.Address };
+        using var client = AdminKey.Client(platform.Address, platform.Keys.AdminKey);
         return await client.PutAsync($"admin/platform/apps/{name}", new StreamContent(zip));
     }
 

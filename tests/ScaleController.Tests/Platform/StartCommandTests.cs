@@ -95,7 +95,7 @@ public sealed class StartCommandTests : IDisposable
             await Eventually.TrueAsync(() => output.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || process.HasExited,
                 "the platform to serve the app", () => string.Join('\n', output), seconds: 120);
             Assert.False(process.HasExited, string.Join('\n', output));
-            using var http = new HttpClient { BaseAddress = new Uri($"http://127.0.0.1:{port}/"), Timeout = TimeSpan.FromSeconds(30) };
+            using var http = AdminKey.Client(new Uri($"http://127.0.0.1:{port}/"), AdminKey.Published($"http://127.0.0.1:{port}"), TimeSpan.FromSeconds(30));
             using var platform = JsonDocument.Parse(await http.GetStringAsync("admin/platform"));
             instancePid = Assert.Single(Assert.Single(platform.RootElement.GetProperty("apps").EnumerateArray()).GetProperty("instances").EnumerateArray())
                 .GetProperty("processId").GetInt32();
