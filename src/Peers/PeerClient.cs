@@ -135,7 +135,10 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
         {
             throw new PeerException($"Get {Describe(request.Blob)} from {peer} failed: the connection went away ({e.Message})", e);
         }
-        catch (Exception e) when (e is RpcException or HttpRequestException or IOException or InvalidProtocolBufferException or InvalidDataException)
+        // ObjectDisposedException: the peer's channel was closed under the call, because its owner left the view while the
+        // call was in flight (an owner SIGKILLed mid-load; found by OwnerCrashTests on a busy machine). That peer is gone,
+        // like a refused connection: the caller falls back as for any failed peer, never a 500.
+        catch (Exception e) when (e is RpcException or HttpRequestException or IOException or InvalidProtocolBufferException or InvalidDataException or ObjectDisposedException)
         {
             throw new PeerException($"Get {Describe(request.Blob)} from {peer} failed: {sink?.Failure ?? Reason(e)}", e);
         }
@@ -204,7 +207,7 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
             // peer's stream is aborted (the owner died mid-Put). The caller then writes to storage instead.
             throw new PeerException($"Put {Describe(header.Blob)} to {peer} failed: the connection went away ({e.Message})", e);
         }
-        catch (Exception e) when (e is RpcException or HttpRequestException or IOException or InvalidProtocolBufferException or InvalidOperationException)
+        catch (Exception e) when (e is RpcException or HttpRequestException or IOException or InvalidProtocolBufferException or InvalidOperationException or ObjectDisposedException)
         {
             throw new PeerException($"Put {Describe(header.Blob)} to {peer} failed: {Reason(e)}", e);
         }
@@ -234,7 +237,7 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
         {
             throw new PeerException($"{path} to {peer} failed: the connection went away ({e.Message})", e);
         }
-        catch (Exception e) when (e is RpcException or HttpRequestException or IOException or InvalidProtocolBufferException)
+        catch (Exception e) when (e is RpcException or HttpRequestException or IOException or InvalidProtocolBufferException or ObjectDisposedException)
         {
             throw new PeerException($"{path} to {peer} failed: {Reason(e)}", e);
         }
