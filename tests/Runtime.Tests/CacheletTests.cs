@@ -468,8 +468,10 @@ public sealed class CacheletTests(AzuriteFixture azurite)
         var answers = await Task.WhenAll(host.Http.GetStringAsync($"/api/view/{name}"), host.Http.GetStringAsync($"/api/view/{name}"));
         Assert.All(answers, a => Assert.StartsWith(size.ToString(CultureInfo.InvariantCulture), a));
         var extra = pids.Sum(Pss) - before;
-        // One copy in shared memory (plus some slack for allocator and interpreter pages), not one per worker.
-        Assert.InRange(extra, size / 2, size * 1.4);
+        // One copy in shared memory (plus some slack for allocator and interpreter pages), not one per worker (two copies
+        // would be 2 x 64 MiB). No lower bound: when the host's write left the object's pages resident before `before` was
+        // taken, the workers' mappings share them and add next to nothing to the summed PSS (seen: 0.9 MB, twice in CI).
+        Assert.InRange(extra, long.MinValue, size * 1.4);
     }
 
     [Fact]
