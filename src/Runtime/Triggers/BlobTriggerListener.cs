@@ -141,19 +141,35 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
         var prefix = CommonPrefix(watches.Select(w => w.Prefix));
         var interval = _app.Host.BlobPollingInterval;
         var failures = 0;
+        var scanned = false;
         while (!stop.IsCancellationRequested)
         {
             try
             {
+                var listed = 0;
                 await foreach (var item in store.ListAsync(first.Container, prefix.Length > 0 ? prefix : null, stop))
+                {
+                    listed++;
                     foreach (var watch in watches)
                         if (item.Name.StartsWith(watch.Prefix, StringComparison.Ordinal))
                             Offer(watch, item.Name, item.Properties.ETag, item.Properties.Length, null, fresh: false);
+                }
                 failures = 0;
+                if (!scanned)
+                {
+                    // Once per container, so an operator (and a test) can tell when blobs already present are known.
+                    scanned = true;
+                    Log.BlobTriggerFirstScan(_logger, first.Container, listed, interval);
+                }
             }
             catch (BlobStorageException e) when (e.Status == 404)
             {
                 // The container does not exist yet: nothing to trigger on.
+                if (!scanned)
+                {
+                    scanned = true;
+                    Log.BlobTriggerFirstScan(_logger, first.Container, 0, interval);
+                }
             }
             catch (Exception e) when (e is StorageUnavailableException or BlobStorageException or HttpRequestException)
             {

@@ -62,4 +62,8 @@ internal static partial class Log
     [LoggerMessage(EventId = 5113, Level = LogLevel.Error,
         Message = "{Function} cannot run for blob {Container}/{Blob}: its receipt cannot be stored ({Message}); the blob is skipped")]
     public static partial void BlobReceiptImpossible(ILogger logger, Exception exception, string function, string container, string blob, string message);
+
+    [LoggerMessage(EventId = 5114, Level = LogLevel.Information,
+        Message = "Blob trigger on container {Container} is watching: its first scan listed {Count} blobs; it scans again every {Interval}, and a blob this instance writes fires at once")]
+    public static partial void BlobTriggerFirstScan(ILogger logger, string container, int count, TimeSpan interval);
 }
