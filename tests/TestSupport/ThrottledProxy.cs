@@ -11,6 +11,9 @@ namespace FaaST.TestSupport;
 /// </summary>
 public sealed class ThrottledProxy : IAsyncDisposable
 {
+    /// <summary>How far ahead of the rate an idle connection may send (a link's buffering, not seconds of saved-up credit).</summary>
+    private static readonly TimeSpan Burst = TimeSpan.FromMilliseconds(20);
+
     private readonly TcpListener _listener = new(IPAddress.Loopback, 0);
     private readonly int _target;
     private readonly long _bytesPerSecond;
@@ -76,7 +79,11 @@ public sealed class ThrottledProxy : IAsyncDisposable
     {
         var buffer = new byte[16 * 1024];
         var clock = Stopwatch.StartNew();
-        long sent = 0;
+        // When the link may have sent all it has sent so far at the rate. It never lags the clock by more than Burst:
+        // a link idle for a while has no stored-up bytes to send at once. (Without the cap, a pooled connection opened
+        // seconds before sent the next download at loopback speed, so an instance profiled its storage bandwidth as
+        // fast and planned one range for a 48 MiB object on a 3 MB/s link.)
+        var due = TimeSpan.Zero;
         try
         {
             while (true)
@@ -87,12 +94,12 @@ public sealed class ThrottledProxy : IAsyncDisposable
                 await to.WriteAsync(buffer.AsMemory(0, n), ct);
                 if (rate == long.MaxValue)
                     continue;
-                sent += n;
                 Interlocked.Add(ref _bytesDown, n);
+                var now = clock.Elapsed;
+                due = (due > now - Burst ? due : now - Burst) + TimeSpan.FromSeconds((double)n / rate);
                 // Ahead of the rate: wait until the bytes sent are due.
-                var due = TimeSpan.FromSeconds((double)sent / rate) - clock.Elapsed;
-                if (due > TimeSpan.FromMilliseconds(1))
-                    await Task.Delay(due, ct);
+                if (due - now > TimeSpan.FromMilliseconds(1))
+                    await Task.Delay(due - now, ct);
             }
         }
         catch (Exception e) when (e is IOException or SocketException or OperationCanceledException or ObjectDisposedException)

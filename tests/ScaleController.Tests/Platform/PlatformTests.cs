@@ -530,12 +530,14 @@ public sealed class PlatformTests : IAsyncLifetime
             "the second instance", seconds: 60);
     }
 
-    [Fact(Skip = "Issue 19 integration: on the merged platform no bandwidth scale-out decision is recorded for this app (also failed on the auth branch alone, where the control port and ScaleControl's signature check changed); under investigation, see the stop's closing note")]
+    [Fact]
     public async Task A_large_object_on_slow_storage_makes_its_owner_ask_for_instances_at_once_and_arrives_intact_in_ranges()
     {
-        // Storage at 3 MB/s per connection (a cloud VM's link, slower than this machine's loopback): a 48 MiB
-        // object takes 17 s from one instance, so T_DR (Faa$T §4) says to split it over more, even cold ones.
-        var proxy = new ThrottledProxy(_azurite.Port, 3_000_000);
+        // Storage at 1.5 MB/s per connection (a slow cloud link, far slower than this machine's loopback): a 48 MiB
+        // object takes 34 s from one instance, so T_DR (Faa$T §4) says to split it over more, even cold ones, as long
+        // as an instance starts in under 13 s (the platform measures it: 2.5 s idle, several seconds more on a busy
+        // machine, which at 3 MB/s was enough to make one instance the plan).
+        var proxy = new ThrottledProxy(_azurite.Port, 1_500_000);
         _disposeLast.Add(proxy); // after the platform, whose instances still talk to storage as they stop
         var slow = _azurite.ConnectionString.Replace($":{_azurite.Port}/", $":{proxy.Port}/", StringComparison.Ordinal);
         Assert.NotEqual(_azurite.ConnectionString, slow);
