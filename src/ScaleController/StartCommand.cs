@@ -116,6 +116,12 @@ internal static class StartCommand
             await Console.Error.WriteLineAsync($"faast: the app cannot start: {e.Message}");
             return 3;
         }
+        catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
+        {
+            // The app's own account (AzureWebJobsStorage) holds the platform's deployments: one line, not a stack trace.
+            await Console.Error.WriteLineAsync($"faast: the app cannot start: its storage (AzureWebJobsStorage in {app.Settings.FilePath}) failed: {Runtime.Http.LogText.Escape(e.Message)}");
+            return 5;
+        }
     }
 
     /// <summary>
@@ -260,6 +266,13 @@ internal static class StartCommand
             // A key file that holds no usable key (PlatformKeys names it).
             await Console.Error.WriteLineAsync($"faast: the platform cannot start: {e.Message}");
             return 2;
+        }
+        catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
+        {
+            // Its deployments and records live there: without them it would serve nothing it should. One line (the
+            // message names the endpoint, never the key) and an exit an orchestrator restarts, not a stack trace.
+            await Console.Error.WriteLineAsync($"faast: the platform cannot start: its storage (AzureWebJobsStorage) failed: {Runtime.Http.LogText.Escape(e.Message)}");
+            return 5;
         }
         await using var platform = platformHost;
         await Console.Error.WriteLineAsync($"faast: platform at {platform.Address} with {platform.Apps.Count} app(s); deploy with ./faast deploy APPDIR --platform {platform.Address}");

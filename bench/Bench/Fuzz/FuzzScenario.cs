@@ -128,7 +128,7 @@ public static class FuzzScenario
         var app = CopyApp(Path.Combine(home, "bench", "apps", "fuzz-app"), Path.Combine(work, "worker", "fuzz-app"));
         var (fakeHome, reports) = WorkerFuzzer.MakeFakeHome(Path.Combine(work, "worker"));
         Console.WriteLine("fuzz: starting a host whose worker is the fuzzer");
-        await using var host = FuzzHost.Start(home, app, azurite.ConnectionString, new Dictionary<string, string> { ["FAAST_FUZZ_WORKER_DIR"] = reports }, fakeHome);
+        await using var host = FuzzHost.Start(home, app, azurite.ConnectionString, fakeHome: fakeHome);
         var result = await WorkerFuzzer.RunAsync(host, reports, seed, quick ? 1_000 : 10_000, TimeSpan.FromSeconds(quick ? 25 : 180), malformedSessions: quick ? 2 : 5);
         return WithHostErrors(host, result);
     }

@@ -30,7 +30,7 @@ public static class WorkerFuzzer
         a = sys.argv
         port = a[a.index("--port") + 1]
         wid = a[a.index("--worker-id") + 1]
-        d = os.environ["FAAST_FUZZ_WORKER_DIR"]
+        d = REPORTS
         tmp = os.path.join(d, wid + ".tmp")
         with open(tmp, "w") as f:
             f.write(port)
@@ -38,14 +38,16 @@ public static class WorkerFuzzer
         time.sleep(3600)
         """;
 
-    /// <summary>Makes the fake FAAST_HOME; returns (home, the folder fake workers report to).</summary>
+    /// <summary>Makes the fake FAAST_HOME; returns (home, the folder fake workers report to). The folder is written into the
+    /// fake worker itself: a worker's environment is an allow-list (issue 19), so a variable of the harness's never reaches it.</summary>
     public static (string Home, string Reports) MakeFakeHome(string work)
     {
         var home = Path.Combine(work, "fake-home");
         Directory.CreateDirectory(Path.Combine(home, "workers", "python"));
-        File.WriteAllText(Path.Combine(home, "workers", "python", "worker.py"), FakeWorker.Replace("\r", "", StringComparison.Ordinal));
-        File.WriteAllText(Path.Combine(home, "package.json"), "{}\n");
         var reports = Path.Combine(work, "worker-reports");
+        File.WriteAllText(Path.Combine(home, "workers", "python", "worker.py"), FakeWorker.Replace("\r", "", StringComparison.Ordinal)
+            .Replace("REPORTS", System.Text.Json.JsonSerializer.Serialize(reports), StringComparison.Ordinal));
+        File.WriteAllText(Path.Combine(home, "package.json"), "{}\n");
         Directory.CreateDirectory(reports);
         return (home, reports);
     }
