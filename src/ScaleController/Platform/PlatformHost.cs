@@ -148,7 +148,17 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         platform._context.ControlAddress = platform.ControlAddress;
         Log.Listening(platform._logger, platform.Address, platform.ControlAddress, platform._store.Endpoint.ToString());
         platform.PublishCredentials();
-        await platform.LoadDeployedAppsAsync(ct);
+        try
+        {
+            await platform.LoadDeployedAppsAsync(ct);
+        }
+        catch
+        {
+            // Its storage failed (or the start was cancelled): stop listening and take back the credential files, so a
+            // failed start leaves no port bound and no key published for a platform that is not there.
+            await platform.DisposeAsync();
+            throw;
+        }
         return platform;
     }
 
