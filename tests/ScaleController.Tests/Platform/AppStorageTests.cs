@@ -1,5 +1,4 @@
 using System.Collections.Concurrent;
-using System.Diagnostics;
 using System.Globalization;
 using System.Text;
 using System.Text.Json;
@@ -33,43 +32,6 @@ public sealed class AppStorageTests : IDisposable
             File.Copy(file, Path.Combine(target, relative), overwrite: true);
         }
         return target;
-    }
-
-    private static Process Start(IEnumerable<string> args, ConcurrentQueue<string> output, string? operatorStorage = null)
-    {
-        var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
-        info.ArgumentList.Add(Path.Combine(AppContext.BaseDirectory, "FaaST.ScaleController.dll"));
-        foreach (var a in args)
-            info.ArgumentList.Add(a);
-        info.Environment["FAAST_HOME"] = Repo.Root;
-        info.Environment.Remove("AzureWebJobsStorage");
-        if (operatorStorage is not null)
-            info.Environment["AzureWebJobsStorage"] = operatorStorage;
-        var process = Process.Start(info)!;
-        process.OutputDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
-        process.ErrorDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
-        process.BeginOutputReadLine();
-        process.BeginErrorReadLine();
-        return process;
-    }
-
-    private static async Task StopAsync(Process process)
-    {
-        if (process.HasExited)
-            return;
-        Process.Start("kill", ["-TERM", process.Id.ToString(CultureInfo.InvariantCulture)])!.WaitForExit();
-        if (!process.WaitForExit(60_000))
-            process.Kill(entireProcessTree: true);
-        await process.WaitForExitAsync();
-    }
-
-    private static async Task<(int Code, string Output)> RunAsync(params string[] args)
-    {
-        var output = new ConcurrentQueue<string>();
-        using var process = Start(args, output);
-        using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(120));
-        await process.WaitForExitAsync(timeout.Token);
-        return (process.ExitCode, string.Join('\n', output));
     }
 
     /// <summary>A connection string's parts (AccountName, AccountKey, BlobEndpoint, ...).</summary>
@@ -109,7 +71,7 @@ public sealed class AppStorageTests : IDisposable
         var app = CopyTestApp("namedstore");
         var port = Ports.Free();
         var output = new ConcurrentQueue<string>();
-        using var process = Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture), "--isolation", "off"], output);
+        using var process = PlatformCommand.Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture), "--isolation", "off"], output);
         try
         {
             await Eventually.TrueAsync(() => output.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || process.HasExited,
@@ -154,7 +116,7 @@ public sealed class AppStorageTests : IDisposable
         }
         finally
         {
-            await StopAsync(process);
+            await PlatformCommand.StopAsync(process);
         }
         Assert.False(File.Exists(Runtime.Cli.DevelopmentStorageFile.PathOf(app)), "the published connection is removed at stop");
     }
@@ -173,7 +135,7 @@ public sealed class AppStorageTests : IDisposable
         var port = Ports.Free();
         var url = $"http://127.0.0.1:{port}";
         var output = new ConcurrentQueue<string>();
-        using var platform = Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path,
+        using var platform = PlatformCommand.Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path,
             "--azurite-in-memory", "--isolation", "off"], output, operatorStorage.ConnectionString);
         try
         {
@@ -182,7 +144,7 @@ public sealed class AppStorageTests : IDisposable
             Assert.False(platform.HasExited, string.Join('\n', output));
             foreach (var name in (string[])["tenanta", "tenantb"])
             {
-                var deployed = await RunAsync("deploy", CopyTestApp(name), "--platform", url);
+                var deployed = await PlatformCommand.RunAsync("deploy", CopyTestApp(name), "--platform", url);
                 Assert.True(deployed.Code == 0, deployed.Output + "\n" + string.Join('\n', output.TakeLast(40)));
             }
             using var http = new HttpClient { BaseAddress = new Uri(url + "/"), Timeout = TimeSpan.FromSeconds(60) };
@@ -222,7 +184,7 @@ public sealed class AppStorageTests : IDisposable
         }
         finally
         {
-            await StopAsync(platform);
+            await PlatformCommand.StopAsync(platform);
         }
     }
 
@@ -242,7 +204,7 @@ public sealed class AppStorageTests : IDisposable
                 return func.HttpResponse("hello")
             """);
         var output = new ConcurrentQueue<string>();
-        using var process = Start(["start", app, "--port", Ports.Free().ToString(CultureInfo.InvariantCulture), "--azurite-in-memory", "--isolation", "off"], output);
+        using var process = PlatformCommand.Start(["start", app, "--port", Ports.Free().ToString(CultureInfo.InvariantCulture), "--azurite-in-memory", "--isolation", "off"], output);
         try
         {
             await Eventually.TrueAsync(() => output.Any(l => l.StartsWith("faast: warning: ", StringComparison.Ordinal)) || process.HasExited,
