@@ -142,6 +142,34 @@ public sealed class StartCommandTests : IDisposable
         Assert.Contains("scale.maxInstances", line, StringComparison.Ordinal);
     }
 
+    /// <summary>Regression: an app whose own Azurite could not start ended `./faast start` with an unhandled exception's
+    /// stack trace. A regular file where its data folder goes fails the same on every run, as root too.</summary>
+    [Fact]
+    public async Task Start_whose_app_storage_cannot_start_is_one_line_naming_its_data_folder_and_exit_3()
+    {
+        var app = CopySample("brokenstore");
+        var data = Path.Combine(app, ".faast", "azurite");
+        Directory.CreateDirectory(Path.GetDirectoryName(data)!);
+        File.WriteAllText(data, "not a folder");
+        var output = new ConcurrentQueue<string>();
+        using var process = PlatformCommand.Start(["start", app, "--port", Ports.Free().ToString(CultureInfo.InvariantCulture), "--isolation", "off"], output);
+        try
+        {
+            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(180));
+            await process.WaitForExitAsync(timeout.Token);
+        }
+        finally
+        {
+            if (!process.HasExited)
+                process.Kill(entireProcessTree: true);
+        }
+        Assert.True(process.ExitCode == 3, $"exit {process.ExitCode}: {string.Join('\n', output)}");
+        var line = Assert.Single(output, l => l.StartsWith("faast: the app cannot start: ", StringComparison.Ordinal));
+        Assert.Contains("\"brokenstore\"", line, StringComparison.Ordinal);
+        Assert.Contains(data, line, StringComparison.Ordinal);
+        Assert.DoesNotContain(output, l => l.Contains("Unhandled exception", StringComparison.Ordinal));
+    }
+
     [Fact]
     public async Task Start_on_a_taken_port_is_one_line_and_exit_4_before_azurite_starts()
     {
