@@ -268,6 +268,8 @@ internal static class StatusText
             foreach (var d in a.Decisions.TakeLast(5))
                 w.Append(CultureInfo.InvariantCulture, $"  {d.At:HH:mm:ss} {d.Kind} {d.From} -> {d.To}: {d.Reason}\n");
         }
+        foreach (var u in status.Unavailable ?? [])
+            w.Append(CultureInfo.InvariantCulture, $"\n{u.App} v{u.Version}: unavailable: {u.Reason}\n");
         return w.ToString();
     }
 }

@@ -116,6 +116,12 @@ internal static class StartCommand
             await Console.Error.WriteLineAsync($"faast: the app cannot start: {e.Message}");
             return 3;
         }
+        catch (AppStorageException e)
+        {
+            // Its Azurite's data is the app's own (APP/.faast/azurite): one line naming it, not a stack trace.
+            await Console.Error.WriteLineAsync($"faast: the app cannot start: {e.Message}");
+            return 3;
+        }
         catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
         {
             // The app's own account (AzureWebJobsStorage) holds the platform's deployments: one line, not a stack trace.

@@ -73,31 +73,16 @@ public sealed class DeploymentStore
     /// </summary>
     public async Task<Deployment> PublishAsync(string app, Stream zip, byte[]? settings, string source, CancellationToken ct = default)
     {
-        AppNames.Validate(app);
-        ArgumentNullException.ThrowIfNull(zip);
-        ArgumentNullException.ThrowIfNull(source);
-        var (content, spool) = await SeekableAsync(zip, ct).ConfigureAwait(false);
-        try
+        var published = await StageNextVersionAsync(app, zip, settings, source, "nothing of it is current", async (staged, attempt) =>
         {
-            var (start, sha256, size) = await MeasureAsync(content, ct).ConfigureAwait(false);
-            for (var attempt = 1; attempt <= _options.PublishAttempts; attempt++)
-            {
-                if (await TryStageAsync(app, content, start, sha256, size, settings, source, attempt, ct).ConfigureAwait(false) is not { } staged)
-                    continue;
-                if (await TryMakeCurrentAsync(staged.Deployment, staged.RecordETag, ct).ConfigureAwait(false))
-                    return staged.Deployment;
-                Log.PublishRaceLost(_logger, app, staged.Deployment.Version, attempt);
-                await DeleteStagedAsync(staged.Deployment).ConfigureAwait(false);
-            }
-
-            throw new DeployConflictException(
-                $"app {app}: other deploys took every version this deploy tried ({_options.PublishAttempts} tries); nothing of it is current, try again");
-        }
-        finally
-        {
-            if (spool is not null)
-                await spool.DisposeAsync().ConfigureAwait(false);
-        }
+            if (await TryMakeCurrentAsync(staged.Deployment, staged.RecordETag, ct).ConfigureAwait(false))
+                return true;
+            // Another deployer made a version current after this one was staged: give this number up, try the next.
+            Log.PublishRaceLost(_logger, app, staged.Deployment.Version, attempt);
+            await DeleteStagedAsync(staged.Deployment).ConfigureAwait(false);
+            return false;
+        }, ct).ConfigureAwait(false);
+        return published.Deployment;
     }
 
     /// <summary>
@@ -107,7 +92,18 @@ public sealed class DeploymentStore
     /// reader keep that one. The platform starts the new version's instances from it, then calls
     /// <see cref="MakeCurrentAsync"/> once one is ready, or <see cref="DiscardAsync"/> when none started.
     /// </summary>
-    public async Task<StagedDeployment> StageAsync(string app, Stream zip, byte[]? settings, string source, CancellationToken ct = default)
+    public Task<StagedDeployment> StageAsync(string app, Stream zip, byte[]? settings, string source, CancellationToken ct = default) =>
+        StageNextVersionAsync(app, zip, settings, source, "nothing of it was stored", static (_, _) => Task.FromResult(true), ct);
+
+    /// <summary>
+    /// What <see cref="PublishAsync"/> and <see cref="StageAsync"/> share: stores the package as the app's next version,
+    /// taking the next one when another deployer took it, until <paramref name="accept"/> keeps a staged version (it is
+    /// given the version and the try's number; false means that version was given up and the next is tried), up to
+    /// <see cref="DeployOptions.PublishAttempts"/> times; then <see cref="DeployConflictException"/>, whose message ends
+    /// with <paramref name="outcome"/>.
+    /// </summary>
+    private async Task<StagedDeployment> StageNextVersionAsync(string app, Stream zip, byte[]? settings, string source, string outcome,
+        Func<StagedDeployment, int, Task<bool>> accept, CancellationToken ct)
     {
         AppNames.Validate(app);
         ArgumentNullException.ThrowIfNull(zip);
@@ -118,12 +114,13 @@ public sealed class DeploymentStore
             var (start, sha256, size) = await MeasureAsync(content, ct).ConfigureAwait(false);
             for (var attempt = 1; attempt <= _options.PublishAttempts; attempt++)
             {
-                if (await TryStageAsync(app, content, start, sha256, size, settings, source, attempt, ct).ConfigureAwait(false) is { } staged)
+                if (await TryStageAsync(app, content, start, sha256, size, settings, source, attempt, ct).ConfigureAwait(false) is { } staged &&
+                    await accept(staged, attempt).ConfigureAwait(false))
                     return staged;
             }
 
             throw new DeployConflictException(
-                $"app {app}: other deploys took every version this deploy tried ({_options.PublishAttempts} tries); nothing of it was stored, try again");
+                $"app {app}: other deploys took every version this deploy tried ({_options.PublishAttempts} tries); {outcome}, try again");
         }
         finally
         {

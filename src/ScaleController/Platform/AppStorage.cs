@@ -37,8 +37,11 @@ internal sealed class AppStorage(PlatformOptions options, ILogger logger) : IAsy
 
     /// <summary>
     /// Starts <paramref name="app"/>'s Azurite if the version in <paramref name="directory"/> uses development storage
-    /// and none runs yet; returns its connection string (null: the app uses none).
+    /// and none runs yet; returns its connection string (null: the app uses none). Nothing is kept of a start that
+    /// failed, so the next call (the app's next deploy) tries again.
     /// </summary>
+    /// <exception cref="AppStorageException">The app's Azurite could not start; the message names the app, its data
+    /// folder and the cause.</exception>
     public async Task<string?> StartAsync(string app, string directory, CancellationToken ct)
     {
         if (!StorageAccounts.UsesDevelopmentStorage(FunctionApp.Load(directory).Settings))
@@ -50,11 +53,23 @@ internal sealed class AppStorage(PlatformOptions options, ILogger logger) : IAsy
             if (ConnectionStringOf(app) is { } running)
                 return running;
             var location = options.AppStorage?.Invoke(app) ?? DefaultLocation(options, app);
-            var account = location.DataDirectory is null || location.AccountFile is null
-                ? AzuriteAccount.Generate()
-                : AzuriteAccount.LoadOrCreate(location.AccountFile);
-            var azurite = await AzuriteProcess.StartAsync(Runtime.Hosting.RuntimeHostOptions.FindHome(), ct: ct,
-                dataDirectory: location.DataDirectory, account: account, queues: true);
+            AzuriteProcess azurite;
+            try
+            {
+                var account = location.DataDirectory is null || location.AccountFile is null
+                    ? AzuriteAccount.Generate()
+                    : AzuriteAccount.LoadOrCreate(location.AccountFile);
+                azurite = await AzuriteProcess.StartAsync(Runtime.Hosting.RuntimeHostOptions.FindHome(), ct: ct,
+                    dataDirectory: location.DataDirectory, account: account, queues: true);
+            }
+            catch (Exception e) when (e is IOException or UnauthorizedAccessException or InvalidDataException or InvalidOperationException &&
+                !ct.IsCancellationRequested)
+            {
+                // Its data folder or account file unusable (IOException, UnauthorizedAccessException, InvalidDataException),
+                // no Azurite installed (FileNotFoundException), or Azurite exited or never answered (InvalidOperationException):
+                // one kind of failure for the caller, which keeps this app out and every other app served.
+                throw new AppStorageException(app, location.DataDirectory, e);
+            }
             Runtime.Cli.DevelopmentStorageFile? published = null;
             if (location.PublishTo is { } folder)
             {
@@ -111,4 +126,25 @@ internal sealed class AppStorage(PlatformOptions options, ILogger logger) : IAsy
     }
 
     private sealed record Started(AzuriteProcess Azurite, Runtime.Cli.DevelopmentStorageFile? Published);
+}
+
+/// <summary>
+/// An app's own Azurite could not start (its data folder or account file unusable, Azurite not installed, or Azurite
+/// exited or never answered). The app cannot be served; every other app is unaffected.
+/// </summary>
+public sealed class AppStorageException(string app, string? dataDirectory, Exception inner)
+    : Exception($"the storage of app \"{app}\" (its own Azurite, data in {dataDirectory ?? "memory"}) cannot start: {OneLine(inner.Message)}", inner)
+{
+    /// <summary>The app whose storage did not start.</summary>
+    public string App { get; } = app;
+
+    /// <summary>Its Azurite's data folder; null when kept in memory.</summary>
+    public string? DataDirectory { get; } = dataDirectory;
+
+    /// <summary>Why, on one line (Azurite's own last lines when it exited, joined).</summary>
+    public string Reason { get; } = OneLine(inner.Message);
+
+    // Azurite's failure carries its output, several lines: a log line and a JSON error stay one line each.
+    private static string OneLine(string text) =>
+        string.Join(" | ", text.Split('\n', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries)).TrimEnd('.');
 }

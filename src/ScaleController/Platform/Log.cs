@@ -66,6 +66,9 @@ internal static partial class Log
     [LoggerMessage(EventId = 8245, Level = LogLevel.Warning, Message = "App {App}: cannot write {File}, so `./faast blob` cannot find the app's Azurite: {Reason}")]
     public static partial void AppStoragePublishFailed(ILogger logger, string app, string file, string reason);
 
+    [LoggerMessage(EventId = 8246, Level = LogLevel.Error, Message = "App {App} v{Version} is unavailable: its own Azurite (data in {Data}) cannot start: {Reason}; its requests get 503 until its next deploy, which starts it again")]
+    public static partial void AppStorageFailed(ILogger logger, string app, int version, string data, string reason);
+
     [LoggerMessage(EventId = 8219, Level = LogLevel.Warning, Message = "App {App}: refused the instance record {Blob} ({Problem}); deleted, its process left alone")]
     public static partial void RecordRefused(ILogger logger, string app, string blob, string problem);
 

@@ -31,6 +31,9 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
     private readonly List<string> _credentialFiles = [];
     private readonly SemaphoreSlim _deploying = new(1, 1);
     private ImmutableDictionary<string, AppHost> _apps = ImmutableDictionary<string, AppHost>.Empty.WithComparers(StringComparer.OrdinalIgnoreCase);
+    // Deployed apps this platform cannot serve: their own Azurite did not start when the platform loaded them again.
+    // Each stays here, its requests answered 503 with the reason, until a deploy of it loads it.
+    private ImmutableDictionary<string, UnavailableApp> _unavailable = ImmutableDictionary<string, UnavailableApp>.Empty.WithComparers(StringComparer.OrdinalIgnoreCase);
     private int _disposed;
 
     private PlatformHost(WebApplication web, PlatformOptions options, IInstanceProvider provider, TimeProvider time)
@@ -201,6 +204,13 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         }
         if (!_apps.TryGetValue(name, out var app))
         {
+            if (_unavailable.TryGetValue(name, out var unavailable))
+            {
+                // No Retry-After: it does not come back by waiting, only by a deploy once its storage is usable.
+                await WriteErrorAsync(context, StatusCodes.Status503ServiceUnavailable,
+                    $"the app \"{name}\" is unavailable: {unavailable.Reason}; it is tried again at the app's next deploy");
+                return;
+            }
             // `./faast start APP` routes every path to its app before the app's first instance is up.
             await WriteErrorAsync(context, StatusCodes.Status503ServiceUnavailable, $"the app \"{name}\" is not loaded yet");
             return;
@@ -315,6 +325,14 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
             Log.DeployRefused(_logger, name, e.Message);
             await WriteErrorAsync(context, StatusCodes.Status422UnprocessableEntity, e.Message);
         }
+        catch (AppStorageException e)
+        {
+            // The package was fine, but the app's own Azurite did not start: the platform's side (its state folder, its
+            // Azurite), not the deployer's package; nothing of this version was kept, and an app left unavailable stays so.
+            Log.DeployRefused(_logger, name, e.Message);
+            ImmutableInterlocked.Update(ref _unavailable, u => u.TryGetValue(name, out var was) ? u.SetItem(name, was with { Reason = e.Message }) : u);
+            await WriteErrorAsync(context, StatusCodes.Status503ServiceUnavailable, e.Message);
+        }
         catch (Exception e) when (e is OperationCanceledException or IOException && context.RequestAborted.IsCancellationRequested)
         {
             // The deployer went away mid-upload: nothing was published, nobody to answer (the admission is released).
@@ -401,7 +419,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
                     {
                         // A first deploy that did not start leaves no app behind (nothing of it is current).
                         ImmutableInterlocked.Update(ref _apps, a => a.Remove(deployment.App));
-                        if (Options.SingleApp is null)
+                        if (Options.SingleApp is null && !_unavailable.ContainsKey(deployment.App)) // still answered 503, with why
                             _router.RemoveApp(deployment.App);
                         await app.DisposeAsync();
                         throw;
@@ -414,6 +432,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
                 throw;
             }
             // Served (and any older instances drained): only this version and the previous one stay extracted.
+            ImmutableInterlocked.TryRemove(ref _unavailable, deployment.App, out _);
             _deployments.Prune(deployment.App, Options.StateDirectory, deployment.Version);
             Changed?.Invoke(deployment.App);
         }
@@ -436,6 +455,15 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
             {
                 await LoadOrRollAsync(deployment, initialInstances: null, ct, adopt: true);
                 Log.Recovered(_logger, deployment.App, deployment.Version, deployment.Deployed);
+            }
+            catch (AppStorageException e)
+            {
+                // One app's storage must not stop the platform (an Azurite that exited here used to end the process), nor
+                // look like an app never deployed (an unusable data folder used to give 404): it is routed, and answered
+                // 503 with why, until its next deploy starts its Azurite again.
+                Log.AppStorageFailed(_logger, deployment.App, deployment.Version, e.DataDirectory ?? "memory", e.Reason);
+                ImmutableInterlocked.Update(ref _unavailable, u => u.SetItem(deployment.App, new UnavailableApp(deployment.App, deployment.Version, e.Message)));
+                _router.AddApp(deployment.App);
             }
             catch (Exception e) when (e is DeployRefusedException or PolicyFileException or Runtime.App.AppConfigException or InstanceStartException or PlatformBudgetException or IOException or InvalidDataException or DeploymentStoreException)
             {
@@ -465,7 +493,9 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
                 loop.Decisions.Select(d => new DecisionView(d.At, d.Kind.ToString().ToLowerInvariant(), d.Target - d.Delta, d.Target, d.Reason)).ToArray(),
                 new ScaleView(a.Policy.MinInstances, a.Policy.MaxInstances, a.Policy.Band.Low, a.Policy.Band.High,
                     a.Policy.Interval.ToString("c"), a.Policy.KeepAlive.ToString("c")));
-        }).ToArray());
+        }).ToArray(),
+        _unavailable.IsEmpty ? null : _unavailable.Values.OrderBy(u => u.App, StringComparer.Ordinal)
+            .Select(u => new UnavailableAppView(u.App, u.Version, u.Reason)).ToArray());
 
     // --- IScaleDecisions (KEDA's view) and IScaleLoopRegistry (unrequested votes) ---
 
@@ -572,3 +602,6 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         _store.Dispose();
     }
 }
+
+/// <summary>A deployed app that is not served: why (the message of what failed, naming its storage).</summary>
+internal sealed record UnavailableApp(string App, int Version, string Reason);

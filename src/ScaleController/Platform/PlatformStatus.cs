@@ -2,8 +2,14 @@ using System.Text.Json.Serialization;
 
 namespace FaaST.ScaleController.Platform;
 
-/// <summary>What GET /admin/platform answers: what an operator looks at first.</summary>
-public sealed record PlatformStatus(Uri Address, Uri Control, string Routing, IReadOnlyList<AppStatus> Apps);
+/// <summary>What GET /admin/platform answers: what an operator looks at first. <paramref name="Unavailable"/>: deployed
+/// apps that are not served, and why (null when there are none).</summary>
+public sealed record PlatformStatus(Uri Address, Uri Control, string Routing, IReadOnlyList<AppStatus> Apps,
+    IReadOnlyList<UnavailableAppView>? Unavailable = null);
+
+/// <summary>A deployed app the platform cannot serve (its own Azurite did not start when the platform loaded it again):
+/// its requests get 503 with <paramref name="Reason"/> until its next deploy.</summary>
+public sealed record UnavailableAppView(string App, int Version, string Reason);
 
 /// <summary>One app: its version, instances, the frontend's numbers, the last votes and decisions.</summary>
 public sealed record AppStatus(

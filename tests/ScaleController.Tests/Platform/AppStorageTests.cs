@@ -1,5 +1,4 @@
 using System.Collections.Concurrent;
-using System.Diagnostics;
 using System.Globalization;
 using System.Text;
 using System.Text.Json;
@@ -33,43 +32,6 @@ public sealed class AppStorageTests : IDisposable
             File.Copy(file, Path.Combine(target, relative), overwrite: true);
         }
         return target;
-    }
-
-    private static Process Start(IEnumerable<string> args, ConcurrentQueue<string> output, string? operatorStorage = null)
-    {
-        var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
-        info.ArgumentList.Add(Path.Combine(AppContext.BaseDirectory, "FaaST.ScaleController.dll"));
-        foreach (var a in args)
-            info.ArgumentList.Add(a);
-        info.Environment["FAAST_HOME"] = Repo.Root;
-        info.Environment.Remove("AzureWebJobsStorage");
-        if (operatorStorage is not null)
-            info.Environment["AzureWebJobsStorage"] = operatorStorage;
-        var process = Process.Start(info)!;
-        process.OutputDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
-        process.ErrorDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
-        process.BeginOutputReadLine();
-        process.BeginErrorReadLine();
-        return process;
-    }
-
-    private static async Task StopAsync(Process process)
-    {
-        if (process.HasExited)
-            return;
-        Process.Start("kill", ["-TERM", process.Id.ToString(CultureInfo.InvariantCulture)])!.WaitForExit();
-        if (!process.WaitForExit(60_000))
-            process.Kill(entireProcessTree: true);
-        await process.WaitForExitAsync();
-    }
-
-    private static async Task<(int Code, string Output)> RunAsync(params string[] args)
-    {
-        var output = new ConcurrentQueue<string>();
-        using var process = Start(args, output);
-        using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(120));
-        await process.WaitForExitAsync(timeout.Token);
-        return (process.ExitCode, string.Join('\n', output));
     }
 
     /// <summary>A connection string's parts (AccountName, AccountKey, BlobEndpoint, ...).</summary>
@@ -109,7 +71,7 @@ public sealed class AppStorageTests : IDisposable
         var app = CopyTestApp("namedstore");
         var port = Ports.Free();
         var output = new ConcurrentQueue<string>();
-        using var process = Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture), "--isolation", "off"], output);
+        using var process = PlatformCommand.Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture), "--isolation", "off"], output);
         try
         {
             await Eventually.TrueAsync(() => output.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || process.HasExited,
@@ -154,7 +116,7 @@ public sealed class AppStorageTests : IDisposable
         }
         finally
         {
-            await StopAsync(process);
+            await PlatformCommand.StopAsync(process);
         }
         Assert.False(File.Exists(Runtime.Cli.DevelopmentStorageFile.PathOf(app)), "the published connection is removed at stop");
     }
@@ -173,7 +135,7 @@ public sealed class AppStorageTests : IDisposable
         var port = Ports.Free();
         var url = $"http://127.0.0.1:{port}";
         var output = new ConcurrentQueue<string>();
-        using var platform = Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path,
+        using var platform = PlatformCommand.Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path,
             "--azurite-in-memory", "--isolation", "off"], output, operatorStorage.ConnectionString);
         try
         {
@@ -182,7 +144,7 @@ public sealed class AppStorageTests : IDisposable
             Assert.False(platform.HasExited, string.Join('\n', output));
             foreach (var name in (string[])["tenanta", "tenantb"])
             {
-                var deployed = await RunAsync("deploy", CopyTestApp(name), "--platform", url);
+                var deployed = await PlatformCommand.RunAsync("deploy", CopyTestApp(name), "--platform", url);
                 Assert.True(deployed.Code == 0, deployed.Output + "\n" + string.Join('\n', output.TakeLast(40)));
             }
             using var http = new HttpClient { BaseAddress = new Uri(url + "/"), Timeout = TimeSpan.FromSeconds(60) };
@@ -222,7 +184,130 @@ public sealed class AppStorageTests : IDisposable
         }
         finally
         {
-            await StopAsync(platform);
+            await PlatformCommand.StopAsync(platform);
+        }
+    }
+
+    /// <summary>
+    /// Regression: an app's own Azurite that could not start while a restarted platform loaded its apps again either
+    /// stopped the whole platform (Azurite exited: an InvalidOperationException nothing caught) or left the app out with a
+    /// generic line and a 404 saying no such app was deployed (its data folder unusable: an IOException). Now the platform
+    /// serves its other apps, says which app's storage failed and why, answers the app's requests with a 503 naming that
+    /// storage, and the app's next deploy starts its Azurite again. Each way of breaking it fails the same on every run:
+    /// a regular file where the data folder was (tests run as root, so a 000 mode would not stop Azurite), or a folder
+    /// where Azurite's blob database file was (Azurite exits with EISDIR before it listens).
+    /// </summary>
+    [Theory]
+    [InlineData("data folder replaced by a file")]
+    [InlineData("database replaced by a folder")]
+    public async Task An_app_whose_storage_cannot_start_when_the_platform_restarts_gets_503_naming_its_storage_while_the_others_serve_and_its_next_deploy_retries_it(
+        string fault)
+    {
+        // No AzureWebJobsStorage: the platform keeps its deployments in an Azurite of its own under the state folder, so
+        // the restarted platform finds both apps there, as `./faast platform` does for a user.
+        using var state = new TempDirectory("faast-appstorage-reload-");
+        var port = Ports.Free();
+        var url = $"http://127.0.0.1:{port}";
+        var first = new ConcurrentQueue<string>();
+        var arguments = (string[])["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path, "--isolation", "off"];
+        using (var platform = PlatformCommand.Start(arguments, first))
+        {
+            try
+            {
+                await Eventually.TrueAsync(() => first.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)) || platform.HasExited,
+                    "the platform", () => string.Join('\n', first), seconds: 120);
+                Assert.False(platform.HasExited, string.Join('\n', first));
+                foreach (var name in (string[])["healthy", "broken"])
+                {
+                    var deployed = await PlatformCommand.RunAsync("deploy", Repo.CopySample("python-app", Path.Combine(_apps.Path, name)), "--platform", url);
+                    Assert.True(deployed.Code == 0, deployed.Output + "\n" + string.Join('\n', first.TakeLast(40)));
+                }
+            }
+            finally
+            {
+                await PlatformCommand.StopAsync(platform);
+            }
+        }
+
+        // Where the platform keeps the broken app's Azurite (STATE/storage/APP/azurite), broken while no platform runs.
+        var data = Path.Combine(state.Path, "storage", "broken", "azurite");
+        Assert.True(File.Exists(Path.Combine(data, "__azurite_db_blob__.json")), $"the app's Azurite kept no data in {data}: " +
+            string.Join('\n', first.TakeLast(40)));
+        string cause;
+        if (fault == "data folder replaced by a file")
+        {
+            Directory.Delete(data, recursive: true);
+            File.WriteAllText(data, "not a folder");
+            cause = "already exists"; // .NET's IOException for a folder whose path is a file
+        }
+        else
+        {
+            var database = Path.Combine(data, "__azurite_db_blob__.json");
+            File.Delete(database);
+            Directory.CreateDirectory(database);
+            cause = "EISDIR";
+        }
+
+        var restartedPort = Ports.Free();
+        var restartedUrl = $"http://127.0.0.1:{restartedPort}";
+        var second = new ConcurrentQueue<string>();
+        arguments[2] = restartedPort.ToString(CultureInfo.InvariantCulture);
+        using var restarted = PlatformCommand.Start(arguments, second);
+        try
+        {
+            await Eventually.TrueAsync(() => second.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)) || restarted.HasExited,
+                "the restarted platform", () => string.Join('\n', second), seconds: 180);
+            Assert.False(restarted.HasExited, "the restarted platform stopped: " + string.Join('\n', second));
+
+            using var http = new HttpClient { BaseAddress = new Uri(restartedUrl + "/"), Timeout = TimeSpan.FromSeconds(60) };
+            Assert.Equal("Hello, still!", await http.GetStringAsync("healthy/api/Hello?name=still"));
+            using (var refused = await http.GetAsync("broken/api/Hello?name=anyone"))
+            {
+                var body = await refused.Content.ReadAsStringAsync();
+                Assert.True(refused.StatusCode == System.Net.HttpStatusCode.ServiceUnavailable, $"{(int)refused.StatusCode}: {body}");
+                using var answer = JsonDocument.Parse(body);
+                var error = answer.RootElement.GetProperty("error").GetString()!;
+                Assert.Contains("\"broken\"", error, StringComparison.Ordinal);
+                Assert.Contains(data, error, StringComparison.Ordinal);
+                Assert.Contains("next deploy", error, StringComparison.Ordinal);
+            }
+            var logged = second.Where(l => l.Contains("FaaST.Platform[8246]", StringComparison.Ordinal)).ToList();
+            var line = Assert.Single(logged);
+            Assert.Contains("App broken v1 is unavailable", line, StringComparison.Ordinal);
+            Assert.Contains(data, line, StringComparison.Ordinal);
+            Assert.Contains(cause, line, StringComparison.Ordinal);
+            Assert.DoesNotContain(second, l => l.Contains("FaaST.Platform[8246]", StringComparison.Ordinal) && l.Contains("App healthy ", StringComparison.Ordinal));
+
+            using (var admin = AdminKey.Client(new Uri(restartedUrl + "/"), AdminKey.Published(restartedUrl)))
+            using (var status = JsonDocument.Parse(await admin.GetStringAsync("admin/platform")))
+            {
+                Assert.Equal(new[] { "healthy" }, status.RootElement.GetProperty("apps").EnumerateArray().Select(a => a.GetProperty("app").GetString()));
+                var unavailable = Assert.Single(status.RootElement.GetProperty("unavailable").EnumerateArray());
+                Assert.Equal("broken", unavailable.GetProperty("app").GetString());
+                Assert.Contains(data, unavailable.GetProperty("reason").GetString()!, StringComparison.Ordinal);
+            }
+
+            // Deployed again while still broken: the deploy tries its Azurite again, is refused with 503 naming it, and the
+            // app stays unavailable (its requests still say why).
+            var stillBroken = await PlatformCommand.RunAsync("deploy", Path.Combine(_apps.Path, "broken"), "--platform", restartedUrl);
+            Assert.True(stillBroken.Code == 5, stillBroken.Output);
+            Assert.Contains("(503)", stillBroken.Output, StringComparison.Ordinal);
+            Assert.Contains(data, stillBroken.Output, StringComparison.Ordinal);
+            using (var again = await http.GetAsync("broken/api/Hello?name=anyone"))
+                Assert.Equal(System.Net.HttpStatusCode.ServiceUnavailable, again.StatusCode);
+
+            // Repaired, and deployed again: the deploy starts its Azurite again (on fresh data) and the app serves.
+            if (File.Exists(data))
+                File.Delete(data);
+            else
+                Directory.Delete(data, recursive: true);
+            var redeployed = await PlatformCommand.RunAsync("deploy", Path.Combine(_apps.Path, "broken"), "--platform", restartedUrl);
+            Assert.True(redeployed.Code == 0, redeployed.Output + "\n" + string.Join('\n', second.TakeLast(40)));
+            Assert.Equal("Hello, again!", await http.GetStringAsync("broken/api/Hello?name=again"));
+        }
+        finally
+        {
+            await PlatformCommand.StopAsync(restarted);
         }
     }
 
@@ -242,7 +327,7 @@ public sealed class AppStorageTests : IDisposable
                 return func.HttpResponse("hello")
             """);
         var output = new ConcurrentQueue<string>();
-        using var process = Start(["start", app, "--port", Ports.Free().ToString(CultureInfo.InvariantCulture), "--azurite-in-memory", "--isolation", "off"], output);
+        using var process = PlatformCommand.Start(["start", app, "--port", Ports.Free().ToString(CultureInfo.InvariantCulture), "--azurite-in-memory", "--isolation", "off"], output);
         try
         {
             await Eventually.TrueAsync(() => output.Any(l => l.StartsWith("faast: warning: ", StringComparison.Ordinal)) || process.HasExited,

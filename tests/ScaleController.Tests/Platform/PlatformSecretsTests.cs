@@ -23,29 +23,11 @@ public sealed class PlatformSecretsTests : IDisposable
 
     private string CopySample(string name) => Repo.CopySample("python-app", Path.Combine(_apps.Path, name));
 
-    private static Process Start(IEnumerable<string> args, ConcurrentQueue<string> output, string storage, IReadOnlyDictionary<string, string>? environment = null)
-    {
-        var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
-        info.ArgumentList.Add(Path.Combine(AppContext.BaseDirectory, "FaaST.ScaleController.dll"));
-        foreach (var a in args)
-            info.ArgumentList.Add(a);
-        info.Environment["FAAST_HOME"] = Repo.Root;
-        info.Environment["AzureWebJobsStorage"] = storage;
-        foreach (var (name, value) in environment ?? new Dictionary<string, string>())
-            info.Environment[name] = value;
-        var process = Process.Start(info)!;
-        process.OutputDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
-        process.ErrorDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
-        process.BeginOutputReadLine();
-        process.BeginErrorReadLine();
-        return process;
-    }
-
     /// <summary>`./faast deploy` as a user runs it (it finds the local platform's credential itself).</summary>
     private static async Task DeployAsync(string app, string url)
     {
         var output = new ConcurrentQueue<string>();
-        using var process = Start(["deploy", app, "--platform", url], output, "UseDevelopmentStorage=true");
+        using var process = PlatformCommand.Start(["deploy", app, "--platform", url], output, "UseDevelopmentStorage=true");
         using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(180));
         await process.WaitForExitAsync(timeout.Token);
         Assert.True(process.ExitCode == 0, string.Join('\n', output));
@@ -54,20 +36,11 @@ public sealed class PlatformSecretsTests : IDisposable
     private static async Task<Process> StartPlatformAsync(string state, int port, string storage, ConcurrentQueue<string> output,
         IReadOnlyDictionary<string, string>? environment = null, params string[] more)
     {
-        var platform = Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state, .. more], output, storage, environment);
+        var platform = PlatformCommand.Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state, .. more], output, storage, environment);
         await Eventually.TrueAsync(() => output.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)) || platform.HasExited,
             "the platform", () => string.Join('\n', output), seconds: 120);
         Assert.False(platform.HasExited, string.Join('\n', output));
         return platform;
-    }
-
-    private static void Stop(Process platform)
-    {
-        if (platform.HasExited)
-            return;
-        Process.Start("kill", ["-TERM", platform.Id.ToString(CultureInfo.InvariantCulture)])!.WaitForExit();
-        if (!platform.WaitForExit(60_000))
-            platform.Kill(entireProcessTree: true);
     }
 
     /// <summary>The instance records of <paramref name="app"/> in the platform's storage.</summary>
@@ -128,7 +101,7 @@ public sealed class PlatformSecretsTests : IDisposable
         }
         finally
         {
-            Stop(platform);
+            await PlatformCommand.StopAsync(platform);
         }
     }
 
@@ -173,7 +146,7 @@ public sealed class PlatformSecretsTests : IDisposable
         }
         finally
         {
-            Stop(platform);
+            await PlatformCommand.StopAsync(platform);
         }
     }
 
@@ -220,7 +193,7 @@ public sealed class PlatformSecretsTests : IDisposable
             }
             finally
             {
-                Stop(platform);
+                await PlatformCommand.StopAsync(platform);
             }
         }
 
@@ -271,7 +244,7 @@ public sealed class PlatformSecretsTests : IDisposable
             }
             finally
             {
-                Stop(restarted);
+                await PlatformCommand.StopAsync(restarted);
             }
         }
         finally

@@ -20,31 +20,13 @@ public sealed class StartCommandTests : IDisposable
 
     private string CopySample(string name) => Repo.CopySample("python-app", Path.Combine(_apps.Path, name));
 
-    private static Process Start(IEnumerable<string> args, ConcurrentQueue<string> output, string? storage = null)
-    {
-        var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
-        info.ArgumentList.Add(Path.Combine(AppContext.BaseDirectory, "FaaST.ScaleController.dll"));
-        foreach (var a in args)
-            info.ArgumentList.Add(a);
-        info.Environment["FAAST_HOME"] = Repo.Root;
-        info.Environment.Remove("AzureWebJobsStorage");
-        if (storage is not null)
-            info.Environment["AzureWebJobsStorage"] = storage;
-        var process = Process.Start(info)!;
-        process.OutputDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
-        process.ErrorDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
-        process.BeginOutputReadLine();
-        process.BeginErrorReadLine();
-        return process;
-    }
-
     [Fact]
     public async Task Start_serves_the_app_on_its_port_with_the_same_urls_and_admin_endpoints_and_stops_cleanly_on_sigterm()
     {
         var app = CopySample("startapp");
         var port = Ports.Free();
         var output = new ConcurrentQueue<string>();
-        using var process = Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture), "--azurite-in-memory", "--isolation", "off"], output);
+        using var process = PlatformCommand.Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture), "--azurite-in-memory", "--isolation", "off"], output);
         try
         {
             await Eventually.TrueAsync(() => output.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || process.HasExited,
@@ -87,7 +69,7 @@ public sealed class StartCommandTests : IDisposable
         var app = CopySample("sigtermapp");
         var port = Ports.Free().ToString(CultureInfo.InvariantCulture);
         var output = new ConcurrentQueue<string>();
-        using var process = Start(["start", app, "--port", port, "--isolation", "off"], output);
+        using var process = PlatformCommand.Start(["start", app, "--port", port, "--isolation", "off"], output);
         string connection;
         int instancePid;
         try
@@ -126,7 +108,7 @@ public sealed class StartCommandTests : IDisposable
 
         // What was written before the stop is still there for the next start.
         var again = new ConcurrentQueue<string>();
-        using var second = Start(["start", app, "--port", port, "--isolation", "off"], again);
+        using var second = PlatformCommand.Start(["start", app, "--port", port, "--isolation", "off"], again);
         try
         {
             await Eventually.TrueAsync(() => again.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || second.HasExited,
@@ -150,7 +132,7 @@ public sealed class StartCommandTests : IDisposable
         var app = CopySample("badpolicy");
         File.WriteAllText(Path.Combine(app, "faast.json"), """{ "scale": { "maxInstances": 0 } }""");
         var output = new ConcurrentQueue<string>();
-        using var process = Start(["start", app, "--port", "0"], output);
+        using var process = PlatformCommand.Start(["start", app, "--port", "0"], output);
         using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(60));
         await process.WaitForExitAsync(timeout.Token);
         Assert.Equal(3, process.ExitCode);
@@ -158,6 +140,34 @@ public sealed class StartCommandTests : IDisposable
         Assert.StartsWith("faast: the app cannot start: ", line, StringComparison.Ordinal);
         Assert.Contains("faast.json", line, StringComparison.Ordinal);
         Assert.Contains("scale.maxInstances", line, StringComparison.Ordinal);
+    }
+
+    /// <summary>Regression: an app whose own Azurite could not start ended `./faast start` with an unhandled exception's
+    /// stack trace. A regular file where its data folder goes fails the same on every run, as root too.</summary>
+    [Fact]
+    public async Task Start_whose_app_storage_cannot_start_is_one_line_naming_its_data_folder_and_exit_3()
+    {
+        var app = CopySample("brokenstore");
+        var data = Path.Combine(app, ".faast", "azurite");
+        Directory.CreateDirectory(Path.GetDirectoryName(data)!);
+        File.WriteAllText(data, "not a folder");
+        var output = new ConcurrentQueue<string>();
+        using var process = PlatformCommand.Start(["start", app, "--port", Ports.Free().ToString(CultureInfo.InvariantCulture), "--isolation", "off"], output);
+        try
+        {
+            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(180));
+            await process.WaitForExitAsync(timeout.Token);
+        }
+        finally
+        {
+            if (!process.HasExited)
+                process.Kill(entireProcessTree: true);
+        }
+        Assert.True(process.ExitCode == 3, $"exit {process.ExitCode}: {string.Join('\n', output)}");
+        var line = Assert.Single(output, l => l.StartsWith("faast: the app cannot start: ", StringComparison.Ordinal));
+        Assert.Contains("\"brokenstore\"", line, StringComparison.Ordinal);
+        Assert.Contains(data, line, StringComparison.Ordinal);
+        Assert.DoesNotContain(output, l => l.Contains("Unhandled exception", StringComparison.Ordinal));
     }
 
     [Fact]
@@ -168,7 +178,7 @@ public sealed class StartCommandTests : IDisposable
         taken.Start();
         var port = ((IPEndPoint)taken.LocalEndpoint).Port;
         var output = new ConcurrentQueue<string>();
-        using var process = Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture)], output);
+        using var process = PlatformCommand.Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture)], output);
         using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(60));
         await process.WaitForExitAsync(timeout.Token);
         Assert.Equal(4, process.ExitCode);
@@ -197,7 +207,7 @@ public sealed class StartCommandTests : IDisposable
     private async Task CrashAndTakeOverAsync(Storage.AzuriteProcess azurite, string[] args, int port)
     {
         var first = new ConcurrentQueue<string>();
-        using var crashing = Start(args, first, azurite.ConnectionString);
+        using var crashing = PlatformCommand.Start(args, first, azurite.ConnectionString);
         int pid;
         string id;
         // The admin key is the state folder's: the restarted platform has the same.
@@ -229,7 +239,7 @@ public sealed class StartCommandTests : IDisposable
             Assert.Equal("Hello, orphan!", await direct.GetStringAsync(new Uri(new Uri(await InstanceAddressAsync(azurite.ConnectionString, id)), "api/Hello?name=orphan")));
 
         var second = new ConcurrentQueue<string>();
-        using var restarted = Start(args, second, azurite.ConnectionString);
+        using var restarted = PlatformCommand.Start(args, second, azurite.ConnectionString);
         try
         {
             await Eventually.TrueAsync(() => second.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)) || restarted.HasExited,
@@ -291,15 +301,6 @@ public sealed class StartCommandTests : IDisposable
         return json.RootElement.GetProperty("baseAddress").GetString()!;
     }
 
-    private static async Task<(int Code, string Output)> RunAsync(params string[] args)
-    {
-        var output = new ConcurrentQueue<string>();
-        using var process = Start(args, output);
-        using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(120));
-        await process.WaitForExitAsync(timeout.Token);
-        return (process.ExitCode, string.Join('\n', output));
-    }
-
     [Fact]
     public async Task Deploy_and_status_commands_talk_to_a_running_platform_and_a_bad_app_is_refused_naming_the_file_and_key()
     {
@@ -307,7 +308,7 @@ public sealed class StartCommandTests : IDisposable
         var port = Ports.Free();
         var url = $"http://127.0.0.1:{port}";
         var output = new ConcurrentQueue<string>();
-        using var platform = Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path,
+        using var platform = PlatformCommand.Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path,
             "--azurite-in-memory", "--isolation", "off"], output);
         try
         {
@@ -317,33 +318,31 @@ public sealed class StartCommandTests : IDisposable
             Assert.False(platform.HasExited, string.Join('\n', output));
             var app = CopySample("cliapp");
 
-            var deployed = await RunAsync("deploy", app, "--platform", url);
+            var deployed = await PlatformCommand.RunAsync("deploy", app, "--platform", url);
             Assert.True(deployed.Code == 0, deployed.Output);
             Assert.StartsWith("deployed cliapp v1 (", deployed.Output, StringComparison.Ordinal);
             using (var http = new HttpClient())
                 Assert.Equal("Hello, cli!", await http.GetStringAsync($"{url}/cliapp/api/Hello?name=cli"));
 
-            var status = await RunAsync("status", "--platform", url);
+            var status = await PlatformCommand.RunAsync("status", "--platform", url);
             Assert.Equal(0, status.Code);
             Assert.Contains("cliapp v1: 1 instance(s)", status.Output, StringComparison.Ordinal);
             Assert.Contains(" ready ", status.Output, StringComparison.Ordinal);
 
             File.WriteAllText(Path.Combine(app, "Hello", "function.json"), """{ "bindings": [ { "type": "nosuchTrigger", "direction": "in", "name": "req" } ] }""");
-            var refused = await RunAsync("deploy", app, "--platform", url);
+            var refused = await PlatformCommand.RunAsync("deploy", app, "--platform", url);
             Assert.Equal(3, refused.Code);
             Assert.StartsWith("faast: deploy refused: ", refused.Output, StringComparison.Ordinal);
             Assert.Contains("Hello/function.json", refused.Output, StringComparison.Ordinal);
-            Assert.Contains("v1:", (await RunAsync("status", "--platform", url)).Output, StringComparison.Ordinal);
+            Assert.Contains("v1:", (await PlatformCommand.RunAsync("status", "--platform", url)).Output, StringComparison.Ordinal);
 
-            var unreachable = await RunAsync("status", "--platform", $"http://127.0.0.1:{Ports.Free()}");
+            var unreachable = await PlatformCommand.RunAsync("status", "--platform", $"http://127.0.0.1:{Ports.Free()}");
             Assert.Equal(5, unreachable.Code);
             Assert.StartsWith("faast: cannot reach the platform at ", unreachable.Output, StringComparison.Ordinal);
         }
         finally
         {
-            Process.Start("kill", ["-TERM", platform.Id.ToString(CultureInfo.InvariantCulture)])!.WaitForExit();
-            if (!platform.WaitForExit(60_000))
-                platform.Kill(entireProcessTree: true);
+            await PlatformCommand.StopAsync(platform);
         }
     }
 
@@ -354,7 +353,7 @@ public sealed class StartCommandTests : IDisposable
         var app = CopySample("tiedapp");
         var port = Ports.Free();
         var output = new ConcurrentQueue<string>();
-        using var process = Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture), "--azurite-in-memory", "--isolation", "off"], output);
+        using var process = PlatformCommand.Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture), "--azurite-in-memory", "--isolation", "off"], output);
         int pid;
         try
         {
