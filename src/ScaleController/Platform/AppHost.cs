@@ -495,7 +495,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         }
         try
         {
-            return Runtime.App.FunctionApp.Load(directory).Settings.WorkerProcessCount ?? 1;
+            return PlatformContext.LoadApp(directory).Settings.WorkerProcessCount ?? 1;
         }
         catch (Runtime.App.AppConfigException)
         {

@@ -44,7 +44,7 @@ internal sealed class AppStorage(PlatformOptions options, ILogger logger) : IAsy
     /// folder and the cause.</exception>
     public async Task<string?> StartAsync(string app, string directory, CancellationToken ct)
     {
-        if (!StorageAccounts.UsesDevelopmentStorage(FunctionApp.Load(directory).Settings))
+        if (!StorageAccounts.UsesDevelopmentStorage(PlatformContext.LoadApp(directory).Settings))
             return null;
         await _gate.WaitAsync(ct);
         try

@@ -49,10 +49,25 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
 
     public void Raise(AppLifecycleEvent e) => Lifecycle?.Invoke(e);
 
+    /// <summary>
+    /// The app in <paramref name="directory"/> with the settings its instances will see: its local.settings.json under the
+    /// part of the platform's environment an instance gets (<see cref="LocalProcessProvider.InstanceEnvironment"/>), never
+    /// the rest. Read so, a platform started with AzureWebJobsStorage of its own does not take an app on development
+    /// storage for one with an account: it would have started no Azurite for it, and the instance, which does not get
+    /// that variable, would have kept its data in its version folder, deleted when the version is pruned.
+    /// </summary>
+    public static FunctionApp LoadApp(string directory)
+    {
+        var environment = new System.Collections.Hashtable(StringComparer.Ordinal);
+        foreach (var (name, value) in LocalProcessProvider.InstanceEnvironment(Environment.GetEnvironmentVariables()))
+            environment[name] = value;
+        return FunctionApp.Load(directory, environment);
+    }
+
     /// <summary>How an instance of <paramref name="deployment"/> is started: its storage, its peer secret, the controller's address.</summary>
     public InstanceSpec SpecFor(Deployment deployment, string directory)
     {
-        var app = FunctionApp.Load(directory);
+        var app = LoadApp(directory);
         var environment = new Dictionary<string, string>
         {
             [PeerSecretSetting] = PeerSecretTextOf(deployment.App, directory),

@@ -189,6 +189,62 @@ public sealed class AppStorageTests : IDisposable
     }
 
     /// <summary>
+    /// Regression: a platform given AzureWebJobsStorage of its own read each app's settings with that variable on top, so
+    /// an app whose only development-storage setting is AzureWebJobsStorage looked like one with an account: the platform
+    /// started no Azurite for it, and its instance (which never gets the platform's variable) started one inside the
+    /// version's folder, whose data went when the version was pruned two deploys later.
+    /// </summary>
+    [Fact]
+    public async Task A_platform_with_storage_of_its_own_still_gives_an_app_on_development_storage_an_Azurite_of_its_own()
+    {
+        var operatorAccount = Storage.AzuriteAccount.Generate();
+        await using var operatorStorage = await Storage.AzuriteProcess.StartAsync(Repo.Root, account: operatorAccount);
+        using var state = new TempDirectory("faast-appstorage-own-");
+        var app = CopyTestApp("plainstore");
+        // The queue functions go: the account given below serves blobs only.
+        Directory.Delete(Path.Combine(app, "Enqueue"), recursive: true);
+        Directory.Delete(Path.Combine(app, "Worker"), recursive: true);
+        // Only AzureWebJobsStorage on development storage; the named connection is an account the app was given.
+        File.WriteAllText(Path.Combine(app, "local.settings.json"), JsonSerializer.Serialize(new
+        {
+            IsEncrypted = false,
+            Values = new Dictionary<string, string>
+            {
+                ["FUNCTIONS_WORKER_RUNTIME"] = "python",
+                ["AzureWebJobsStorage"] = "UseDevelopmentStorage=true",
+                ["MyStorageConnectionString"] = operatorStorage.ConnectionString,
+            },
+        }));
+        var port = Ports.Free();
+        var url = $"http://127.0.0.1:{port}";
+        var output = new ConcurrentQueue<string>();
+        using var platform = PlatformCommand.Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path,
+            "--isolation", "off"], output, operatorStorage.ConnectionString);
+        try
+        {
+            await Eventually.TrueAsync(() => output.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)) || platform.HasExited,
+                "the platform", () => string.Join('\n', output), seconds: 120);
+            Assert.False(platform.HasExited, string.Join('\n', output));
+            var deployed = await PlatformCommand.RunAsync("deploy", app, "--platform", url);
+            Assert.True(deployed.Code == 0, deployed.Output + "\n" + string.Join('\n', output.TakeLast(40)));
+            var started = output.FirstOrDefault(l => l.Contains("App plainstore: its own Azurite", StringComparison.Ordinal));
+            Assert.True(started is not null, "the platform started no Azurite for the app:\n" + string.Join('\n', output.TakeLast(40)));
+
+            using var http = new HttpClient { BaseAddress = new Uri(url + "/"), Timeout = TimeSpan.FromSeconds(60) };
+            var environment = await EnvironmentOfAsync(http, "plainstore/api/Env");
+            var storage = Parts(environment["AzureWebJobsStorage"]);
+            // The Azurite the platform started (its data under the state folder, kept across versions), not the operator's.
+            Assert.Contains($"http://{new Uri(storage["BlobEndpoint"]).Authority}/", started, StringComparison.Ordinal);
+            Assert.Contains(Path.Combine(state.Path, "storage", "plainstore"), started, StringComparison.Ordinal);
+            Assert.NotEqual(operatorAccount.Key, storage["AccountKey"]);
+        }
+        finally
+        {
+            await PlatformCommand.StopAsync(platform);
+        }
+    }
+
+    /// <summary>
     /// Regression: an app's own Azurite that could not start while a restarted platform loaded its apps again either
     /// stopped the whole platform (Azurite exited: an InvalidOperationException nothing caught) or left the app out with a
     /// generic line and a 404 saying no such app was deployed (its data folder unusable: an IOException). Now the platform
