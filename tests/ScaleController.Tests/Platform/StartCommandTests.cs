@@ -170,6 +170,36 @@ public sealed class StartCommandTests : IDisposable
         Assert.DoesNotContain(output, l => l.Contains("Unhandled exception", StringComparison.Ordinal));
     }
 
+    /// <summary>Regression: a platform whose storage did not answer at start ended with an unhandled exception's stack trace
+    /// (exit 134), after publishing its admin credential, which stayed behind. Nothing listens on a free port just picked.</summary>
+    [Fact]
+    public async Task Platform_whose_storage_does_not_answer_is_one_line_naming_it_and_exit_5_leaving_no_credential()
+    {
+        using var state = new TempDirectory("faast-nostorage-");
+        var dead = Ports.Free();
+        var port = Ports.Free();
+        var storage = $"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={Storage.AzuriteAccount.Generate().Key};" +
+            $"BlobEndpoint=http://127.0.0.1:{dead}/devstoreaccount1;QueueEndpoint=http://127.0.0.1:{dead}/devstoreaccount1;";
+        var output = new ConcurrentQueue<string>();
+        using var process = PlatformCommand.Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path,
+            "--isolation", "off"], output, storage);
+        try
+        {
+            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(180));
+            await process.WaitForExitAsync(timeout.Token);
+        }
+        finally
+        {
+            if (!process.HasExited)
+                process.Kill(entireProcessTree: true);
+        }
+        Assert.True(process.ExitCode == 5, $"exit {process.ExitCode}: {string.Join('\n', output)}");
+        var line = Assert.Single(output, l => l.StartsWith("faast: the platform cannot start: its storage", StringComparison.Ordinal));
+        Assert.Contains($"127.0.0.1:{dead}", line, StringComparison.Ordinal);
+        Assert.DoesNotContain(output, l => l.Contains("Unhandled exception", StringComparison.Ordinal));
+        Assert.False(File.Exists(ScaleController.Platform.LocalCredentials.PathFor(Repo.Root, new Uri($"http://127.0.0.1:{port}/"))), "the admin credential was left behind");
+    }
+
     [Fact]
     public async Task Start_on_a_taken_port_is_one_line_and_exit_4_before_azurite_starts()
     {
