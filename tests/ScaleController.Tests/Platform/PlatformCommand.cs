@@ -49,6 +49,22 @@ internal static class PlatformCommand
         return (process.ExitCode, string.Join('\n', output));
     }
 
+    /// <summary>Waits for a command that should end by itself (a refusal at start) to end; killed with what it started
+    /// if it has not after <paramref name="seconds"/>, so a test that fails leaves no process behind.</summary>
+    public static async Task WaitForExitAsync(Process process, int seconds = 180)
+    {
+        try
+        {
+            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(seconds));
+            await process.WaitForExitAsync(timeout.Token);
+        }
+        finally
+        {
+            if (!process.HasExited)
+                process.Kill(entireProcessTree: true);
+        }
+    }
+
     /// <summary>
     /// Stops a platform as Ctrl-C or `kill -TERM` does, so it drains and stops its instances and Azurites; one that is
     /// still running a minute later is killed with what it started, so no test leaves processes behind.

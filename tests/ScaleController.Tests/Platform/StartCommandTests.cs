@@ -153,16 +153,7 @@ public sealed class StartCommandTests : IDisposable
         File.WriteAllText(data, "not a folder");
         var output = new ConcurrentQueue<string>();
         using var process = PlatformCommand.Start(["start", app, "--port", Ports.Free().ToString(CultureInfo.InvariantCulture), "--isolation", "off"], output);
-        try
-        {
-            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(180));
-            await process.WaitForExitAsync(timeout.Token);
-        }
-        finally
-        {
-            if (!process.HasExited)
-                process.Kill(entireProcessTree: true);
-        }
+        await PlatformCommand.WaitForExitAsync(process);
         Assert.True(process.ExitCode == 3, $"exit {process.ExitCode}: {string.Join('\n', output)}");
         var line = Assert.Single(output, l => l.StartsWith("faast: the app cannot start: ", StringComparison.Ordinal));
         Assert.Contains("\"brokenstore\"", line, StringComparison.Ordinal);
@@ -183,16 +174,7 @@ public sealed class StartCommandTests : IDisposable
         var output = new ConcurrentQueue<string>();
         using var process = PlatformCommand.Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path,
             "--isolation", "off"], output, storage);
-        try
-        {
-            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(180));
-            await process.WaitForExitAsync(timeout.Token);
-        }
-        finally
-        {
-            if (!process.HasExited)
-                process.Kill(entireProcessTree: true);
-        }
+        await PlatformCommand.WaitForExitAsync(process);
         Assert.True(process.ExitCode == 5, $"exit {process.ExitCode}: {string.Join('\n', output)}");
         var line = Assert.Single(output, l => l.StartsWith("faast: the platform cannot start: its storage", StringComparison.Ordinal));
         Assert.Contains($"127.0.0.1:{dead}", line, StringComparison.Ordinal);
