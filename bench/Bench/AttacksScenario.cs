@@ -312,7 +312,7 @@ public static partial class AttacksScenario
         }
         a.Refused = !any;
         a.Observed = string.Join("; ", results);
-        a.Logged = Logged(run, mark, "intruder4", "intruder5", "intruder6", "origin", "cross-site");
+        a.Logged = await LoggedAsync(run, mark, "intruder4", "intruder5", "intruder6", "origin", "cross-site");
         return a;
     }
 
@@ -328,7 +328,7 @@ public static partial class AttacksScenario
         a.Details["deploy"] = $"{deploy} {Oneline(deployBody, 200)}";
         a.Refused = status is not (>= 200 and < 300) && deploy is not (>= 200 and < 300);
         a.Observed = $"GET /admin/platform: {status}; deploy: {deploy}";
-        a.Logged = Logged(run, mark, "evil.example", "intruder7", "host");
+        a.Logged = await LoggedAsync(run, mark, "evil.example", "intruder7", "host");
         return a;
     }
 
@@ -340,7 +340,7 @@ public static partial class AttacksScenario
         a.Refused = status is not (>= 200 and < 300);
         a.Observed = $"{status}: {Oneline(body, 160)}";
         a.Details["lists_the_victim"] = body.Contains(Victim, StringComparison.Ordinal);
-        a.Logged = Logged(run, mark, "/admin/platform", "status");
+        a.Logged = await LoggedAsync(run, mark, "/admin/platform", "status");
         return a;
     }
 
@@ -365,7 +365,7 @@ public static partial class AttacksScenario
         a.Details["status"] = status;
         a.Details["version_before"] = before;
         a.Details["version_after"] = after;
-        a.Logged = Logged(run, mark, app);
+        a.Logged = await LoggedAsync(run, mark, app);
         return a;
     }
 
@@ -483,7 +483,7 @@ public static partial class AttacksScenario
         a.Details["victim_instance_fields_shown"] = new JsonArray(exposed.Select(f => (JsonNode?)f).ToArray());
         a.Refused = peer is null && exposed.Count == 0;
         a.Observed = a.Refused ? $"{status}: no address of the victim" : $"{status}: the victim's instances are listed with {string.Join(", ", exposed)}{(peer is null ? "" : $" (peer {peer})")}";
-        a.Logged = Logged(run, mark, "/admin/platform");
+        a.Logged = await LoggedAsync(run, mark, "/admin/platform");
         return a;
     }
 
@@ -554,7 +554,7 @@ public static partial class AttacksScenario
         var status = rep["status"]?.GetValue<int>() ?? 0;
         a.Refused = status is not (>= 200 and < 300);
         a.Observed = $"{status}: {Oneline(rep["body"]?.GetValue<string>() ?? "", 160)}";
-        a.Logged = Logged(run, mark, "intruder8");
+        a.Logged = await LoggedAsync(run, mark, "intruder8");
         return a;
     }
 
@@ -568,7 +568,7 @@ public static partial class AttacksScenario
         var dir = CopyApp(Path.Combine(run.Home, "bench", "apps", "escape-tenant"), Path.Combine(run.Work, "apps", "escape"));
         var (status, body) = await DeployAsync(run, run.Platform.Address, "escape", Zip(dir), run.AdminKey);
         a.Details["status"] = status;
-        a.Logged = Logged(run, mark, "escape", "scriptFile", "shadow");
+        a.Logged = await LoggedAsync(run, mark, "escape", "scriptFile", "shadow");
         if (status is not (>= 200 and < 300))
         {
             a.Refused = true;
@@ -605,7 +605,7 @@ public static partial class AttacksScenario
         a.Details["bytes_offered"] = size;
         a.Refused = status == 413 || (status == 0 && sent < size);
         a.Observed = $"{(status == 0 ? "no status" : status.ToString(CultureInfo.InvariantCulture))} after {sent >> 20} of {size >> 20} MiB: {Oneline(body, 160)}";
-        a.Logged = Logged(run, mark, "intruder9", "413", "too large", "size");
+        a.Logged = await LoggedAsync(run, mark, "intruder9", "413", "too large", "size");
         return a;
     }
 
@@ -626,7 +626,7 @@ public static partial class AttacksScenario
         var alive = run.Platform.Process is { HasExited: false };
         a.Refused = status is >= 400 and < 500 && seconds < 10 && growth < 512 && alive;
         a.Observed = $"{status} in {seconds:0.00} s, platform RSS {growth:+0;-0} MiB{(alive ? "" : ", the platform EXITED")}: {Oneline(body, 160)}";
-        a.Logged = Logged(run, mark, "intruder10", "entries", "zip");
+        a.Logged = await LoggedAsync(run, mark, "intruder10", "entries", "zip");
         return a;
     }
 
@@ -654,7 +654,7 @@ public static partial class AttacksScenario
         a.Details["seconds"] = Math.Round(clock.Elapsed.TotalSeconds, 2);
         a.Refused = status is not (>= 200 and < 300);
         a.Observed = $"{status} in {clock.Elapsed.TotalSeconds:0.00} s: {Oneline(body, 160)}";
-        a.Logged = Logged(run, mark, "intruder11", "entries");
+        a.Logged = await LoggedAsync(run, mark, "intruder11", "entries");
         return a;
     }
 
@@ -685,7 +685,7 @@ public static partial class AttacksScenario
         a.Details["victim_failed_during"] = failed;
         a.Refused = status is not (>= 200 and < 300) && failed == 0 && served == (run.Quick ? 10 : 30);
         a.Observed = $"deploy {status} ({Oneline(body, 140)}); the victim's load failed {failed} request(s) meanwhile; {served}/{(run.Quick ? 10 : 30)} checks after it served the old data";
-        a.Logged = Logged(run, mark, Victim, "bogus", "AzureWebJobsSecretStorageType");
+        a.Logged = await LoggedAsync(run, mark, Victim, "bogus", "AzureWebJobsSecretStorageType");
         return a;
     }
 
@@ -773,7 +773,7 @@ public static partial class AttacksScenario
         a.Observed = (attackerWrites.Length > 0 ? $"the attacker WROTE {attackerWrites.Length} record(s); " : "the attacker could not write a record; ")
             + leak + "; " + (problems.Count == 0 ? "after the restart nothing was adopted and nothing killed" : string.Join("; ", problems))
             + (servedAgain ? "" : "; the victim was NOT served after the restart");
-        a.Logged = Logged(run, mark, records.Select(r => r.AdoptId).Concat(records.Select(r => r.KillId)).Concat(["signature", "unsigned", "forged"]).ToArray());
+        a.Logged = await LoggedAsync(run, mark, records.Select(r => r.AdoptId).Concat(records.Select(r => r.KillId)).Concat(["signature", "unsigned", "forged"]).ToArray());
         return a;
     }
 
@@ -1025,8 +1025,20 @@ public static partial class AttacksScenario
     /// Whether the platform's output (its own log and its instances' lines) has, since <paramref name="mark"/>, a line
     /// that names one of <paramref name="markers"/> and says it refused something.
     /// </summary>
-    private static bool Logged(Run run, long mark, params string[] markers) =>
-        run.Platform.LinesSince(mark).Any(l => RefusalWords().IsMatch(l) && markers.Any(m => l.Contains(m, StringComparison.OrdinalIgnoreCase)));
+    /// The platform writes its log through a background queue and a pipe, so the line may follow the answer by a moment:
+    /// looked for until it shows, for up to 5 s (a refusal answered at once had been counted as not logged).
+    private static async Task<bool> LoggedAsync(Run run, long mark, params string[] markers)
+    {
+        var deadline = Stopwatch.StartNew();
+        while (true)
+        {
+            if (run.Platform.LinesSince(mark).Any(l => RefusalWords().IsMatch(l) && markers.Any(m => l.Contains(m, StringComparison.OrdinalIgnoreCase))))
+                return true;
+            if (deadline.Elapsed > TimeSpan.FromSeconds(5))
+                return false;
+            await Task.Delay(100);
+        }
+    }
 
     [GeneratedRegex("refus|denied|unauthori[sz]ed|forbidden|reject|not allowed|invalid|signature|\\b40[13]\\b|\\b413\\b|too large|outside|cannot start|failed", RegexOptions.IgnoreCase)]
     private static partial Regex RefusalWords();
