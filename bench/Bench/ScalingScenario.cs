@@ -78,6 +78,17 @@ public static class ScalingScenario
             report.Add("frontend_p50_ms", p50s[0], "no-op GET through the frontend");
             report.Add("direct_p50_ms", p50s[1], "the same GET straight to the instance");
             report.Add("frontend_overhead_p50_ms", p50s[0] - p50s[1], "goal <= 0.1");
+            // The same two GETs from an external client (wrk), frontend and direct alternating twice; each side's median.
+            var runs = new List<(Wrk.Result Frontend, Wrk.Result Direct)>();
+            for (var i = 0; i < 2; i++)
+                runs.Add((await Wrk.RunAsync(noop, TimeSpan.FromSeconds(quick ? 1 : 5)), await Wrk.RunAsync(direct, TimeSpan.FromSeconds(quick ? 1 : 5))));
+            var wrkFrontend = Median(runs.Select(r => r.Frontend.P50Ms));
+            var wrkDirect = Median(runs.Select(r => r.Direct.P50Ms));
+            report.Add("wrk_frontend_p50_ms", wrkFrontend, "wrk -t1 -c1 --latency through the frontend");
+            report.Add("wrk_direct_p50_ms", wrkDirect, "wrk straight to the instance");
+            report.Add("wrk_frontend_overhead_p50_ms", wrkFrontend - wrkDirect, "the hop as an external client sees it");
+            report.Add("wrk_frontend_p99_ms", Median(runs.Select(r => r.Frontend.P99Ms)));
+            report.Add("wrk_direct_p99_ms", Median(runs.Select(r => r.Direct.P99Ms)));
 
             // The ramp: (seconds, requests per second at the start, at the end).
             (double Seconds, double From, double To)[] ramp = quick
