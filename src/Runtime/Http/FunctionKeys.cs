@@ -25,7 +25,8 @@ internal sealed class FunctionKeys
 
     /// <summary>Settings prefixes of keys held in app settings (the names of the entries of the Kubernetes
     /// secret Azure Functions reads with AzureWebJobsSecretStorageType=kubernetes).</summary>
-    public const string MasterSetting = "host.master", HostKeyPrefix = "host.function.", SystemKeyPrefix = "host.systemKey.", FunctionKeyPrefix = "functions.";
+    public const string MasterSetting = AuthSettings.MasterSetting, HostKeyPrefix = AuthSettings.HostKeyPrefix,
+        SystemKeyPrefix = AuthSettings.SystemKeyPrefix, FunctionKeyPrefix = AuthSettings.FunctionKeyPrefix;
 
     /// <summary>Shortest key FaaST accepts from settings or storage (Azure generates 56 characters).</summary>
     public const int MinimumKeyLength = 16;
@@ -93,20 +94,6 @@ internal sealed class FunctionKeys
         return Convert.ToBase64String(bytes).Replace('+', '-').Replace('/', '_');
     }
 
-    /// <summary>function.json's authLevel: anonymous, function (the default), system or admin.</summary>
-    public static AuthLevel ParseAuthLevel(string? text, string file, string key) => text?.ToLowerInvariant() switch
-    {
-        null => AuthLevel.Function,
-        "anonymous" => AuthLevel.Anonymous,
-        "function" => AuthLevel.Function,
-        "system" => AuthLevel.System,
-        "admin" => AuthLevel.Admin,
-        "user" => throw new AppConfigException(
-            $"{file}: {key} \"user\" needs App Service authentication, which FaaST does not have; use anonymous, function, system or admin"),
-        _ => throw new AppConfigException(
-            $"{file}: {key} \"{LogText.Escape(text)}\" is not an authorization level (anonymous, function, system or admin)"),
-    };
-
     /// <summary>The app's host id (AzureFunctionsWebHost__hostid, else its folder name) as Azure shapes one:
     /// lower case, letters, digits and dashes, at most 32 characters, no trailing dash.</summary>
     public static string HostId(FunctionApp app)
@@ -118,13 +105,6 @@ internal sealed class FunctionKeys
         return id.Length > 0 ? id : "faast";
     }
 
-    /// <summary>Whether setting <paramref name="name"/> holds a key (so it is taken from the environment too).</summary>
-    public static bool IsKeySetting(string name) =>
-        name.Equals(MasterSetting, StringComparison.OrdinalIgnoreCase) ||
-        name.StartsWith(HostKeyPrefix, StringComparison.OrdinalIgnoreCase) ||
-        name.StartsWith(SystemKeyPrefix, StringComparison.OrdinalIgnoreCase) ||
-        (name.StartsWith(FunctionKeyPrefix, StringComparison.OrdinalIgnoreCase) && name.IndexOf('.', FunctionKeyPrefix.Length) > FunctionKeyPrefix.Length);
-
     /// <summary>Keys from app settings (AzureWebJobsSecretStorageType=kubernetes); read-only, host.master required.</summary>
     public static FunctionKeys FromSettings(AppSettings settings)
     {
@@ -134,7 +114,7 @@ internal sealed class FunctionKeys
         var functions = new Dictionary<string, List<NamedKey>>(StringComparer.OrdinalIgnoreCase);
         foreach (var (name, value) in settings.Values)
         {
-            if (!IsKeySetting(name))
+            if (!AuthSettings.IsKeySetting(name))
                 continue;
             Check(value, settings.SourceOf(name));
             if (name.Equals(MasterSetting, StringComparison.OrdinalIgnoreCase))

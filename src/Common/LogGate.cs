@@ -8,7 +8,7 @@ namespace FaaST.Cachelet;
 /// owner is down. Lock-free: one compare-exchange on the next allowed timestamp, which only the line that
 /// passes wins; the others just count themselves.
 /// </summary>
-internal sealed class LogGate
+public sealed class LogGate
 {
     private readonly long _interval;
     private long _next;

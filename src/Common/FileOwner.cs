@@ -12,7 +12,7 @@ public readonly partial record struct FileOwner(int UserId, int GroupId)
 {
     /// <summary>Gives an open file or directory to this owner.</summary>
     /// <exception cref="IOException">The OS refused (the process is not root).</exception>
-    internal void ApplyTo(SafeFileHandle file, string path)
+    public void ApplyTo(SafeFileHandle file, string path)
     {
         if (FChown(file, UserId, GroupId) != 0)
             throw Failure(path);

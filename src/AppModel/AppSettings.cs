@@ -104,7 +104,7 @@ public sealed class AppSettings
         // So do identity-based connections (CONN__serviceUri, ...), whatever the connection is called,
         // and access keys (host.master, functions.NAME.default, ...: a Kubernetes secret as variables).
         foreach (DictionaryEntry e in environment)
-            if (e.Key is string name && e.Value is string s && !values.ContainsKey(name) && (IsIdentityConnectionSetting(name) || Http.FunctionKeys.IsKeySetting(name)))
+            if (e.Key is string name && e.Value is string s && !values.ContainsKey(name) && (IsIdentityConnectionSetting(name) || AuthSettings.IsKeySetting(name)))
             {
                 values[name] = s;
                 fromEnvironment.Add(name);

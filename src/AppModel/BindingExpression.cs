@@ -62,7 +62,7 @@ public sealed class BindingExpression
     /// when a segment is missing or the path ends at no value. <paramref name="source"/> names where
     /// <paramref name="value"/> came from in messages ("the JSON body").
     /// </summary>
-    internal string? Walk(JsonElement value, int start, string source, out string? why)
+    public string? Walk(JsonElement value, int start, string source, out string? why)
     {
         var current = value;
         for (var i = start; i < Segments.Count; i++)
@@ -117,7 +117,7 @@ public sealed class BindingExpression
     /// The property named <paramref name="name"/>: the exact name first (no allocation), else the first
     /// whose name differs only in case, as Azure Functions matches them.
     /// </summary>
-    internal static bool TryGetProperty(JsonElement obj, string name, out JsonElement value)
+    public static bool TryGetProperty(JsonElement obj, string name, out JsonElement value)
     {
         if (obj.TryGetProperty(name, out value))
             return true;

@@ -238,7 +238,7 @@ public sealed class FunctionApp
         {
             route = AppJson.GetString(b, "route", file, where)?.Trim('/') ?? function;
             Http.RouteTemplates.Validate(route, file, $"{where}route");
-            authLevel = Http.FunctionKeys.ParseAuthLevel(AppJson.GetString(b, "authLevel", file, where), file, $"{where}authLevel");
+            authLevel = AuthSettings.ParseAuthLevel(AppJson.GetString(b, "authLevel", file, where), file, $"{where}authLevel");
             if (b.TryGetProperty("methods", out var m) && m.ValueKind != JsonValueKind.Null)
             {
                 if (m.ValueKind != JsonValueKind.Array || m.EnumerateArray().Any(x => x.ValueKind != JsonValueKind.String))
