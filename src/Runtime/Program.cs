@@ -7,10 +7,10 @@ namespace FaaST.Runtime;
 /// <summary>faast-host APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off] [--no-peers] [--peer-port N] [--peer-listen ADDR] [--instance-id ID] [--instances N]</summary>
 public static class Program
 {
-    public const string Usage = "usage: faast start APPDIR [--port N] [--listen ADDR] [--workers N] [--azurite-data DIR | --azurite-in-memory] [--no-cache] [--isolation auto|required|off] [--no-peers] [--peer-port N] [--peer-listen ADDR] [--instance-id ID] [--instances N]";
+    public const string Usage = HostCommandLine.Usage;
 
     /// <summary>"1": the host stops when its standard input ends (its starter, the platform, died). Set by the platform.</summary>
-    public const string ExitWithStdinVariable = "FAAST_EXIT_WITH_STDIN";
+    public const string ExitWithStdinVariable = HostCommandLine.ExitWithStdinVariable;
 
     public static async Task<int> Main(string[] args)
     {
@@ -20,17 +20,19 @@ public static class Program
             Console.CancelKeyPress += (_, e) => { e.Cancel = true; cancel.Cancel(); };
             return await Cli.BlobCommand.RunAsync(blobArgs, Console.Out, Console.Error, Console.OpenStandardInput, Console.OpenStandardOutput, cancel.Token);
         }
+        if (args is ["check", .. var checkArgs])
+            return await Cli.CheckCommand.RunAsync(checkArgs, Console.In, Console.Out, Console.Error);
         if (args.Any(a => a is "-h" or "--help"))
         {
             await Console.Out.WriteLineAsync(Usage);
             return 0;
         }
-        RuntimeHostOptions options;
+        HostArguments arguments;
         int instances;
         try
         {
-            (args, instances) = TakeInstances(args);
-            options = ParseArguments(args);
+            (args, instances) = HostCommandLine.TakeInstances(args);
+            arguments = HostCommandLine.Parse(args);
         }
         catch (ArgumentException e)
         {
@@ -41,7 +43,7 @@ public static class Program
         try
         {
             // Before anything starts (Azurite, workers): a port that is taken is one line, not a half-started host.
-            if (PortProblem(options, instances) is { } taken)
+            if (HostCommandLine.PortProblem(arguments, instances) is { } taken)
             {
                 await Console.Error.WriteLineAsync($"faast: {taken}");
                 return 4;
@@ -53,6 +55,7 @@ public static class Program
             return 3;
         }
 
+        var options = OptionsOf(arguments);
         using var stop = new CancellationTokenSource();
         using var signals = Cli.StopSignals.Register(stop);
 
@@ -148,41 +151,6 @@ public static class Program
     }
 
     /// <summary>
-    /// The first port the host would listen on that another process holds, as one line; null when all are free.
-    /// Checked: the HTTP port (each instance's, for --instances) and an explicit --peer-port; free ports (0) are not.
-    /// </summary>
-    internal static string? PortProblem(RuntimeHostOptions options, int instances)
-    {
-        var settings = options.HttpPort is null ? AppSettings.Load(options.AppDirectory, options.Environment) : null;
-        var (first, source) = options.HttpPort is { } port ? (port, "--port")
-            : settings!.LocalHttpPort is { } local ? (local, $"{settings.FilePath} Host.LocalHttpPort")
-            : (ServingOptions.DefaultHttpPort, "the default");
-        var listen = System.Net.IPAddress.Parse(options.ListenAddress);
-        for (var i = 0; i < instances && first != 0; i++)
-        {
-            var what = instances == 1 ? $"HTTP, from {source}" : $"HTTP of instance {i}, from {source} + {i}";
-            if (Cli.PortCheck.Problem(listen, first + i, what,
-                    "stop what listens there, or pass --port N (or set Host.LocalHttpPort in local.settings.json) to use another port") is { } problem)
-                return problem;
-        }
-        if (instances == 1 && options.Peers && options.PeerPort != 0)
-            return Cli.PortCheck.Problem(System.Net.IPAddress.Parse(options.PeerListenAddress ?? options.ListenAddress), options.PeerPort,
-                "peers, from --peer-port", "stop what listens there, or pass another --peer-port (or leave it out for a free one)");
-        return null;
-    }
-
-    /// <summary>Removes "--instances N" from the arguments; N is 1 without it.</summary>
-    internal static (string[] Remaining, int Instances) TakeInstances(string[] args)
-    {
-        var i = Array.IndexOf(args, "--instances");
-        if (i < 0)
-            return (args, 1);
-        if (i + 1 >= args.Length || !int.TryParse(args[i + 1], NumberStyles.None, CultureInfo.InvariantCulture, out var n) || n is < 1 or > 64)
-            throw new ArgumentException($"--instances must be a whole number from 1 to 64, not \"{(i + 1 < args.Length ? args[i + 1] : "")}\"");
-        return (args.Take(i).Concat(args.Skip(i + 2)).ToArray(), n);
-    }
-
-    /// <summary>
     /// ./faast start APP --instances N: N runtime host processes of the app on consecutive ports, sharing
     /// one storage (the app's, or an Azurite this process starts), until Ctrl-C or SIGTERM.
     /// </summary>
@@ -263,79 +231,22 @@ public static class Program
         }
     }
 
-    internal static RuntimeHostOptions ParseArguments(string[] args)
+    /// <summary>The host's options as its command line gives them (tests parse with this too).</summary>
+    internal static RuntimeHostOptions ParseArguments(string[] args) => OptionsOf(HostCommandLine.Parse(args));
+
+    private static RuntimeHostOptions OptionsOf(HostArguments a) => new()
     {
-        string? app = null, listen = null, azuriteData = null;
-        int? port = null, workers = null;
-        var inMemory = false;
-        bool? cache = null;
-        var isolation = Workers.IsolationMode.Auto;
-        var peers = true;
-        var peerPort = 0;
-        string? peerListen = null, instanceId = null, readyFile = null;
-        for (var i = 0; i < args.Length; i++)
-        {
-            string Value() => i + 1 < args.Length ? args[++i] : throw new ArgumentException($"{args[i]} needs a value");
-            int Number(int min, int max)
-            {
-                var name = args[i];
-                var text = Value();
-                return int.TryParse(text, NumberStyles.None, CultureInfo.InvariantCulture, out var n) && n >= min && n <= max
-                    ? n
-                    : throw new ArgumentException($"{name} must be a whole number from {min} to {max}, not \"{text}\"");
-            }
-            switch (args[i])
-            {
-                case "--port": port = Number(0, 65535); break;
-                case "--listen": listen = Value(); break;
-                case "--workers": workers = Number(1, 64); break;
-                case "--azurite-data": azuriteData = Value(); break;
-                case "--azurite-in-memory": inMemory = true; break;
-                case "--no-cache": cache = false; break;
-                case "--no-peers": peers = false; break;
-                case "--peer-port": peerPort = Number(0, 65535); break;
-                case "--peer-listen": peerListen = Value(); break;
-                case "--instance-id": instanceId = Value(); break;
-                case "--ready-file": readyFile = Path.GetFullPath(Value()); break;
-                case "--isolation":
-                    var mode = Value();
-                    isolation = mode switch
-                    {
-                        "auto" => Workers.IsolationMode.Auto,
-                        "required" => Workers.IsolationMode.Required,
-                        "off" => Workers.IsolationMode.Off,
-                        _ => throw new ArgumentException($"--isolation must be auto, required or off, not \"{mode}\""),
-                    };
-                    break;
-                case var a when a.StartsWith("--", StringComparison.Ordinal): throw new ArgumentException($"unknown option {a}");
-                default:
-                    if (app is not null)
-                        throw new ArgumentException($"one app directory only (got \"{app}\" and \"{args[i]}\")");
-                    app = args[i];
-                    break;
-            }
-        }
-        if (app is null)
-            throw new ArgumentException("no app directory given");
-        if (listen is not null && !System.Net.IPAddress.TryParse(listen, out _))
-            throw new ArgumentException($"--listen must be an IP address, not \"{listen}\"");
-        if (peerListen is not null && !System.Net.IPAddress.TryParse(peerListen, out _))
-            throw new ArgumentException($"--peer-listen must be an IP address, not \"{peerListen}\"");
-        var full = Path.GetFullPath(app);
-        return new RuntimeHostOptions
-        {
-            AppDirectory = full,
-            HttpPort = port,
-            ListenAddress = listen ?? "127.0.0.1",
-            WorkerProcessCount = workers,
-            AzuriteDataDirectory = inMemory ? null : azuriteData ?? Path.Combine(full, ".faast", "azurite"),
-            CacheEnabled = cache,
-            Isolation = isolation,
-            Peers = peers,
-            PeerPort = peerPort,
-            PeerListenAddress = peerListen,
-            InstanceId = instanceId,
-            ReadyFile = readyFile,
-        };
-    }
+        AppDirectory = a.AppDirectory,
+        HttpPort = a.HttpPort,
+        ListenAddress = a.ListenAddress,
+        WorkerProcessCount = a.WorkerProcessCount,
+        AzuriteDataDirectory = a.AzuriteDataDirectory,
+        CacheEnabled = a.CacheEnabled,
+        Isolation = a.Isolation,
+        Peers = a.Peers,
+        PeerPort = a.PeerPort,
+        PeerListenAddress = a.PeerListenAddress,
+        InstanceId = a.InstanceId,
+        ReadyFile = a.ReadyFile,
+    };
 }

@@ -154,7 +154,7 @@ public static class Program
             return (env.Trim(), null);
         try
         {
-            return (LocalCredentials.Find(Runtime.Hosting.RuntimeHostOptions.FindHome(), platform), null);
+            return (LocalCredentials.Find(Runtime.App.FaaSTHome.Find(), platform), null);
         }
         catch (InvalidOperationException)
         {

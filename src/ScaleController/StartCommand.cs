@@ -4,7 +4,6 @@ using FaaST.Runtime.Bindings;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Platform;
 using FaaST.Storage;
-using RuntimeProgram = FaaST.Runtime.Program;
 
 namespace FaaST.ScaleController;
 
@@ -25,26 +24,26 @@ internal static class StartCommand
     {
         if (args.Any(a => a is "-h" or "--help"))
         {
-            await Console.Out.WriteLineAsync(RuntimeProgram.Usage);
+            await Console.Out.WriteLineAsync(HostCommandLine.Usage);
             return 0;
         }
-        Runtime.Hosting.RuntimeHostOptions options;
+        HostArguments options;
         int instances;
         var instancesGiven = args.Contains("--instances");
         try
         {
-            (var rest, instances) = RuntimeProgram.TakeInstances(args);
-            options = RuntimeProgram.ParseArguments(rest);
+            (var rest, instances) = HostCommandLine.TakeInstances(args);
+            options = HostCommandLine.Parse(rest);
         }
         catch (ArgumentException e)
         {
-            return await Program.UsageErrorAsync(e.Message, RuntimeProgram.Usage);
+            return await Program.UsageErrorAsync(e.Message, HostCommandLine.Usage);
         }
         FunctionApp app;
         try
         {
             // Before anything starts (Azurite, instances): a taken port is one line, not a half-started platform.
-            if (RuntimeProgram.PortProblem(options with { Peers = false }, 1) is { } taken)
+            if (HostCommandLine.PortProblem(options with { Peers = false }, 1) is { } taken)
             {
                 await Console.Error.WriteLineAsync($"faast: {taken}");
                 return 4;
@@ -68,7 +67,7 @@ internal static class StartCommand
             else if (InstanceOptions.Contains(args[i]) && i + 1 < args.Length)
                 arguments.AddRange([args[i], args[++i]]);
         }
-        var port = options.HttpPort ?? app.Settings.LocalHttpPort ?? Runtime.Hosting.ServingOptions.DefaultHttpPort;
+        var port = options.HttpPort ?? app.Settings.LocalHttpPort ?? HostCommandLine.DefaultHttpPort;
         var stateDirectory = StartStateDirectory(app);
         await using var storage = await StorageFor(app, options.AzuriteDataDirectory, stateDirectory, stop);
         if (storage is null)
@@ -139,7 +138,7 @@ internal static class StartCommand
     private static string StartStateDirectory(FunctionApp app)
     {
         var hash = Convert.ToHexStringLower(System.Security.Cryptography.SHA256.HashData(System.Text.Encoding.UTF8.GetBytes(app.Directory)))[..8];
-        return Path.Combine(Runtime.Hosting.RuntimeHostOptions.FindHome(), ".faast", "platform", $"start-{app.Name}-{hash}");
+        return Path.Combine(Runtime.App.FaaSTHome.Find(), ".faast", "platform", $"start-{app.Name}-{hash}");
     }
 
     public const string PlatformUsage = Program.PlatformUsage;
@@ -222,7 +221,7 @@ internal static class StartCommand
                     return await Program.UsageErrorAsync($"unknown argument {args[i]}", PlatformUsage);
             }
         }
-        state = Path.GetFullPath(state ?? Path.Combine(Runtime.Hosting.RuntimeHostOptions.FindHome(), ".faast", "platform"));
+        state = Path.GetFullPath(state ?? Path.Combine(Runtime.App.FaaSTHome.Find(), ".faast", "platform"));
         var options = new PlatformOptions
         {
             ListenAddress = listen,
@@ -336,7 +335,7 @@ internal sealed class PlatformStorage : IAsyncDisposable
             return new PlatformStorage { ConnectionString = connectionString };
         var account = azuriteData is null ? AzuriteAccount.Generate()
             : AzuriteAccount.LoadOrCreate(accountFile ?? Path.Combine(azuriteData, "..", "azurite-account"));
-        var azurite = await AzuriteProcess.StartAsync(Runtime.Hosting.RuntimeHostOptions.FindHome(), ct: ct, dataDirectory: azuriteData, account: account);
+        var azurite = await AzuriteProcess.StartAsync(Runtime.App.FaaSTHome.Find(), ct: ct, dataDirectory: azuriteData, account: account);
         await Console.Error.WriteLineAsync($"faast: Azurite for the platform at {azurite.BlobEndpoint}");
         return new PlatformStorage { ConnectionString = azurite.ConnectionString, _azurite = azurite };
     }

@@ -113,7 +113,7 @@ internal sealed record HostOptions(
 internal sealed record ServingOptions
 {
     /// <summary>Local.settings.json's <c>Host.LocalHttpPort</c> when neither it nor --port says otherwise.</summary>
-    public const int DefaultHttpPort = 7071;
+    public const int DefaultHttpPort = App.HostCommandLine.DefaultHttpPort;
 
     /// <summary>How long a stopping host waits for HTTP invocations in flight (default 5 s, as long as workers get to exit).</summary>
     public static readonly TimeSpan DefaultDrainTimeout = TimeSpan.FromSeconds(5);
@@ -232,7 +232,7 @@ internal sealed record WorkerHostOptions
             mustRead.Add(Path.Combine(home, "node_modules"));
         mustRead.AddRange(app.Runnable.Select(f => f.ScriptFile).Where(File.Exists));
         var user = options.WorkerUser ?? WorkerIdentity.UserNameFor(app.Name);
-        var identity = WorkerIdentity.Choose(options.Isolation, user, mustRead, logger, out var reason);
+        var identity = Isolation.Choose(options.Isolation, user, mustRead, logger, out var reason);
         var count = options.WorkerProcessCount ?? app.Settings.WorkerProcessCount ?? 1;
         if (count is < 1 or > 64)
             throw new ArgumentException($"{nameof(RuntimeHostOptions)}.{nameof(RuntimeHostOptions.WorkerProcessCount)} must be from 1 to 64, not {count}");

@@ -83,15 +83,5 @@ public sealed record RuntimeHostOptions
     public Action<OpenTelemetry.Trace.TracerProviderBuilder>? Tracing { get; init; }
 
     /// <summary>Finds the FaaST checkout: $FAAST_HOME, else the nearest parent of the binary with workers/ and package.json.</summary>
-    public static string FindHome(string? explicitHome = null)
-    {
-        if (explicitHome is not null)
-            return Path.GetFullPath(explicitHome);
-        if (System.Environment.GetEnvironmentVariable("FAAST_HOME") is { Length: > 0 } env)
-            return Path.GetFullPath(env);
-        for (var dir = new DirectoryInfo(AppContext.BaseDirectory); dir is not null; dir = dir.Parent)
-            if (Directory.Exists(Path.Combine(dir.FullName, "workers")) && File.Exists(Path.Combine(dir.FullName, "package.json")))
-                return dir.FullName;
-        throw new InvalidOperationException("cannot find the FaaST checkout (workers/ and package.json); set FAAST_HOME");
-    }
+    public static string FindHome(string? explicitHome = null) => App.FaaSTHome.Find(explicitHome);
 }

@@ -112,7 +112,7 @@ public sealed class DeployService
                 await Task.Run(() => Refusing(app, () => Packager.Extract(upload, folder, _options)), ct).ConfigureAwait(false);
             }
 
-            await Task.Run(() => Refusing(app, () => CheckStart(folder, AppValidator.Validate(folder, _options.ValidationEnvironment))), ct).ConfigureAwait(false);
+            await Task.Run(() => Refusing(app, () => CheckStart(folder, AppValidator.Validate(folder, _options.ValidationEnvironment), _options)), ct).ConfigureAwait(false);
             await using var package = NewWorkFile(work);
             // The package leaves the settings out; they are stored apart (see DeploymentStore).
             await Task.Run(() => Refusing(app, () => Packager.Zip(folder, package, _options)), ct).ConfigureAwait(false);
@@ -169,7 +169,7 @@ public sealed class DeployService
             var settings = SettingsOf(directory);
             if (settings is not null)
                 await File.WriteAllBytesAsync(Path.Combine(folder, Packager.SettingsFile), settings, ct).ConfigureAwait(false);
-            Refusing(app, () => CheckStart(folder, AppValidator.Validate(folder, _options.ValidationEnvironment)));
+            Refusing(app, () => CheckStart(folder, AppValidator.Validate(folder, _options.ValidationEnvironment), _options));
             package.Position = 0;
             return await _store.PublishAsync(app, package, settings, Path.GetFullPath(directory), ct).ConfigureAwait(false);
         }
@@ -191,10 +191,10 @@ public sealed class DeployService
     /// then: keys, queue leases, telemetry exporters), checked here too, so that a deploy an instance would refuse
     /// is refused before anything changes, naming the file and setting (issue 19, defect 7).
     /// </summary>
-    private static void CheckStart(string folder, ValidatedApp validated)
+    private static void CheckStart(string folder, ValidatedApp validated, DeployOptions options)
     {
         var dir = Path.TrimEndingDirectorySeparator(Path.GetFullPath(folder));
-        var problems = Runtime.Hosting.StartChecks.Problems(validated.App, System.Net.IPAddress.Loopback);
+        var problems = RuntimeChecks.Problems(options.RuntimeDll, dir, options.ValidationEnvironment);
         if (problems.Count > 0)
             throw new DeployValidationException(problems.Select(p => AppValidator.FromMessage(dir, "local.settings.json", p)).ToList());
     }

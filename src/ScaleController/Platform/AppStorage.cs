@@ -59,7 +59,7 @@ internal sealed class AppStorage(PlatformOptions options, ILogger logger) : IAsy
                 var account = location.DataDirectory is null || location.AccountFile is null
                     ? AzuriteAccount.Generate()
                     : AzuriteAccount.LoadOrCreate(location.AccountFile);
-                azurite = await AzuriteProcess.StartAsync(Runtime.Hosting.RuntimeHostOptions.FindHome(), ct: ct,
+                azurite = await AzuriteProcess.StartAsync(Runtime.App.FaaSTHome.Find(), ct: ct,
                     dataDirectory: location.DataDirectory, account: account, queues: true);
             }
             catch (Exception e) when (e is IOException or UnauthorizedAccessException or InvalidDataException or InvalidOperationException &&

@@ -79,7 +79,7 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
         {
             environment[StorageAccounts.DevelopmentStorageVariable] = AppStorage.ConnectionStringOf(deployment.App)
                 ?? throw new InvalidOperationException($"the Azurite of app {deployment.App} has not been started");
-            environment[Runtime.Program.ExitWithStdinVariable] = "1";
+            environment[Runtime.App.HostCommandLine.ExitWithStdinVariable] = "1";
         }
         if (ControlAddress is { } control)
             environment["FAAST_SCALE_CONTROLLER"] = control.ToString();

@@ -532,7 +532,7 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         string home;
         try
         {
-            home = Runtime.Hosting.RuntimeHostOptions.FindHome();
+            home = Runtime.App.FaaSTHome.Find();
         }
         catch (InvalidOperationException e)
         {

@@ -8,7 +8,7 @@ namespace FaaST.ScaleController.Providers;
 /// <summary>Settings of <see cref="LocalProcessProvider"/>.</summary>
 public sealed record LocalProcessOptions
 {
-    /// <summary>FaaST.Runtime.dll. Default: $FAAST_HOME/src/Runtime/bin/Release/net10.0, else beside this assembly.</summary>
+    /// <summary>FaaST.Runtime.dll. Default: <see cref="Runtime.App.FaaSTHome.RuntimeDll"/>.</summary>
     public string RuntimeDll { get; init; } = DefaultRuntimeDll();
 
     /// <summary>The address instances listen on (HTTP and peers). Default 127.0.0.1: only the frontend reaches them.</summary>
@@ -37,13 +37,7 @@ public sealed record LocalProcessOptions
     /// <summary>Wraps the instance's command line (e.g. `ip netns exec NS`), for the benchmarks' shaped network.</summary>
     public IReadOnlyList<string> CommandPrefix { get; init; } = [];
 
-    internal static string DefaultRuntimeDll()
-    {
-        if (Environment.GetEnvironmentVariable("FAAST_HOME") is { Length: > 0 } home
-            && Path.Combine(home, "src", "Runtime", "bin", "Release", "net10.0", "FaaST.Runtime.dll") is var built && File.Exists(built))
-            return built;
-        return Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll");
-    }
+    internal static string DefaultRuntimeDll() => Runtime.App.FaaSTHome.RuntimeDll();
 }
 
 /// <summary>
@@ -82,7 +76,7 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
             "--port", "0", "--listen", options.ListenAddress, "--instance-id", id]).Concat(spec.Arguments)
             .Concat(["--ready-file", readyFile]).ToArray();
         // Tied to the platform: all instances (the platform's own Azurite), or this app's (its Azurite is the platform's).
-        var tied = options.TiedToPlatform || spec.Environment.GetValueOrDefault(Runtime.Program.ExitWithStdinVariable) == "1";
+        var tied = options.TiedToPlatform || spec.Environment.GetValueOrDefault(Runtime.App.HostCommandLine.ExitWithStdinVariable) == "1";
         var info = new ProcessStartInfo(command[0])
         {
             RedirectStandardOutput = true,
@@ -96,7 +90,7 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         foreach (var (name, value) in InstanceEnvironment(Environment.GetEnvironmentVariables()))
             info.Environment[name] = value;
         if (tied)
-            info.Environment[Runtime.Program.ExitWithStdinVariable] = "1";
+            info.Environment[Runtime.App.HostCommandLine.ExitWithStdinVariable] = "1";
         foreach (var a in command.Skip(1))
             info.ArgumentList.Add(a);
         foreach (var (name, value) in spec.Environment)

@@ -3,7 +3,7 @@ using System.Runtime.InteropServices;
 namespace FaaST.Runtime.Cli;
 
 /// <summary>Ctrl-C and SIGTERM cancel a process's stop token instead of ending it, so it can drain and clean up.</summary>
-internal static class StopSignals
+public static class StopSignals
 {
     /// <summary>Routes both to <paramref name="stop"/> until the returned registration is disposed.</summary>
     public static IDisposable Register(CancellationTokenSource stop)

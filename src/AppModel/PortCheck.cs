@@ -7,7 +7,7 @@ namespace FaaST.Runtime.Cli;
 /// Finds a port that another process already listens on before anything starts (Azurite, workers), so that
 /// `./faast start` says so in one line instead of failing half-way with Kestrel's exception.
 /// </summary>
-internal static class PortCheck
+public static class PortCheck
 {
     /// <summary>
     /// Null when <paramref name="port"/> on <paramref name="address"/> can be listened on; else one line naming the
