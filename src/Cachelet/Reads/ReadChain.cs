@@ -112,10 +112,11 @@ internal sealed class ReadChain
         // A miss: one fetch per key at a time; concurrent readers share it and pin what it cached.
         if (!ownerKnown)
             owner = _core.Ownership.OwnerOf(key);
-        Promote(key);
         while (true)
         {
-            var (result, fetch, mine) = await _fetches.JoinAsync(key, token => FetchAsync(store, key, owner, ReadPriority.OnDemand, countAccess: true, token), ct);
+            var joining = _fetches.JoinAsync(key, token => FetchAsync(store, key, owner, ReadPriority.OnDemand, countAccess: true, token), ct);
+            Promote(key); // after joining: a background fetch we joined has registered by now
+            var (result, fetch, mine) = await joining;
             if (mine || result is null)
                 return result is { } r ? Tag(span, r) : result;
             if (result.Value.Entry is null && result.Value.File is null)
@@ -148,15 +149,21 @@ internal sealed class ReadChain
     public async Task<(CachedRead? Result, Lazy<Task<CachedRead?>> Flight, bool Mine)> FetchAsOwnerAsync(IBlobStore store, BlobKey key,
         ReadPriority priority, bool countAccess, CancellationToken ct)
     {
+        var joining = _fetches.JoinAsync(key, token => FetchAsync(store, key, owner: null, priority, countAccess, token), ct);
         if (priority == ReadPriority.OnDemand)
             Promote(key);
-        return await _fetches.JoinAsync(key, token => FetchAsync(store, key, owner: null, priority, countAccess, token), ct);
+        return await joining;
     }
 
     /// <summary>Drops a finished fetch whose result could not be used (the next caller starts a new one).</summary>
     public void Forget(BlobKey key, Lazy<Task<CachedRead?>> flight) => _fetches.Forget(key, flight);
 
-    /// <summary>An on-demand reader is about to wait for <paramref name="key"/>: a background fetch of it stops yielding.</summary>
+    /// <summary>
+    /// An on-demand reader waits for <paramref name="key"/>: a background fetch of it stops yielding.
+    /// Called after <see cref="SingleFlight{TKey, TValue}.JoinAsync"/> returned its task: by then the
+    /// flight's fetch has run up to its first await (a Lazy runs it once, the first joiner that asks),
+    /// which is after it registered its promotion signal, so no join goes unseen.
+    /// </summary>
     private void Promote(in BlobKey key)
     {
         if (Volatile.Read(ref _backgroundCount) > 0 && _background.TryGetValue(key, out var promote))
@@ -169,7 +176,7 @@ internal sealed class ReadChain
     /// </summary>
     private async Task<CachedRead?> FetchAsync(IBlobStore store, BlobKey key, Peer? owner, ReadPriority priority, bool countAccess, CancellationToken ct)
     {
-        await Task.Yield();
+        // Registered before the first await (see Promote).
         TaskCompletionSource? promoted = null;
         if (priority == ReadPriority.Background)
         {
@@ -179,6 +186,7 @@ internal sealed class ReadChain
         }
         try
         {
+            await Task.Yield();
             var request = new SourceRequest(store, key, owner, IfVersion: null, _core.Consistency.MissesValidated);
             foreach (var source in _sources)
             {
