@@ -93,6 +93,8 @@ public static class CacheletScenario
         Console.WriteLine("cachelet, node, local/sync/local");
         await using (var host = await StartAsync(home, node, $$"""{ "cache": { "consistency": "local/sync/local", {{big}} } }""", 1, env))
             report.Add("lh_1mb_node_p50_ms", (await load.RunAsync(Url(host, "/api/read/1mb.bin"), 1, warmup, window, Expect(1 << 20))).P50Ms, "local hit, one copy into a Buffer");
+        Console.WriteLine("cachelet, a local miss under a prefetch flood (in-process)");
+        await PrefetchFlood.RunAsync(store, report, quick);
         report.Write(home);
     }
 

@@ -58,4 +58,7 @@ internal static partial class Log
     [LoggerMessage(EventId = 2604, Level = LogLevel.Information,
         Message = "Asked for {Planned} instances to fetch {Container}/{Blob}: {Granted} granted, {Have} in the view after {Milliseconds:0} ms")]
     public static partial void ScaledOut(ILogger logger, string container, string blob, int planned, int granted, int have, double milliseconds);
+
+    [LoggerMessage(EventId = 2100, Level = LogLevel.Warning, Message = "Prefetching {Container}/{Blob} failed: {Message}")]
+    public static partial void PrefetchFailed(ILogger logger, string container, string blob, string message);
 }

@@ -3,16 +3,6 @@ using System.Diagnostics.Metrics;
 
 namespace FaaST.Cachelet.Telemetry;
 
-/// <summary>How a read was served (Faa$T's four read paths, plus reads the cache let through).</summary>
-public enum ReadPath
-{
-    LocalHit,
-    LocalMiss,
-    RemoteHit,
-    RemoteMiss,
-    Passthrough,
-}
-
 /// <summary>
 /// The cachelet's OpenTelemetry instruments (System.Diagnostics.Metrics / ActivitySource: any
 /// OpenTelemetry SDK listening to "FaaST.Cachelet" exports them).

@@ -1,3 +1,4 @@
+using FaaST.Cachelet;
 using FaaST.Cachelet.Policy;
 using FaaST.Cachelet.Telemetry;
 using FaaST.Hosting.Status;

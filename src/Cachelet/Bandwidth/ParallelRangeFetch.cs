@@ -1,104 +1,61 @@
 using System.Diagnostics;
-using FaaST.Cachelet.Bandwidth;
 using FaaST.Cachelet.Index;
-using FaaST.Cachelet.Memory;
 using FaaST.Cachelet.Peers;
 using FaaST.Cachelet.Sources;
-using FaaST.Cachelet.Telemetry;
 using FaaST.Storage;
-using Microsoft.Extensions.Logging;
 
-namespace FaaST.Cachelet;
+namespace FaaST.Cachelet.Bandwidth;
 
 /// <summary>
-/// Bandwidth scaling (Faa$T §4, §6.5 / Fig. 12): one instance's link to blob storage limits how fast it
-/// can fetch a large object, so a miss of an object of at least <see cref="BandwidthScalingOptions.MinObjectSize"/>
-/// is split over N instances — N from the T_DR rule (<see cref="IBandwidthPlanner"/>), more instances
-/// asked for at once if N exceeds the view (<see cref="IInstanceScaler"/>) — each downloading S/N bytes
-/// from storage (range_from_storage Gets) and streaming them here, straight into the object's extent at
-/// their offsets. Every range is downloaded If-Match on the ETag of the first response, so the object is
-/// of one version or not assembled at all.
+/// Bandwidth scaling's part in the cachelet (Faa$T §4, §6.5 / Fig. 12): one instance's link to blob
+/// storage limits how fast it can fetch a large object, so a miss of an object of at least
+/// <see cref="BandwidthScalingOptions.MinObjectSize"/> is split over N instances — N from the T_DR rule
+/// (<see cref="IBandwidthPlanner"/>), more instances asked for at once if N exceeds the view
+/// (<see cref="IInstanceScaler"/>) — each downloading S/N bytes from storage (range_from_storage Gets)
+/// and streaming them here, straight into the object's extent at their offsets. Every range is
+/// downloaded If-Match on the ETag of the first response, so the object is of one version or not
+/// assembled at all. The transfers it observes (and the owner link's remote hits) feed the planner.
 /// </summary>
-public sealed partial class BlobCache
+internal sealed class ParallelRangeFetch(CacheCore core)
 {
     /// <summary>The smallest range a parallel fetch asks for (1 MiB).</summary>
     internal const long MinRange = 1 << 20;
 
-    private BandwidthScaling? _bandwidth;
+    private readonly CacheCore _core = core;
+    private Settings? _settings;
     private long _parallelFetches;
     private long _parallelRanges;
     private long _parallelRangeFallbacks;
     private long _storageRangesServed;
 
-    private sealed record BandwidthScaling(IBandwidthPlanner Planner, IInstanceScaler? Scaler, BandwidthScalingOptions Options);
+    public sealed record Settings(IBandwidthPlanner Planner, IInstanceScaler? Scaler, BandwidthScalingOptions Options);
 
-    /// <summary>
-    /// Turns bandwidth scaling on: misses of large objects are fetched in parallel ranges by the
-    /// instances of the view (peers must be connected, <see cref="ConnectPeers"/>); with a
-    /// <paramref name="scaler"/>, more instances are asked for when the plan wants more than there are.
-    /// </summary>
-    public void ConnectBandwidthScaling(IBandwidthPlanner planner, IInstanceScaler? scaler, BandwidthScalingOptions? options = null)
+    /// <summary>What it plans with, once turned on (see <see cref="BlobCache.ConnectBandwidthScaling"/>); null while off.</summary>
+    public Settings? Current => _settings;
+
+    public void Connect(IBandwidthPlanner planner, IInstanceScaler? scaler, BandwidthScalingOptions? options)
     {
         ArgumentNullException.ThrowIfNull(planner);
         options ??= new BandwidthScalingOptions();
         options.Validate();
-        _bandwidth = new BandwidthScaling(planner, scaler, options);
+        _settings = new Settings(planner, scaler, options);
     }
 
-    /// <summary>Misses fetched in parallel ranges by several instances.</summary>
+    /// <summary>The counts a peer's Stats call returns.</summary>
+    public ParallelFetchStats Stats => new(ParallelFetches, ParallelRanges, ParallelRangeFallbacks, StorageRangesServed);
+
     public long ParallelFetches => Interlocked.Read(ref _parallelFetches);
-
-    /// <summary>Ranges of parallel fetches that other instances downloaded and sent here.</summary>
     public long ParallelRanges => Interlocked.Read(ref _parallelRanges);
-
-    /// <summary>Ranges another instance failed to send, fetched from storage by this instance instead.</summary>
     public long ParallelRangeFallbacks => Interlocked.Read(ref _parallelRangeFallbacks);
-
-    /// <summary>Ranges this instance downloaded from storage for another instance's parallel fetch.</summary>
     public long StorageRangesServed => Interlocked.Read(ref _storageRangesServed);
 
-    /// <summary>The peer transport served one range_from_storage Get.</summary>
     public void CountStorageRangeServed() => Interlocked.Increment(ref _storageRangesServed);
 
-    /// <summary>Thrown inside a download's destination factory: the object is large enough to fetch in ranges.</summary>
-    private sealed class LargeObjectException(BlobProperties properties) : Exception("a large object: fetched in parallel ranges")
+    /// <summary>A remote hit moved <paramref name="bytes"/> from an owner's memory: BW_Inst for the planner.</summary>
+    public void ObserveInstanceTransfer(long bytes, TimeSpan elapsed)
     {
-        public BlobProperties Properties => properties;
-    }
-
-    /// <summary>
-    /// The last link of the read chain: storage. With bandwidth scaling on, the download's first response
-    /// (the object's length and ETag, no extra HEAD) decides: a small object is received as it is, a large
-    /// one ends that request and is fetched in parallel ranges.
-    /// </summary>
-    private sealed class ScalingStorageSource(BlobCache cache) : IBlobSource
-    {
-        public string Name => "storage";
-
-        public bool Authoritative => true;
-
-        public async ValueTask<SourceResult> FetchAsync(SourceRequest request, IFetchTarget target, CancellationToken ct)
-        {
-            if (cache._bandwidth is not { } bandwidth || cache._peers is null || cache._owners is null)
-                return await StorageSource.Instance.FetchAsync(request, target, ct);
-            var key = request.Key;
-            var started = Stopwatch.GetTimestamp();
-            BlobProperties? properties;
-            try
-            {
-                properties = await request.Store.DownloadToAsync(key.Container, key.Blob, props =>
-                    props.Length >= bandwidth.Options.MinObjectSize ? throw new LargeObjectException(props) : target.Open(props.Length), ct: ct);
-            }
-            catch (LargeObjectException large)
-            {
-                return await cache.FetchInRangesAsync(bandwidth, request, large.Properties, target, ct);
-            }
-            if (properties is null)
-                return SourceResult.NotFound;
-            if (properties.Length >= bandwidth.Options.ObserveMinBytes)
-                bandwidth.Planner.ObserveStorageTransfer(properties.Length, Stopwatch.GetElapsedTime(started));
-            return new SourceResult(SourceOutcome.Found, properties.ETag, properties.Length, ReadPath.LocalMiss, Validated: true);
-        }
+        if (_settings is { } bandwidth && bytes >= bandwidth.Options.ObserveMinBytes)
+            bandwidth.Planner.ObserveInstanceTransfer(bytes, elapsed);
     }
 
     /// <summary>
@@ -106,13 +63,13 @@ public sealed partial class BlobCache
     /// fetched from storage here; a blob that changed between ranges (a failed If-Match anywhere) is
     /// fetched again whole, never assembled from two versions.
     /// </summary>
-    private async Task<SourceResult> FetchInRangesAsync(BandwidthScaling bandwidth, SourceRequest request, BlobProperties properties,
+    public async Task<SourceResult> FetchInRangesAsync(Settings bandwidth, SourceRequest request, BlobProperties properties,
         IFetchTarget target, CancellationToken ct)
     {
         var key = request.Key;
         var size = properties.Length;
         var started = Stopwatch.GetTimestamp();
-        var owners = _owners!;
+        var owners = _core.Ownership;
         var running = 1 + owners.Others.Count;
         var planned = Math.Clamp(bandwidth.Planner.PlanInstances(size, running), 1, bandwidth.Options.MaxInstances);
         if (planned > running && bandwidth.Scaler is { } scaler)
@@ -120,7 +77,7 @@ public sealed partial class BlobCache
         // Never ranges below MinRange: their requests would cost more than they move (and a plan larger
         // than the object's size in bytes would leave empty ranges).
         var helpers = owners.Others.Take((int)Math.Min(planned, Math.Max(1, size / MinRange)) - 1).ToArray();
-        if (helpers.Length == 0 || target is not FetchTarget fetchTarget || !fetchTarget.TryOpenExtent(size, out var extent))
+        if (helpers.Length == 0 || target is not Reads.FetchTarget fetchTarget || !fetchTarget.TryOpenExtent(size, out var extent))
         {
             // One instance after all, or no room to cache it: one download of the version seen, as any miss.
             return await DownloadWholeAsync(bandwidth, request, target, properties.ETag, ct) is { } whole ? whole
@@ -143,7 +100,7 @@ public sealed partial class BlobCache
             return SourceResult.NotFound;
         if (outcomes.Contains(RangeOutcome.Changed))
         {
-            Log.ParallelFetchVersionChanged(_logger, key.Container, key.Blob, properties.ETag);
+            Log.ParallelFetchVersionChanged(_core.Logger, key.Container, key.Blob, properties.ETag);
             // Open discards the extent the ranges wrote; the whole object is fetched again, one version.
             return await StorageSource.Instance.FetchAsync(request, target, ct);
         }
@@ -152,7 +109,7 @@ public sealed partial class BlobCache
         Interlocked.Increment(ref _parallelFetches);
         Interlocked.Add(ref _parallelRanges, n - 1 - fallbacks);
         var elapsed = Stopwatch.GetElapsedTime(started);
-        Log.ParallelFetch(_logger, key.Container, key.Blob, size, n, elapsed.TotalMilliseconds, fallbacks);
+        Log.ParallelFetch(_core.Logger, key.Container, key.Blob, size, n, elapsed.TotalMilliseconds, fallbacks);
         return new SourceResult(SourceOutcome.Found, properties.ETag, size, ReadPath.LocalMiss, Validated: true);
     }
 
@@ -174,7 +131,7 @@ public sealed partial class BlobCache
     /// falling back to storage here when the helper fails. A changed or deleted blob, or the fetch's end,
     /// cancels the other ranges through <paramref name="failed"/>.
     /// </summary>
-    private async Task<RangeOutcome> FetchRangeAsync(BandwidthScaling bandwidth, IBlobStore store, BlobKey key, string version, Peer? helper,
+    private async Task<RangeOutcome> FetchRangeAsync(Settings bandwidth, IBlobStore store, BlobKey key, string version, Peer? helper,
         ExtentRangeStream into, long offset, long length, CancellationTokenSource failed, CancellationToken outer)
     {
         await Task.Yield();
@@ -186,7 +143,7 @@ public sealed partial class BlobCache
             {
                 try
                 {
-                    var answer = await _peers!.GetRangeFromStorageAsync(helper, key, version, offset, length, into, ct);
+                    var answer = await _core.Peers.Client!.GetRangeFromStorageAsync(helper, key, version, offset, length, into, ct);
                     if (answer.Status == PeerStatus.NotFound)
                     {
                         await failed.CancelAsync();
@@ -199,7 +156,7 @@ public sealed partial class BlobCache
                 catch (PeerException e) when (!ct.IsCancellationRequested)
                 {
                     Interlocked.Increment(ref _parallelRangeFallbacks);
-                    Log.ParallelRangeFellBack(_logger, key.Container, key.Blob, offset, length, helper.Id, e.Message);
+                    Log.ParallelRangeFellBack(_core.Logger, key.Container, key.Blob, offset, length, helper.Id, e.Message);
                     into.Restart();
                     fellBack = true;
                 }
@@ -236,7 +193,7 @@ public sealed partial class BlobCache
     }
 
     /// <summary>The object in one download, If-Match on the version first seen; null if that version is gone (then the caller fetches afresh).</summary>
-    private static async Task<SourceResult?> DownloadWholeAsync(BandwidthScaling bandwidth, SourceRequest request, IFetchTarget target, string version, CancellationToken ct)
+    private static async Task<SourceResult?> DownloadWholeAsync(Settings bandwidth, SourceRequest request, IFetchTarget target, string version, CancellationToken ct)
     {
         var key = request.Key;
         var started = Stopwatch.GetTimestamp();
@@ -260,7 +217,7 @@ public sealed partial class BlobCache
     /// Asks for <paramref name="planned"/> instances at once and waits (at most the option's bound) until
     /// the view holds as many as were granted; whatever joined by then is what the fetch uses.
     /// </summary>
-    private async Task ScaleOutAsync(BandwidthScaling bandwidth, IInstanceScaler scaler, BlobKey key, long size, int planned, int running, CancellationToken ct)
+    private async Task ScaleOutAsync(Settings bandwidth, IInstanceScaler scaler, BlobKey key, long size, int planned, int running, CancellationToken ct)
     {
         var started = Stopwatch.GetTimestamp();
         int granted;
@@ -270,16 +227,16 @@ public sealed partial class BlobCache
         }
         catch (Exception e) when (e is not OperationCanceledException || !ct.IsCancellationRequested)
         {
-            Log.ScaleOutFailed(_logger, key.Container, key.Blob, planned, e.Message);
+            Log.ScaleOutFailed(_core.Logger, key.Container, key.Blob, planned, e.Message);
             return;
         }
         var wanted = Math.Min(planned, granted);
         var deadline = started + (long)(bandwidth.Options.InstanceWait.TotalSeconds * Stopwatch.Frequency);
-        while (1 + _owners!.Others.Count < wanted && Stopwatch.GetTimestamp() < deadline)
+        while (1 + _core.Ownership.Others.Count < wanted && Stopwatch.GetTimestamp() < deadline)
             await Task.Delay(TimeSpan.FromMilliseconds(20), ct);
-        var have = 1 + _owners.Others.Count;
+        var have = 1 + _core.Ownership.Others.Count;
         if (have > running)
             bandwidth.Planner.ObserveLoad(Stopwatch.GetElapsedTime(started));
-        Log.ScaledOut(_logger, key.Container, key.Blob, planned, granted, have, Stopwatch.GetElapsedTime(started).TotalMilliseconds);
+        Log.ScaledOut(_core.Logger, key.Container, key.Blob, planned, granted, have, Stopwatch.GetElapsedTime(started).TotalMilliseconds);
     }
 }

@@ -1,0 +1,304 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using FaaST.Cachelet.Consistency;
+using FaaST.Cachelet.Index;
+using FaaST.Cachelet.Peers;
+using FaaST.Cachelet.Sources;
+using FaaST.Cachelet.Telemetry;
+using FaaST.Storage;
+
+namespace FaaST.Cachelet.Reads;
+
+/// <summary>
+/// The read path, as one chain: the local index first (a hit, checked as the preset's
+/// <see cref="ConsistencyStrategy"/> says), then on a miss the sources in order (the key's owner,
+/// added tiers, storage), one fetch per key at a time (<see cref="SingleFlight{TKey, TValue}"/>).
+/// Which of Faa$T's four paths a read took is decided here and in <see cref="ReadPaths"/>, nowhere else.
+/// </summary>
+internal sealed class ReadChain
+{
+    private readonly CacheCore _core;
+    private readonly SingleFlight<BlobKey, CachedRead?> _fetches;
+    private readonly IBlobSource[] _sources;
+    private readonly IBlobSource _ownerSource;
+    private readonly IBlobSource _storageSource;
+    // Per-read warnings, at most one a second each (a full cache fails every read alike).
+    private readonly LogGate _uncachedLog = LogGate.PerSecond();
+    // Background fetches running, each with the signal that promotes it when a reader joins it.
+    private readonly ConcurrentDictionary<BlobKey, TaskCompletionSource> _background = new();
+    private int _backgroundCount;
+
+    public ReadChain(CacheCore core, IBlobSource ownerSource, IEnumerable<IBlobSource>? tiers, IBlobSource storageSource, StorageReadScheduler scheduler)
+    {
+        _core = core;
+        _ownerSource = ownerSource;
+        _storageSource = storageSource;
+        _sources = [ownerSource, .. tiers ?? [], storageSource];
+        Scheduler = scheduler;
+        _fetches = new SingleFlight<BlobKey, CachedRead?>(core.Stopping, static (_, read) => read?.Dispose(),
+            (key, e) => Log.AbandonedFetchFailed(core.Logger, key.Container, key.Blob, e.Message));
+    }
+
+    /// <summary>The sources a miss asks, in order: the owner, the added tiers, storage.</summary>
+    public IReadOnlyList<IBlobSource> Sources => _sources;
+
+    public StorageReadScheduler Scheduler { get; }
+
+    /// <summary>See <see cref="BlobCache.ReadAsync"/>.</summary>
+    public async ValueTask<CachedRead?> ReadAsync(IBlobStore store, string container, string blob, CancellationToken ct)
+    {
+        using var span = CacheletMetrics.Activities.StartActivity("cachelet.read");
+        span?.SetTag("blob", container + "/" + blob);
+        if (!_core.Caches(container, blob))
+            return await PassthroughAsync(store, container, blob, ct);
+
+        var key = new BlobKey(store.Endpoint.AbsoluteUri, container, blob);
+        var consistency = _core.Consistency;
+        Peer? owner = null;
+        var ownerKnown = false; // hashing the key onto the ring only when the owner matters
+        if (_core.Index.TryGet(key, out var entry))
+        {
+            if (consistency.OwnerDecidesHit)
+            {
+                // Looked up before the epoch is read (see CacheOwnership.OnChanged).
+                owner = _core.Ownership.OwnerOf(key);
+                ownerKnown = true;
+            }
+            var current = true;
+            switch (consistency.HitCheckFor(ownedHere: owner is null))
+            {
+                case HitCheck.AskOwner:
+                {
+                    // The owner holds the current version: ask it, sending our version (no bytes if it matches).
+                    var (outcome, fresh) = await AskAsync(_ownerSource, new SourceRequest(store, key, owner, entry.ETag, Validate: false), countAccess: true, ct);
+                    if (outcome == SourceOutcome.NotFound)
+                    {
+                        _core.Index.Remove(key);
+                        return null;
+                    }
+                    if (fresh is { } read)
+                        return Tag(span, read);
+                    // Not modified, or the owner is unreachable: then storage decides.
+                    current = outcome == SourceOutcome.NotModified || await MatchesStorageAsync(store, key, entry, ct) is true;
+                    break;
+                }
+                case HitCheck.StorageHead:
+                {
+                    var matches = await MatchesStorageAsync(store, key, entry, ct);
+                    if (matches is null)
+                        return null;
+                    current = matches.Value;
+                    break;
+                }
+                case HitCheck.StorageHeadOncePerEpoch when !_core.Epoch.Trusts(entry):
+                {
+                    // This instance owns the key but has not seen storage hold this version since it
+                    // became the owner or since a write bypassed it: one HEAD first.
+                    var matches = await RevalidateAsync(store, key, entry, ct);
+                    if (matches is null)
+                        return null;
+                    current = matches.Value;
+                    break;
+                }
+            }
+            if (current && _core.Index.TryPin(entry, out var pin))
+            {
+                ReadPaths.Count(_core, key, ReadPath.LocalHit, entry.Length, fromEntry: true);
+                span?.SetTag("path", "local_hit");
+                return CachedRead.FromEntry(entry, pin, ReadPath.LocalHit);
+            }
+        }
+
+        // A miss: one fetch per key at a time; concurrent readers share it and pin what it cached.
+        if (!ownerKnown)
+            owner = _core.Ownership.OwnerOf(key);
+        while (true)
+        {
+            var joining = _fetches.JoinAsync(key, token => FetchAsync(store, key, owner, ReadPriority.OnDemand, countAccess: true, token), ct);
+            Promote(key); // after joining: a background fetch we joined has registered by now
+            var (result, fetch, mine) = await joining;
+            if (mine || result is null)
+                return result is { } r ? Tag(span, r) : result;
+            if (result.Value.Entry is null && result.Value.File is null)
+                return result; // not cached: the bytes are shared read-only
+            if (result.Value.Entry is null)
+            {
+                // Its file belongs to the reader that fetched it: drop that finished fetch (its
+                // owner may not have yet) and fetch our own.
+                _fetches.Forget(key, fetch);
+                continue;
+            }
+            // A fetch we joined may have read storage before the epoch moved (before a write that
+            // bypassed this owner reached storage): then it is not ours to serve as the owner's version.
+            if (result.Value.Entry is { } shared && (owner is not null || !consistency.TrustsEpoch || _core.Epoch.Trusts(shared))
+                && _core.Index.TryPin(shared, out var pin))
+            {
+                ReadPaths.Count(_core, key, ReadPath.LocalHit, shared.Length, fromEntry: true);
+                return CachedRead.FromEntry(shared, pin, ReadPath.LocalHit);
+            }
+            // Evicted, replaced or unvalidated before we could pin it: fetch again.
+            _fetches.Forget(key, fetch);
+        }
+    }
+
+    /// <summary>
+    /// A miss fetched on the owner's behalf (this instance owns the key): for a peer's Get, or a
+    /// prefetch. Joins a fetch of the key already running; <paramref name="mine"/> says whether this
+    /// caller started it (then the result is its own to hand out or dispose).
+    /// </summary>
+    public async Task<(CachedRead? Result, Lazy<Task<CachedRead?>> Flight, bool Mine)> FetchAsOwnerAsync(IBlobStore store, BlobKey key,
+        ReadPriority priority, bool countAccess, CancellationToken ct)
+    {
+        var joining = _fetches.JoinAsync(key, token => FetchAsync(store, key, owner: null, priority, countAccess, token), ct);
+        if (priority == ReadPriority.OnDemand)
+            Promote(key);
+        return await joining;
+    }
+
+    /// <summary>Drops a finished fetch whose result could not be used (the next caller starts a new one).</summary>
+    public void Forget(BlobKey key, Lazy<Task<CachedRead?>> flight) => _fetches.Forget(key, flight);
+
+    /// <summary>
+    /// An on-demand reader waits for <paramref name="key"/>: a background fetch of it stops yielding.
+    /// Called after <see cref="SingleFlight{TKey, TValue}.JoinAsync"/> returned its task: by then the
+    /// flight's fetch has run up to its first await (a Lazy runs it once, the first joiner that asks),
+    /// which is after it registered its promotion signal, so no join goes unseen.
+    /// </summary>
+    private void Promote(in BlobKey key)
+    {
+        if (Volatile.Read(ref _backgroundCount) > 0 && _background.TryGetValue(key, out var promote))
+            promote.TrySetResult();
+    }
+
+    /// <summary>
+    /// A miss: the sources in order until one finds the object or says it does not exist. Runs under
+    /// the cache's lifetime token (<paramref name="ct"/>), shared by the readers of the key.
+    /// </summary>
+    private async Task<CachedRead?> FetchAsync(IBlobStore store, BlobKey key, Peer? owner, ReadPriority priority, bool countAccess, CancellationToken ct)
+    {
+        // Registered before the first await (see Promote).
+        TaskCompletionSource? promoted = null;
+        if (priority == ReadPriority.Background)
+        {
+            promoted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+            _background[key] = promoted;
+            Interlocked.Increment(ref _backgroundCount);
+        }
+        try
+        {
+            await Task.Yield();
+            var request = new SourceRequest(store, key, owner, IfVersion: null, _core.Consistency.MissesValidated);
+            foreach (var source in _sources)
+            {
+                if (ReferenceEquals(source, _ownerSource) && (owner is null || _core.Peers.Client is null))
+                    continue;
+                SourceOutcome outcome;
+                CachedRead? read;
+                if (ReferenceEquals(source, _storageSource))
+                {
+                    using var admission = await Scheduler.AdmitAsync(priority, promoted?.Task, ct);
+                    (outcome, read) = await AskAsync(source, request, countAccess, ct);
+                }
+                else
+                {
+                    (outcome, read) = await AskAsync(source, request, countAccess, ct);
+                }
+                if (outcome == SourceOutcome.NotFound)
+                    return null;
+                if (read is not { } found)
+                    continue;
+                if (source.Authoritative || await StillCurrentAsync(store, key, owner, found, ct))
+                    return found;
+            }
+            throw new InvalidOperationException($"no source of {key.Container}/{key.Blob} answered (the chain must end with storage)");
+        }
+        finally
+        {
+            if (promoted is not null)
+            {
+                _background.TryRemove(new KeyValuePair<BlobKey, TaskCompletionSource>(key, promoted));
+                Interlocked.Decrement(ref _backgroundCount);
+            }
+        }
+    }
+
+    /// <summary>
+    /// An object from a source that is not authoritative (a tier holding copies) is checked against
+    /// storage where the preset checks reads (every read, or the owner's first read in an epoch); one
+    /// that storage no longer holds is dropped and the next source asked.
+    /// </summary>
+    private async ValueTask<bool> StillCurrentAsync(IBlobStore store, BlobKey key, Peer? owner, CachedRead read, CancellationToken ct)
+    {
+        if (!_core.Consistency.ChecksCopiesWithStorage(ownedHere: owner is null))
+            return true;
+        var epoch = _core.Epoch.Current;
+        var head = await store.GetPropertiesAsync(key.Container, key.Blob, ct);
+        if (head is not null && head.ETag == read.ETag)
+        {
+            read.Entry?.MarkValidated(epoch);
+            return true;
+        }
+        if (read.Entry is { } stale)
+            _core.Index.Remove(stale);
+        read.Dispose();
+        return false;
+    }
+
+    /// <summary>
+    /// Asks one source, into a new target: the object (cached when there was room, pinned) if found,
+    /// with the source's outcome. Whatever a failed or unanswered fetch had received is discarded.
+    /// </summary>
+    private async ValueTask<(SourceOutcome Outcome, CachedRead? Read)> AskAsync(IBlobSource source, SourceRequest request, bool countAccess, CancellationToken ct)
+    {
+        var epoch = _core.Epoch.Current; // before the fetch: a bypassing write that lands during it moves the epoch
+        var target = new FetchTarget(_core, request.Key, countAccess, _uncachedLog);
+        try
+        {
+            var result = await source.FetchAsync(request, target, ct);
+            if (result.Outcome != SourceOutcome.Found)
+                return (result.Outcome, null);
+            return (SourceOutcome.Found, target.Complete(result, result.Validated ? epoch : CacheEntry.NotValidated));
+        }
+        finally
+        {
+            target.Discard();
+        }
+    }
+
+    private static CachedRead Tag(Activity? span, CachedRead read)
+    {
+        span?.SetTag("path", CacheletMetrics.PathName(read.Path));
+        return read;
+    }
+
+    /// <summary><see cref="MatchesStorageAsync"/>, recording a match as a validation in the epoch it started in.</summary>
+    public async ValueTask<bool?> RevalidateAsync(IBlobStore store, BlobKey key, CacheEntry entry, CancellationToken ct)
+    {
+        var epoch = _core.Epoch.Current;
+        var matches = await MatchesStorageAsync(store, key, entry, ct);
+        if (matches is true)
+            entry.MarkValidated(epoch);
+        return matches;
+    }
+
+    /// <summary>One HEAD: true if storage still has the cached version, false if not, null if the blob is gone (then uncached).</summary>
+    private async ValueTask<bool?> MatchesStorageAsync(IBlobStore store, BlobKey key, CacheEntry entry, CancellationToken ct)
+    {
+        var head = await store.GetPropertiesAsync(key.Container, key.Blob, ct);
+        if (head is null)
+        {
+            _core.Index.Remove(key);
+            return null;
+        }
+        return head.ETag == entry.ETag;
+    }
+
+    private async Task<CachedRead?> PassthroughAsync(IBlobStore store, string container, string blob, CancellationToken ct)
+    {
+        var content = await store.DownloadAsync(container, blob, ct);
+        if (content is null)
+            return null;
+        _core.Metrics.Read(ReadPath.Passthrough, content.Data.Length);
+        return CachedRead.FromBytes(content.Properties.ETag, content.Data);
+    }
+}
