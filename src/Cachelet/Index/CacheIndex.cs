@@ -1,7 +1,11 @@
 using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Diagnostics.CodeAnalysis;
+using FaaST.Cachelet.Demotion;
 using FaaST.Cachelet.Memory;
+using FaaST.Cachelet.Sources;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
 
 namespace FaaST.Cachelet.Index;
 
@@ -25,8 +29,18 @@ public sealed record CacheIndexOptions
     /// <summary>The index's clock, in Stopwatch ticks; tests substitute a manual one.</summary>
     internal Func<long> Clock { get; init; } = CoarseClock.Now;
 
-    /// <summary>Gets each evicted object (not expired ones) before its bytes are freed; none by default.</summary>
-    public Sources.IEvictionSink? EvictionSink { get; init; }
+    /// <summary>Get each object evicted for space or expired, before its bytes are freed, on a background
+    /// thread (see <see cref="DemotionQueue"/>); none by default. Without sinks eviction frees at once.</summary>
+    public IReadOnlyList<IEvictionSink> EvictionSinks { get; init; } = [];
+
+    /// <summary>The bounded queue between eviction and the sinks (used only with sinks).</summary>
+    public DemotionOptions Demotion { get; init; } = new();
+
+    /// <summary>Objects <see cref="CacheIndex.RecentlyEvicted"/> remembers, default 1,024 (about 100 KB); 0 for none.</summary>
+    public int RecentlyEvictedCapacity { get; init; } = 1024;
+
+    /// <summary>For dropped demotions and failing sinks; none by default.</summary>
+    public ILogger? Logger { get; init; }
 
     /// <summary>A lookup rewrites an entry's last-access time only if it moved by more than this
     /// (Stopwatch ticks), default 0: at most once per clock tick (1 ms) per entry, so a hot key's
@@ -76,7 +90,7 @@ public readonly record struct EvictionResult(int Objects, long Bytes);
 /// order), so expired ones are found at the head of a queue.
 /// </para>
 /// </summary>
-public sealed class CacheIndex : IDisposable
+public sealed partial class CacheIndex : IDisposable
 {
     private const int AllPinnedRounds = 8;
 
@@ -96,6 +110,8 @@ public sealed class CacheIndex : IDisposable
     private readonly Queue<CacheEntry> _byInsertion = new();
     private readonly List<CacheEntry> _expiredPinned = [];
     private readonly Random _random;
+    private readonly RecentEvictions? _recent;
+    private readonly DemotionQueue? _demotion;
     private int _count;
     private long _bytes;
     private long _pinnedBytes;
@@ -114,6 +130,11 @@ public sealed class CacheIndex : IDisposable
         ArgumentOutOfRangeException.ThrowIfNegativeOrZero(options.MaxTrackedKeys);
         if (options.Policy.TierCount < 1)
             throw new ArgumentException("an eviction policy has at least one tier", nameof(options));
+        ArgumentNullException.ThrowIfNull(options.EvictionSinks);
+        ArgumentOutOfRangeException.ThrowIfNegative(options.RecentlyEvictedCapacity);
+        if (options.EvictionSinks.Any(s => s is null))
+            throw new ArgumentException("an eviction sink is null", nameof(options));
+        options.Demotion.Validate();
         _arena = arena;
         _options = options;
         _policy = options.Policy;
@@ -124,6 +145,10 @@ public sealed class CacheIndex : IDisposable
         _tiers = new Tier[_policy.TierCount];
         for (var i = 0; i < _tiers.Length; i++)
             _tiers[i] = new Tier();
+        _recent = options.RecentlyEvictedCapacity > 0 ? new RecentEvictions(options.RecentlyEvictedCapacity) : null;
+        if (options.EvictionSinks.Count > 0)
+            _demotion = new DemotionQueue(options.EvictionSinks, options.Demotion, arena.Capacity,
+                e => ReleaseExtent(e, retiredWhilePinned: false), options.Logger ?? NullLogger.Instance);
     }
 
     public SharedMemoryArena Arena => _arena;
@@ -269,6 +294,7 @@ public sealed class CacheIndex : IDisposable
             Unlink(removed);
         }
         removed.Retire();
+        _recent?.Add(removed, EvictionReason.Invalidated);
         return true;
     }
 
@@ -283,12 +309,16 @@ public sealed class CacheIndex : IDisposable
             Unlink(entry);
         }
         entry.Retire();
+        _recent?.Add(entry, EvictionReason.Invalidated);
         return true;
     }
 
     /// <summary>
     /// Allocates from the arena, evicting (by policy, never pinned entries) while it is full: up to
     /// 8 rounds, each asking for twice as many bytes as the last. False if that does not make room.
+    /// With eviction sinks, the victims wait in the demotion queue with their memory still allocated;
+    /// this never waits for them: when the allocation still fails, it takes back the newest demotions
+    /// not yet started (dropping them) until it succeeds (see <see cref="DemotionQueue"/>).
     /// </summary>
     public bool TryAllocate(long length, out Extent extent)
     {
@@ -298,8 +328,20 @@ public sealed class CacheIndex : IDisposable
             return false;
         for (var round = 0; round < 8; round++)
         {
-            if (Evict(Math.Max(length, 1) << round).Objects == 0)
+            var evicted = Evict(Math.Max(length, 1) << round).Objects;
+            if (_arena.TryAllocate(length, out extent) || TryAllocateReclaiming(length, out extent))
+                return true;
+            if (evicted == 0)
                 return false; // nothing left to evict
+        }
+        return false;
+    }
+
+    private bool TryAllocateReclaiming(long length, out Extent extent)
+    {
+        extent = default;
+        while (_demotion is not null && _demotion.TryReclaimNewest())
+        {
             if (_arena.TryAllocate(length, out extent))
                 return true;
         }
@@ -333,14 +375,11 @@ public sealed class CacheIndex : IDisposable
                         break;
                     if (victim is null)
                         continue;
-                    // Demotion sees the bytes while they still exist; the victim is out of the index
-                    // and unpinned, so nothing else reads or frees them meanwhile.
-                    _options.EvictionSink?.OnEvicted(victim.Key, victim.ETag, victim.Extent);
-                    ReleaseExtent(victim, retiredWhilePinned: false);
                     victim.Stats.RecordEviction();
                     Interlocked.Increment(ref _evictions);
                     objects++;
                     bytes += victim.Length;
+                    LeftForGood(victim, EvictionReason.Space);
                 }
             }
         }
@@ -390,10 +429,10 @@ public sealed class CacheIndex : IDisposable
         long bytes = 0;
         foreach (var e in removed)
         {
-            ReleaseExtent(e, retiredWhilePinned: false);
             e.Stats.RecordExpiration();
             Interlocked.Increment(ref _expirations);
             bytes += e.Length;
+            LeftForGood(e, EvictionReason.Expired);
         }
         return new EvictionResult(removed.Count, bytes);
     }
@@ -661,6 +700,20 @@ public sealed class CacheIndex : IDisposable
 
     internal void OnRetiredPinned(CacheEntry entry) => Interlocked.Add(ref _retiredPinnedBytes, entry.Length);
 
+    /// <summary>
+    /// An entry evicted for space or expired (out of the index, retired, unpinned): remembered among
+    /// the recently evicted, then handed to the demotion queue, which frees its extent once the sinks
+    /// are done or the demotion is dropped; without sinks, freed now.
+    /// </summary>
+    private void LeftForGood(CacheEntry entry, EvictionReason reason)
+    {
+        var evicted = _recent?.Add(entry, reason);
+        if (_demotion is null)
+            ReleaseExtent(entry, retiredWhilePinned: false);
+        else
+            _demotion.Offer(evicted ?? RecentEvictions.Describe(entry, reason), entry);
+    }
+
     internal void ReleaseExtent(CacheEntry entry, bool retiredWhilePinned)
     {
         if (retiredWhilePinned)
@@ -686,6 +739,7 @@ public sealed class CacheIndex : IDisposable
         }
         foreach (var e in all)
             e.Retire();
+        _demotion?.Dispose();
     }
 
     /// <summary>A tier's entries in a dense array; O(1) add and remove (the last entry fills the hole).</summary>
