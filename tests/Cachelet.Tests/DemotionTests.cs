@@ -105,6 +105,31 @@ public sealed class DemotionTests
     }
 
     [Fact]
+    public async Task A_workers_output_is_adopted_into_a_full_arena_while_a_sink_is_blocked()
+    {
+        using var gate = new ManualResetEventSlim();
+        var slow = new RecordingSink { Gate = gate };
+        using var f = new IndexFixture(new CacheIndexOptions { EvictionSinks = [slow], Demotion = new DemotionOptions { MaxBytes = 64L << 20 } },
+            capacity: 4L * Large);
+        for (var i = 0; i < 4; i++)
+            f.Add($"o{i}", Large);
+        f.Index.Evict(1);
+        Assert.True(slow.Entered.Wait(TimeSpan.FromMinutes(1)), "the sink was called");
+        var output = Enumerable.Repeat((byte)'W', Large).ToArray();
+        File.WriteAllBytes(Path.Combine(f.Arena.Directory, "w1-0"), output);
+        using var file = f.Arena.OpenWorkerFile("w1-0", Large);
+
+        Assert.True(f.Index.TryAdopt(file, out var extent));
+        Assert.Equal(output, extent.Span.ToArray());
+        Assert.False(gate.IsSet);
+        Assert.Equal(1, f.Index.Demotions.Dropped);
+        f.Arena.Free(extent);
+
+        gate.Set();
+        await Eventually.TrueAsync(() => f.Index.Demotions.Demoted == 1, "o0 demoted");
+    }
+
+    [Fact]
     public async Task When_the_queue_is_full_a_demotion_is_dropped_counted_and_its_memory_freed_at_once()
     {
         using var gate = new ManualResetEventSlim();
