@@ -64,4 +64,7 @@ internal static partial class Log
 
     [LoggerMessage(EventId = 2151, Level = LogLevel.Error, Message = "An eviction sink did not return within {Seconds} s while the cache stopped")]
     public static partial void DemotionSinkHung(ILogger logger, int seconds);
+
+    [LoggerMessage(EventId = 2152, Level = LogLevel.Error, Message = "Evicting ahead to keep room for demotions failed")]
+    public static partial void EvictAheadFailed(ILogger logger, Exception exception);
 }

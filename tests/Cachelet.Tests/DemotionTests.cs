@@ -79,7 +79,7 @@ public sealed class DemotionTests
     {
         using var gate = new ManualResetEventSlim();
         var slow = new RecordingSink { Gate = gate };
-        using var f = new IndexFixture(new CacheIndexOptions { EvictionSinks = [slow], Demotion = new DemotionOptions { MaxBytes = 64L << 20 } },
+        using var f = new IndexFixture(new CacheIndexOptions { EvictionSinks = [slow], Demotion = new DemotionOptions { MaxBytes = 64L << 20, ReserveBytes = 0 } },
             capacity: 4L * Large);
         for (var i = 0; i < 4; i++)
             f.Add($"o{i}", Large, fill: (byte)i);
@@ -109,7 +109,7 @@ public sealed class DemotionTests
     {
         using var gate = new ManualResetEventSlim();
         var slow = new RecordingSink { Gate = gate };
-        using var f = new IndexFixture(new CacheIndexOptions { EvictionSinks = [slow], Demotion = new DemotionOptions { MaxBytes = 64L << 20 } },
+        using var f = new IndexFixture(new CacheIndexOptions { EvictionSinks = [slow], Demotion = new DemotionOptions { MaxBytes = 64L << 20, ReserveBytes = 0 } },
             capacity: 4L * Large);
         for (var i = 0; i < 4; i++)
             f.Add($"o{i}", Large);
@@ -127,6 +127,32 @@ public sealed class DemotionTests
 
         gate.Set();
         await Eventually.TrueAsync(() => f.Index.Demotions.Demoted == 1, "o0 demoted");
+    }
+
+    [Fact]
+    public async Task Under_steady_misses_the_index_evicts_ahead_so_what_misses_push_out_is_demoted_not_dropped()
+    {
+        var sink = new RecordingSink();
+        // 8 MiB, slots to 15/16 of it, 2 MiB kept for demotions: at most 5.5 MiB cached, so 5 objects of 1 MiB.
+        using var f = new IndexFixture(new CacheIndexOptions { EvictionSinks = [sink], Demotion = new DemotionOptions { MaxBytes = 2L * Large } },
+            capacity: 8L * Large);
+        const long budget = 8L * Large * 15 / 16 - 2L * Large;
+        for (var i = 0; i < 20; i++)
+        {
+            Assert.True(f.Index.TryAllocate(Large, out var extent)); // a miss
+            extent.Span.Fill((byte)i);
+            f.Clock.Advance(TimeSpan.FromSeconds(1)); // LRU order is insertion order
+            f.Index.AddOrReplace(IndexFixture.Key($"o{i}"), $"\"v{i}\"", extent);
+            await Eventually.TrueAsync(() => f.Index.Demotions.Pending == 0 && f.Arena.Used <= budget, $"room kept after miss {i}",
+                () => $"{f.Index.Demotions}, {f.Arena.Used} bytes used");
+        }
+
+        Assert.Equal(0, f.Index.Demotions.Dropped);
+        Assert.Equal(5, f.Index.Count);
+        Assert.Equal(15, f.Index.Demotions.Demoted);
+        Assert.Equal(Enumerable.Range(0, 15).Select(i => $"o{i}"), sink.Blobs); // least recently used first
+        Assert.All(sink.Received, d => Assert.Equal(Enumerable.Repeat((byte)int.Parse(d.Evicted.Key.Blob[1..]), Large), d.Bytes));
+        Assert.Equal(5L * Large, f.Arena.Allocated);
     }
 
     [Fact]

@@ -11,11 +11,19 @@ public sealed record DemotionOptions
     public int Capacity { get; init; } = 256;
 
     /// <summary>Bytes of those objects, at most; default null: 1/8 of the arena's capacity. These bytes
-    /// stay allocated in the arena until the sinks are done (see <see cref="DemotionQueue"/>).</summary>
+    /// stay allocated in the arena until the sinks are done, and the cache keeps this much of the arena
+    /// (at most half of it) free for them by evicting ahead (see <see cref="DemotionQueue"/>).</summary>
     public long? MaxBytes { get; init; }
+
+    /// <summary>Room the cache keeps free for demotions by evicting ahead; default null: the queue's
+    /// bytes (<see cref="MaxBytes"/>); at most half the arena; 0 turns evicting ahead off (a miss's
+    /// victims are then mostly dropped: they are taken back for the miss).</summary>
+    public long? ReserveBytes { get; init; }
 
     internal void Validate()
     {
+        if (ReserveBytes is < 0)
+            throw new ArgumentException($"Demotion.ReserveBytes must not be negative, not {ReserveBytes}");
         if (Capacity <= 0)
             throw new ArgumentException($"Demotion.Capacity must be positive, not {Capacity}");
         if (MaxBytes is <= 0)
@@ -49,13 +57,24 @@ public readonly record struct DemotionStats(int Pending, long PendingBytes, long
 /// </para>
 /// <para>
 /// <b>Memory.</b> Queued bytes are still allocated in the arena, inside its capacity: the cache never
-/// holds more than its capacity, the queue's bytes count against it. So that a miss under pressure
-/// can neither dead-lock on them nor over-evict, it takes them back: when an allocation still fails
-/// after eviction, the newest queued demotions not yet started are dropped one by one (freed now)
-/// until it succeeds (<see cref="TryReclaimNewest"/>). The one object being handed to a sink is never
-/// taken back, so the memory a miss cannot get at once is at most one object (plus what the arena's
-/// size classes waste). A sink that keeps up demotes everything; one that does not loses demotions,
-/// never reads.
+/// holds more than its capacity, the queue's bytes count against it. Two rules keep that from
+/// costing reads:
+/// <list type="number">
+/// <item><b>Evicting ahead.</b> With sinks, the index keeps <see cref="DemotionOptions.ReserveBytes"/>
+/// (by default the queue's bytes, at most half the arena) free for demotions: when an
+/// allocation leaves the cached bytes (the arena's in use minus what waits here) above capacity
+/// minus that reserve, it asks the pump (<see cref="RequestRoom"/>), which evicts the excess by
+/// policy on its own thread, and those victims are demoted. A miss then finds free memory and a
+/// steady stream of misses demotes what it pushes out. The price: with sinks, the cache holds up to
+/// the reserve less than its capacity.</item>
+/// <item><b>Taking back.</b> When the pump falls behind and a miss finds the arena full anyway, it
+/// evicts inline; its victims are offered here, and when the allocation still fails, the newest
+/// demotions not yet started are dropped one by one (freed now) until it succeeds
+/// (<see cref="TryReclaimNewest"/>). The one object being handed to a sink is never taken back, so
+/// the memory a miss cannot get at once is at most one object (plus size-class waste): no
+/// dead-lock, no over-commit, no waiting.</item>
+/// </list>
+/// A sink that keeps up demotes everything; one that does not loses demotions, never reads.
 /// </para>
 /// </summary>
 internal sealed class DemotionQueue : IDisposable
@@ -64,6 +83,7 @@ internal sealed class DemotionQueue : IDisposable
 
     private readonly IEvictionSink[] _sinks;
     private readonly Action<CacheEntry> _free;
+    private readonly Action _makeRoom;
     private readonly ILogger _logger;
     private readonly int _capacity;
     private readonly long _maxBytes;
@@ -82,15 +102,19 @@ internal sealed class DemotionQueue : IDisposable
     private long _dropped;
     private long _sinkFailures;
     private bool _closed;
+    private int _roomWanted;
 
     private readonly record struct Item(EvictedObject Evicted, CacheEntry Entry);
 
     /// <param name="free">Frees an entry's extent (the index's).</param>
-    public DemotionQueue(IReadOnlyList<IEvictionSink> sinks, DemotionOptions options, long arenaCapacity, Action<CacheEntry> free, ILogger logger)
+    /// <param name="makeRoom">Evicts ahead, by policy (the index's; called on the pump's thread).</param>
+    public DemotionQueue(IReadOnlyList<IEvictionSink> sinks, DemotionOptions options, long arenaCapacity, Action<CacheEntry> free, Action makeRoom,
+        ILogger logger)
     {
         options.Validate();
         _sinks = [.. sinks];
         _free = free;
+        _makeRoom = makeRoom;
         _logger = logger;
         _capacity = options.Capacity;
         _maxBytes = options.MaxBytes ?? Math.Max(1, arenaCapacity / 8);
@@ -98,6 +122,19 @@ internal sealed class DemotionQueue : IDisposable
         // A thread of its own: sinks are synchronous and may block on I/O; that must not hold a pool thread.
         _pump = new Thread(Pump) { IsBackground = true, Name = "faast-demotion" };
         _pump.Start();
+    }
+
+    /// <summary>The bytes the queue may hold (<see cref="DemotionOptions.MaxBytes"/> or its default).</summary>
+    public long MaxBytes => _maxBytes;
+
+    /// <summary>Bytes queued or with a sink now, read without the lock (a moment's view).</summary>
+    public long PendingBytes => Volatile.Read(ref _pendingBytes);
+
+    /// <summary>Asks the pump to evict ahead (see the class remarks). Cheap to call often: one flag.</summary>
+    public void RequestRoom()
+    {
+        if (Interlocked.CompareExchange(ref _roomWanted, 1, 0) == 0)
+            _signal.Release();
     }
 
     public DemotionStats Stats
@@ -172,6 +209,17 @@ internal sealed class DemotionQueue : IDisposable
             catch (OperationCanceledException)
             {
                 return;
+            }
+            if (Interlocked.Exchange(ref _roomWanted, 0) == 1)
+            {
+                try
+                {
+                    _makeRoom(); // its victims come back here through Offer
+                }
+                catch (Exception e) when (e is not OutOfMemoryException)
+                {
+                    Log.EvictAheadFailed(_logger, e);
+                }
             }
             Item item;
             lock (_lock)

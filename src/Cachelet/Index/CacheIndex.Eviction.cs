@@ -34,24 +34,40 @@ public sealed partial class CacheIndex
     private bool WithRoom<TState>(long length, TState state, Attempt<TState> attempt, out Extent extent)
     {
         if (attempt(state, out extent))
-            return true;
+            return Allocated();
         if (length > _arena.Capacity)
             return false;
         for (var round = 0; round < 8; round++)
         {
             var evicted = Evict(Math.Max(length, 1) << round).Objects;
             if (attempt(state, out extent))
-                return true;
+                return Allocated();
             // The victims may be waiting for the sinks with their memory: a miss does not wait for them.
             while (_demotion is not null && _demotion.TryReclaimNewest())
             {
                 if (attempt(state, out extent))
-                    return true;
+                    return Allocated();
             }
             if (evicted == 0)
                 return false; // nothing left to evict
         }
         return false;
+    }
+
+    /// <summary>With sinks: past the budget, the pump is asked to evict ahead (two reads and a compare when not).</summary>
+    private bool Allocated()
+    {
+        if (_demotion is not null && _arena.Used - _demotion.PendingBytes > _cachedBudget)
+            _demotion.RequestRoom();
+        return true;
+    }
+
+    /// <summary>On the pump's thread: evicts what the cached bytes are over the budget by (see <see cref="DemotionQueue"/>).</summary>
+    private void EvictAhead()
+    {
+        var excess = _arena.Used - _demotion!.PendingBytes - _cachedBudget;
+        if (excess > 0)
+            Evict(excess);
     }
 
     // ---- eviction -----------------------------------------------------------------------

@@ -112,6 +112,7 @@ public sealed partial class CacheIndex : IDisposable
     private readonly Random _random;
     private readonly RecentEvictions? _recent;
     private readonly DemotionQueue? _demotion;
+    private readonly long _cachedBudget;
     private int _count;
     private long _bytes;
     private long _pinnedBytes;
@@ -147,8 +148,13 @@ public sealed partial class CacheIndex : IDisposable
             _tiers[i] = new Tier();
         _recent = options.RecentlyEvictedCapacity > 0 ? new RecentEvictions(options.RecentlyEvictedCapacity) : null;
         if (options.EvictionSinks.Count > 0)
+        {
             _demotion = new DemotionQueue(options.EvictionSinks, options.Demotion, arena.Capacity,
-                e => ReleaseExtent(e, retiredWhilePinned: false), options.Logger ?? NullLogger.Instance);
+                e => ReleaseExtent(e, retiredWhilePinned: false), EvictAhead, options.Logger ?? NullLogger.Instance);
+            // What the arena hands out (slots stop at its fragmentation reserve) less the room kept for demotions.
+            var reserve = Math.Min(options.Demotion.ReserveBytes ?? _demotion.MaxBytes, arena.Capacity / 2);
+            _cachedBudget = reserve == 0 ? long.MaxValue : (long)(arena.Capacity * (1 - arena.Options.FragmentationReserve)) - reserve;
+        }
     }
 
     public SharedMemoryArena Arena => _arena;
