@@ -1,6 +1,5 @@
 using System.Diagnostics;
 using System.Threading.Channels;
-using FaaST.Cachelet.Demotion;
 using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Memory;
 using FaaST.Cachelet.Peers;
@@ -632,7 +631,7 @@ public sealed partial class BlobCache : IAsyncDisposable
     public IReadOnlyList<EvictedObject> RecentlyEvicted() => _index.RecentlyEvicted();
 
     /// <summary>What the demotion queue between eviction and the eviction sinks did and holds.</summary>
-    public DemotionStats Demotions => _index.Demotions;
+    public Demotion.DemotionStats Demotions => _index.Demotions;
 }
 
 /// <summary>

@@ -49,6 +49,24 @@ public sealed class CacheIndexApiTests(AzuriteFixture azurite)
     }
 
     [Fact]
+    public async Task With_peers_the_snapshot_names_each_objects_owner_and_counts_remote_reads()
+    {
+        await using var owner = await PeerNode.StartAsync("owner", azurite.Store);
+        await using var reader = await PeerNode.StartAsync("reader", azurite.Store);
+        var mine = await NewBlobAsync(2_000, 4);
+        var theirs = await NewBlobAsync(3_000, 5);
+        reader.Owners.Remote[BlobCache.PlacementKey(new BlobKey(azurite.Store.Endpoint.AbsoluteUri, Container, theirs.Name))] = owner.AsPeer;
+
+        Assert.Equal(ReadPath.LocalMiss, await ReadAsync(reader.Cache, mine.Name));
+        Assert.Equal(ReadPath.RemoteMiss, await ReadAsync(reader.Cache, theirs.Name));
+
+        var snapshot = reader.Cache.Snapshot().ToDictionary(e => e.Key.Blob);
+        Assert.Equal(("reader", true, 1L), (snapshot[mine.Name].Owner, snapshot[mine.Name].Owned, snapshot[mine.Name].Accesses.LocalMisses));
+        Assert.Equal(("owner", false, 1L, theirs.ETag), (snapshot[theirs.Name].Owner, snapshot[theirs.Name].Owned,
+            snapshot[theirs.Name].Accesses.RemoteMisses, snapshot[theirs.Name].ETag));
+    }
+
+    [Fact]
     public async Task The_cache_remembers_evicted_objects_with_their_size_and_etag()
     {
         await using var cache = NewCache();
