@@ -48,8 +48,10 @@ public sealed class BlobCache : IAsyncDisposable
     /// <param name="owner">Owner of the segment directory and files (the user the app's workers run as); null keeps this process's.</param>
     /// <param name="tiers">Sources a miss asks after the key's owner and before storage (e.g. a flash tier), in order.</param>
     /// <param name="evictionSink">Where eviction hands the objects it evicts (e.g. to demote them to a tier); none by default.</param>
+    /// <param name="evictionSinks">More such sinks (after <paramref name="evictionSink"/>), each called in turn on a background
+    /// thread before the object's memory is freed (see <see cref="Demotion.DemotionQueue"/>); none by default.</param>
     public BlobCache(string appName, CachePolicy policy, ILogger? logger = null, string shmRoot = ShmRoot, FileOwner? owner = null,
-        IEnumerable<IBlobSource>? tiers = null, IEvictionSink? evictionSink = null)
+        IEnumerable<IBlobSource>? tiers = null, IEvictionSink? evictionSink = null, IEnumerable<IEvictionSink>? evictionSinks = null)
     {
         _policy = policy;
         _logger = logger ?? NullLogger.Instance;
@@ -59,7 +61,9 @@ public sealed class BlobCache : IAsyncDisposable
         _index = new CacheIndex(_arena, new CacheIndexOptions
         {
             Policy = EvictionPolicyFor(policy.Eviction),
-            EvictionSink = evictionSink is null ? null : new LoggingEvictionSink(evictionSink, _logger),
+            // A sink that throws is logged (2001) and counted by the demotion pump, never fails an eviction.
+            EvictionSinks = [.. evictionSink is null ? [] : new[] { evictionSink }, .. evictionSinks ?? []],
+            Logger = _logger,
         });
         Metrics = new CacheletMetrics(appName, () => _arena.Allocated, () => _index.PinnedBytes, () => _index.Count,
             () => _index.Evictions);
@@ -71,22 +75,6 @@ public sealed class BlobCache : IAsyncDisposable
         _writeBehind = new WriteBehind(_core);
         _writes = new CacheWriter(_core, through, _writeBehind);
         _serving = new PeerServing(_core, _reads, through, _writeBehind, _bandwidth);
-    }
-
-    /// <summary>A sink that fails is logged, never fails the eviction (which runs under the index's lock).</summary>
-    private sealed class LoggingEvictionSink(IEvictionSink sink, ILogger logger) : IEvictionSink
-    {
-        public void OnEvicted(in BlobKey key, string version, in Extent bytes)
-        {
-            try
-            {
-                sink.OnEvicted(key, version, bytes);
-            }
-            catch (Exception e)
-            {
-                Log.EvictionSinkFailed(logger, e, key.Container, key.Blob);
-            }
-        }
     }
 
     /// <summary>The instance's segment directory (workers map files from here).</summary>
@@ -309,4 +297,20 @@ public sealed class BlobCache : IAsyncDisposable
     /// </summary>
     public static int CleanStaleSegments(string appName, string shmRoot = ShmRoot) =>
         SharedMemoryArena.CleanStale(shmRoot, SharedMemoryNames.AppPrefix(appName));
+
+    // ---- index APIs for the components above the cache (issue 20: prewarm, a flash tier) ----
+
+    /// <summary>
+    /// Every cached object with its size, ETag, owner (the owning instance's id; null without
+    /// membership), accesses by kind and inter-arrival histogram: an immutable copy taken without
+    /// stopping readers (see <see cref="CacheIndex.Snapshot"/>).
+    /// </summary>
+    public IReadOnlyList<CacheEntrySnapshot> Snapshot() =>
+        _index.Snapshot(key => _owners is null ? null : OwnerOf(key)?.Id ?? _owners.SelfId);
+
+    /// <summary>The last objects that left the cache, newest first, with size, ETag and why (see <see cref="CacheIndex.RecentlyEvicted"/>).</summary>
+    public IReadOnlyList<EvictedObject> RecentlyEvicted() => _index.RecentlyEvicted();
+
+    /// <summary>What the demotion queue between eviction and the eviction sinks did and holds.</summary>
+    public Demotion.DemotionStats Demotions => _index.Demotions;
 }

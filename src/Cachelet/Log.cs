@@ -4,7 +4,7 @@ namespace FaaST.Cachelet;
 
 /// <summary>
 /// The cachelet's log messages, source-generated (no boxing, no parsing of the template per call), with event ids
-/// 2000-2099, and 2600-2649 for bandwidth scaling. Warnings that can come once per read go through a <see cref="LogGate"/> at the call site; the line
+/// 2000-2099, 2150-2199 for demotion, and 2600-2649 for bandwidth scaling. Warnings that can come once per read go through a <see cref="LogGate"/> at the call site; the line
 /// that passes after some were held back is preceded by <see cref="Suppressed"/>.
 /// </summary>
 internal static partial class Log
@@ -61,4 +61,13 @@ internal static partial class Log
 
     [LoggerMessage(EventId = 2100, Level = LogLevel.Warning, Message = "Prefetching {Container}/{Blob} failed: {Message}")]
     public static partial void PrefetchFailed(ILogger logger, string container, string blob, string message);
+
+    [LoggerMessage(EventId = 2150, Level = LogLevel.Warning, Message = "Demotion of {Container}/{Blob} ({Length} bytes) dropped, its memory freed: {Why}")]
+    public static partial void DemotionDropped(ILogger logger, string container, string blob, long length, string why);
+
+    [LoggerMessage(EventId = 2151, Level = LogLevel.Error, Message = "An eviction sink did not return within {Seconds} s while the cache stopped")]
+    public static partial void DemotionSinkHung(ILogger logger, int seconds);
+
+    [LoggerMessage(EventId = 2152, Level = LogLevel.Error, Message = "Evicting ahead to keep room for demotions failed")]
+    public static partial void EvictAheadFailed(ILogger logger, Exception exception);
 }

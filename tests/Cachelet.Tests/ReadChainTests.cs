@@ -144,6 +144,8 @@ public sealed class ReadChainTests(AzuriteFixture azurite)
 
         Assert.True(cache.Evict(long.MaxValue) >= 30_000);
         Assert.Equal(0, cache.ObjectCount);
+        // Sinks are called on the demotion pump, after eviction returned.
+        await Eventually.TrueAsync(() => sink.Evicted.Count == blobs.Count, "the sink received every evicted object");
         Assert.Equal(blobs.Select(b => b.Name).Order(), sink.Evicted.Select(e => e.Blob).Order());
         foreach (var (blobName, version, bytes) in sink.Evicted)
         {

@@ -1,7 +1,11 @@
 using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Diagnostics.CodeAnalysis;
+using FaaST.Cachelet.Demotion;
 using FaaST.Cachelet.Memory;
+using FaaST.Cachelet.Sources;
+using Microsoft.Extensions.Logging;
+using Microsoft.Extensions.Logging.Abstractions;
 
 namespace FaaST.Cachelet.Index;
 
@@ -25,8 +29,18 @@ public sealed record CacheIndexOptions
     /// <summary>The index's clock, in Stopwatch ticks; tests substitute a manual one.</summary>
     internal Func<long> Clock { get; init; } = CoarseClock.Now;
 
-    /// <summary>Gets each evicted object (not expired ones) before its bytes are freed; none by default.</summary>
-    public Sources.IEvictionSink? EvictionSink { get; init; }
+    /// <summary>Get each object evicted for space or expired, before its bytes are freed, on a background
+    /// thread (see <see cref="DemotionQueue"/>); none by default. Without sinks eviction frees at once.</summary>
+    public IReadOnlyList<IEvictionSink> EvictionSinks { get; init; } = [];
+
+    /// <summary>The bounded queue between eviction and the sinks (used only with sinks).</summary>
+    public DemotionOptions Demotion { get; init; } = new();
+
+    /// <summary>Objects <see cref="CacheIndex.RecentlyEvicted"/> remembers, default 1,024 (about 100 KB); 0 for none.</summary>
+    public int RecentlyEvictedCapacity { get; init; } = 1024;
+
+    /// <summary>For dropped demotions and failing sinks; none by default.</summary>
+    public ILogger? Logger { get; init; }
 
     /// <summary>A lookup rewrites an entry's last-access time only if it moved by more than this
     /// (Stopwatch ticks), default 0: at most once per clock tick (1 ms) per entry, so a hot key's
@@ -76,7 +90,7 @@ public readonly record struct EvictionResult(int Objects, long Bytes);
 /// order), so expired ones are found at the head of a queue.
 /// </para>
 /// </summary>
-public sealed class CacheIndex : IDisposable
+public sealed partial class CacheIndex : IDisposable
 {
     private const int AllPinnedRounds = 8;
 
@@ -96,6 +110,9 @@ public sealed class CacheIndex : IDisposable
     private readonly Queue<CacheEntry> _byInsertion = new();
     private readonly List<CacheEntry> _expiredPinned = [];
     private readonly Random _random;
+    private readonly RecentEvictions? _recent;
+    private readonly DemotionQueue? _demotion;
+    private readonly long _cachedBudget;
     private int _count;
     private long _bytes;
     private long _pinnedBytes;
@@ -114,6 +131,11 @@ public sealed class CacheIndex : IDisposable
         ArgumentOutOfRangeException.ThrowIfNegativeOrZero(options.MaxTrackedKeys);
         if (options.Policy.TierCount < 1)
             throw new ArgumentException("an eviction policy has at least one tier", nameof(options));
+        ArgumentNullException.ThrowIfNull(options.EvictionSinks);
+        ArgumentOutOfRangeException.ThrowIfNegative(options.RecentlyEvictedCapacity);
+        if (options.EvictionSinks.Any(s => s is null))
+            throw new ArgumentException("an eviction sink is null", nameof(options));
+        options.Demotion.Validate();
         _arena = arena;
         _options = options;
         _policy = options.Policy;
@@ -124,6 +146,15 @@ public sealed class CacheIndex : IDisposable
         _tiers = new Tier[_policy.TierCount];
         for (var i = 0; i < _tiers.Length; i++)
             _tiers[i] = new Tier();
+        _recent = options.RecentlyEvictedCapacity > 0 ? new RecentEvictions(options.RecentlyEvictedCapacity) : null;
+        if (options.EvictionSinks.Count > 0)
+        {
+            _demotion = new DemotionQueue(options.EvictionSinks, options.Demotion, arena.Capacity,
+                e => ReleaseExtent(e, retiredWhilePinned: false), EvictAhead, options.Logger ?? NullLogger.Instance);
+            // What the arena hands out (slots stop at its fragmentation reserve) less the room kept for demotions.
+            var reserve = Math.Min(options.Demotion.ReserveBytes ?? _demotion.MaxBytes, arena.Capacity / 2);
+            _cachedBudget = reserve == 0 ? long.MaxValue : (long)(arena.Capacity * (1 - arena.Options.FragmentationReserve)) - reserve;
+        }
     }
 
     public SharedMemoryArena Arena => _arena;
@@ -269,6 +300,7 @@ public sealed class CacheIndex : IDisposable
             Unlink(removed);
         }
         removed.Retire();
+        _recent?.Add(removed, EvictionReason.Invalidated);
         return true;
     }
 
@@ -283,281 +315,8 @@ public sealed class CacheIndex : IDisposable
             Unlink(entry);
         }
         entry.Retire();
+        _recent?.Add(entry, EvictionReason.Invalidated);
         return true;
-    }
-
-    /// <summary>
-    /// Allocates from the arena, evicting (by policy, never pinned entries) while it is full: up to
-    /// 8 rounds, each asking for twice as many bytes as the last. False if that does not make room.
-    /// </summary>
-    public bool TryAllocate(long length, out Extent extent)
-    {
-        if (_arena.TryAllocate(length, out extent))
-            return true;
-        if (length > _arena.Capacity)
-            return false;
-        for (var round = 0; round < 8; round++)
-        {
-            if (Evict(Math.Max(length, 1) << round).Objects == 0)
-                return false; // nothing left to evict
-            if (_arena.TryAllocate(length, out extent))
-                return true;
-        }
-        return false;
-    }
-
-    // ---- eviction -----------------------------------------------------------------------
-
-    /// <summary>
-    /// Evicts until at least <paramref name="bytesNeeded"/> object bytes left the index, or nothing
-    /// unpinned is left: expired entries first (all of them), then the policy's tiers in order, LRU
-    /// (sampled) within a tier. Never evicts a pinned entry. Synchronous: it only moves pointers and
-    /// frees extents.
-    /// </summary>
-    public EvictionResult Evict(long bytesNeeded)
-    {
-        var objects = 0;
-        long bytes = 0;
-        lock (_evictLock)
-        {
-            var expired = RemoveExpired();
-            objects += expired.Objects;
-            bytes += expired.Bytes;
-            for (var tier = 0; tier < _tiers.Length && bytes < bytesNeeded; tier++)
-            {
-                var pinnedRounds = 0;
-                while (bytes < bytesNeeded)
-                {
-                    var victim = TakeVictim(_tiers[tier], ref pinnedRounds, out var tierDone);
-                    if (tierDone)
-                        break;
-                    if (victim is null)
-                        continue;
-                    // Demotion sees the bytes while they still exist; the victim is out of the index
-                    // and unpinned, so nothing else reads or frees them meanwhile.
-                    _options.EvictionSink?.OnEvicted(victim.Key, victim.ETag, victim.Extent);
-                    ReleaseExtent(victim, retiredWhilePinned: false);
-                    victim.Stats.RecordEviction();
-                    Interlocked.Increment(ref _evictions);
-                    objects++;
-                    bytes += victim.Length;
-                }
-            }
-        }
-        return new EvictionResult(objects, bytes);
-    }
-
-    /// <summary>Evicts every entry past its TTL (none without a TTL) that is not pinned.</summary>
-    public EvictionResult RemoveExpired()
-    {
-        if (_ttlTicks == 0)
-            return default;
-        var now = _clock();
-        List<CacheEntry>? removed = null;
-        lock (_lock)
-        {
-            for (var i = _expiredPinned.Count - 1; i >= 0; i--)
-            {
-                var e = _expiredPinned[i];
-                if (e.Slot < 0)
-                {
-                    _expiredPinned.RemoveAt(i); // replaced or removed meanwhile: its retirement frees it
-                }
-                else if (TryRemoveUnpinned(e))
-                {
-                    _expiredPinned.RemoveAt(i);
-                    (removed ??= []).Add(e);
-                }
-            }
-            while (_byInsertion.TryPeek(out var head))
-            {
-                if (head.Slot < 0)
-                {
-                    _byInsertion.Dequeue(); // already gone
-                    continue;
-                }
-                if (now - head.InsertedAt < _ttlTicks)
-                    break;
-                _byInsertion.Dequeue();
-                if (TryRemoveUnpinned(head))
-                    (removed ??= []).Add(head);
-                else
-                    _expiredPinned.Add(head); // evicted once unpinned
-            }
-        }
-        if (removed is null)
-            return default;
-        long bytes = 0;
-        foreach (var e in removed)
-        {
-            ReleaseExtent(e, retiredWhilePinned: false);
-            e.Stats.RecordExpiration();
-            Interlocked.Increment(ref _expirations);
-            bytes += e.Length;
-        }
-        return new EvictionResult(removed.Count, bytes);
-    }
-
-    /// <summary>
-    /// Under the mutation lock: samples the tier and removes the least recently used unpinned
-    /// candidate. Null with <paramref name="tierDone"/> false: try again (all samples pinned, or a
-    /// race with a pin). <paramref name="tierDone"/>: the tier has nothing unpinned.
-    /// </summary>
-    private CacheEntry? TakeVictim(Tier tier, ref int pinnedRounds, out bool tierDone)
-    {
-        lock (_lock)
-        {
-            var n = tier.Count;
-            tierDone = n == 0;
-            if (tierDone)
-                return null;
-            CacheEntry? best = null;
-            var k = _options.SampleSize;
-            if (n <= k || pinnedRounds >= AllPinnedRounds)
-            {
-                // Small tier, or sampling keeps finding pinned entries: look at all of it (rare).
-                for (var i = 0; i < n; i++)
-                    best = Better(best, tier.Items[i]!);
-            }
-            else
-            {
-                for (var i = 0; i < k; i++)
-                    best = Better(best, tier.Items[_random.Next(n)]!);
-            }
-            if (best is null)
-            {
-                pinnedRounds++;
-                tierDone = n <= k || pinnedRounds > AllPinnedRounds;
-                return null;
-            }
-            pinnedRounds = 0;
-            return TryRemoveUnpinned(best) ? best : null;
-        }
-
-        static CacheEntry? Better(CacheEntry? best, CacheEntry candidate) =>
-            candidate.Pins == 0 && (best is null || candidate.LastAccess < best.LastAccess) ? candidate : best;
-    }
-
-    /// <summary>Mutation lock held: retires and unlinks an unpinned current entry; the caller frees its extent.</summary>
-    private bool TryRemoveUnpinned(CacheEntry entry)
-    {
-        if (!entry.TryRetireUnpinned())
-            return false;
-        _entries.TryRemove(new KeyValuePair<BlobKey, CacheEntry>(entry.Key, entry));
-        Unlink(entry);
-        return true;
-    }
-
-    // ---- statistics ---------------------------------------------------------------------
-
-    /// <summary>The key's statistics, created if needed.</summary>
-    public ObjectStats GetStats(in BlobKey key)
-    {
-        if (_entries.TryGetValue(key, out var entry))
-            return entry.Stats;
-        return GetOrCreateStats(key);
-    }
-
-    /// <summary>The key's statistics if any are kept.</summary>
-    public bool TryGetStats(in BlobKey key, [NotNullWhen(true)] out ObjectStats? stats) => _stats.TryGetValue(key, out stats);
-
-    /// <summary>A read served from this cachelet.</summary>
-    public void RecordLocalHit(in BlobKey key) => GetStats(key).RecordLocalHit(_clock());
-
-    /// <summary>A read served by the owner's cachelet.</summary>
-    public void RecordRemoteHit(in BlobKey key) => GetStats(key).RecordRemoteHit(_clock());
-
-    /// <summary>A read this cachelet (the owner) fetched from storage.</summary>
-    public void RecordLocalMiss(in BlobKey key) => GetStats(key).RecordLocalMiss(_clock());
-
-    /// <summary>A read the owner fetched from storage for this cachelet.</summary>
-    public void RecordRemoteMiss(in BlobKey key) => GetStats(key).RecordRemoteMiss(_clock());
-
-    /// <summary>A write of the key through this cachelet.</summary>
-    public void RecordWrite(in BlobKey key) => GetStats(key).RecordWrite(_clock());
-
-    /// <summary>
-    /// What the cache did since the previous call (the scale controller's per-interval query, Faa$T §4):
-    /// evictions, objects evicted more than once, accesses, and accesses to cached objects of at least
-    /// <paramref name="largeObjectBytes"/>. One pass over the statistics without the index's lock; an
-    /// object whose statistics were trimmed meanwhile is not counted.
-    /// </summary>
-    public CacheActivity TakeActivity(long largeObjectBytes)
-    {
-        long evictedTwice = 0, accesses = 0, large = 0;
-        foreach (var (key, stats) in _stats)
-        {
-            var (e, a) = stats.TakeSinceQuery();
-            if (e > 1)
-                evictedTwice++;
-            accesses += a;
-            if (a > 0 && _entries.TryGetValue(key, out var entry) && entry.Length >= largeObjectBytes)
-                large += a;
-        }
-        var evictions = Evictions;
-        return new CacheActivity(evictions - Interlocked.Exchange(ref _evictionsAtQuery, evictions), evictedTwice, accesses, large);
-    }
-
-    private ObjectStats GetOrCreateStats(in BlobKey key)
-    {
-        var stats = GetOrCreateStats(key, out var overLimit);
-        if (overLimit)
-            TrimStats();
-        return stats;
-    }
-
-    /// <summary>Without trimming (the caller trims once the key's entry, if any, is in the index).</summary>
-    private ObjectStats GetOrCreateStats(in BlobKey key, out bool overLimit)
-    {
-        overLimit = false;
-        while (true)
-        {
-            if (_stats.TryGetValue(key, out var stats))
-                return stats;
-            var fresh = new ObjectStats(key);
-            if (_stats.TryAdd(key, fresh))
-            {
-                overLimit = Interlocked.Increment(ref _trackedKeys) > _options.MaxTrackedKeys;
-                return fresh;
-            }
-        }
-    }
-
-    /// <summary>Drops the statistics of uncached keys, least recently accessed first, down to 3/4 of the limit.</summary>
-    private void TrimStats()
-    {
-        if (!_trimLock.TryEnter())
-            return; // another thread is trimming
-        try
-        {
-            var excess = Volatile.Read(ref _trackedKeys) - _options.MaxTrackedKeys * 3 / 4;
-            if (excess <= 0)
-                return;
-            var candidates = new List<ObjectStats>();
-            foreach (var (key, stats) in _stats)
-            {
-                if (!_entries.ContainsKey(key))
-                    candidates.Add(stats);
-            }
-            candidates.Sort(static (a, b) => (a.LastAccess ?? long.MinValue).CompareTo(b.LastAccess ?? long.MinValue));
-            foreach (var stats in candidates)
-            {
-                if (excess == 0)
-                    break;
-                lock (_lock)
-                {
-                    // Installs take this lock too, so a key being cached right now keeps its record.
-                    if (_entries.ContainsKey(stats.Key) || !_stats.TryRemove(new KeyValuePair<BlobKey, ObjectStats>(stats.Key, stats)))
-                        continue;
-                }
-                Interlocked.Decrement(ref _trackedKeys);
-                excess--;
-            }
-        }
-        finally
-        {
-            _trimLock.Exit();
-        }
     }
 
     // ---- internals ----------------------------------------------------------------------
@@ -686,6 +445,7 @@ public sealed class CacheIndex : IDisposable
         }
         foreach (var e in all)
             e.Retire();
+        _demotion?.Dispose();
     }
 
     /// <summary>A tier's entries in a dense array; O(1) add and remove (the last entry fills the hole).</summary>

@@ -22,6 +22,10 @@ public sealed class ObjectStats
     // What the previous activity query saw (CacheIndex.TakeActivity): the vote counts since then.
     private long _evictionsAtQuery;
     private long _accessesAtQuery;
+    // Inter-arrival histogram and extremes (Stopwatch ticks; long.MaxValue / 0 while no gap was seen).
+    private InterArrivalBuckets _gaps;
+    private long _minGap = long.MaxValue;
+    private long _maxGap;
 
     internal ObjectStats(BlobKey key) => Key = key;
 
@@ -66,6 +70,26 @@ public sealed class ObjectStats
         }
     }
 
+    /// <summary>
+    /// The gaps between accesses so far (a moment's view: counters read one by one, without a lock,
+    /// while accesses may go on).
+    /// </summary>
+    public InterArrivalSummary InterArrival
+    {
+        get
+        {
+            var buckets = new long[Index.InterArrival.BucketCount];
+            long count = 0;
+            for (var i = 0; i < buckets.Length; i++)
+                count += buckets[i] = (uint)Volatile.Read(ref _gaps[i]);
+            var min = Volatile.Read(ref _minGap);
+            var max = Volatile.Read(ref _maxGap);
+            return new InterArrivalSummary(count, MeanInterArrival,
+                count == 0 || min == long.MaxValue ? TimeSpan.Zero : Stopwatch.GetElapsedTime(0, min),
+                Stopwatch.GetElapsedTime(0, max), buckets);
+        }
+    }
+
     internal void RecordLocalHit(long now) => Access(ref _localHits, now);
 
     internal void RecordRemoteHit(long now) => Access(ref _remoteHits, now);
@@ -97,12 +121,42 @@ public sealed class ObjectStats
         Interlocked.Increment(ref _accesses);
         Interlocked.CompareExchange(ref _firstAccess, now, long.MinValue);
         var last = Volatile.Read(ref _lastAccess);
-        while (now > last)
+        while (true)
         {
+            if (now <= last)
+            {
+                // A concurrent access got in with the same or a later time: a gap of (about) nothing.
+                RecordGap(0);
+                return;
+            }
             var seen = Interlocked.CompareExchange(ref _lastAccess, now, last);
             if (seen == last)
                 break;
             last = seen;
+        }
+        if (last != long.MinValue)
+            RecordGap(now - last);
+    }
+
+    /// <summary>One Interlocked increment; the extremes are written only when they move (rare once warm).</summary>
+    private void RecordGap(long ticks)
+    {
+        Interlocked.Increment(ref _gaps[Index.InterArrival.BucketOf(ticks)]);
+        var min = Volatile.Read(ref _minGap);
+        while (ticks < min)
+        {
+            var seen = Interlocked.CompareExchange(ref _minGap, ticks, min);
+            if (seen == min)
+                break;
+            min = seen;
+        }
+        var max = Volatile.Read(ref _maxGap);
+        while (ticks > max)
+        {
+            var seen = Interlocked.CompareExchange(ref _maxGap, ticks, max);
+            if (seen == max)
+                break;
+            max = seen;
         }
     }
 

@@ -77,12 +77,27 @@ public interface IFetchTarget
 }
 
 /// <summary>
-/// Where eviction hands the objects it evicts, before their bytes are freed (a demotion tier).
-/// Called synchronously under the index's eviction lock: copy or queue, never block for long.
+/// Where the cache hands the objects it evicts for space or drops at their TTL, before their bytes are
+/// freed (a demotion tier: flash, a peer, a log). Several sinks may be registered; each is called in
+/// turn for every object, and the object's memory is freed only after the last one returned.
+/// <para>
+/// Called on the demotion pump (a background task; <see cref="Demotion.DemotionQueue"/>), never on a
+/// reader's thread nor under the index's locks: eviction on a miss only queues the object. The bytes
+/// are readable until the call returns and not after: copy or write what you need before returning.
+/// A slow sink delays the others and fills the bounded queue, after which further demotions are
+/// dropped (the object is still evicted; dropping a demotion loses nothing, since an evicted object
+/// is never the only copy: write-behind objects stay pinned, so never evicted, until stored). A sink
+/// that throws is logged and counted; eviction goes on. Objects removed as stale are never handed over.
+/// </para>
 /// </summary>
 public interface IEvictionSink
 {
+    /// <summary>An object left the cache: <paramref name="bytes"/> holds version <paramref name="version"/> of <paramref name="key"/>.</summary>
     void OnEvicted(in BlobKey key, string version, in Extent bytes);
+
+    /// <summary>The same, with why it left (<see cref="EvictionReason.Space"/> or <see cref="EvictionReason.Expired"/>):
+    /// what the pump calls; by default it forwards to the other overload.</summary>
+    void OnEvicted(EvictedObject evicted, in Extent bytes) => OnEvicted(evicted.Key, evicted.ETag, bytes);
 }
 
 /// <summary>The last source of every chain: the blob store (a download straight into the target).</summary>
