@@ -306,7 +306,7 @@ public sealed class BlobCache : IAsyncDisposable
     /// stopping readers (see <see cref="CacheIndex.Snapshot"/>).
     /// </summary>
     public IReadOnlyList<CacheEntrySnapshot> Snapshot() =>
-        _index.Snapshot(key => _owners is null ? null : OwnerOf(key)?.Id ?? _owners.SelfId);
+        _index.Snapshot(key => _core.Ownership.Directory is not { } owners ? null : OwnerOf(key)?.Id ?? owners.SelfId);
 
     /// <summary>The last objects that left the cache, newest first, with size, ETag and why (see <see cref="CacheIndex.RecentlyEvicted"/>).</summary>
     public IReadOnlyList<EvictedObject> RecentlyEvicted() => _index.RecentlyEvicted();
