@@ -8,6 +8,7 @@ using FaaST.Runtime.Bandwidth;
 using FaaST.Scaling;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
+using Microsoft.Extensions.Options;
 
 namespace FaaST.Runtime.Hosting.Components;
 
@@ -23,7 +24,7 @@ namespace FaaST.Runtime.Hosting.Components;
 /// loop and waits for it, and a join that completes after the stop began is left at once (its record
 /// deleted) instead of being adopted, so a stopped host never heartbeats.
 /// </remarks>
-internal sealed class PeersComponent : ILifecycleParticipant
+internal sealed class PeersComponent : ILifecycleParticipant, IHostMembership
 {
     private readonly FunctionApp _app;
     private readonly PeerHostOptions _options;
@@ -48,9 +49,10 @@ internal sealed class PeersComponent : ILifecycleParticipant
     private Task _joining = Task.CompletedTask;
     private bool _stopped;
 
-    public PeersComponent(FunctionApp app, PeerHostOptions options, StorageComponent storage, CacheComponent cache,
+    public PeersComponent(FunctionApp app, IOptions<PeerHostOptions> peerOptions, StorageComponent storage, CacheComponent cache,
         ServingComponent serving, ILoggerFactory loggers)
     {
+        var options = peerOptions.Value;
         _app = app;
         _options = options;
         _storage = storage;

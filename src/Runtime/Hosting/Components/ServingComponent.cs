@@ -1,6 +1,7 @@
 using System.Net;
 using FaaST.Hosting;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
+using Microsoft.Extensions.Options;
 
 namespace FaaST.Runtime.Hosting.Components;
 
@@ -21,9 +22,9 @@ internal sealed class ServingComponent : ILifecycleParticipant, IAsyncDisposable
     private readonly WebApplicationBuilder _builder;
 
     /// <param name="builder">From <see cref="CreateBuilder"/>; the host read its configuration for the loggers.</param>
-    public ServingComponent(ServingOptions options, WebApplicationBuilder builder)
+    public ServingComponent(IOptions<ServingOptions> options, WebApplicationBuilder builder)
     {
-        _options = options;
+        _options = options.Value;
         _builder = builder;
     }
 

@@ -4,6 +4,7 @@ using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Invocation;
 using FaaST.Runtime.Telemetry;
 using FaaST.Runtime.Workers;
+using Microsoft.Extensions.Options;
 
 namespace FaaST.Runtime.Hosting.Components;
 
@@ -21,6 +22,7 @@ internal sealed class WorkersComponent : ILifecycleParticipant
     private readonly StorageComponent _storage;
     private readonly CacheComponent _cache;
     private readonly ServingComponent _serving;
+    private readonly IWorkerScheduler _scheduler;
     private readonly ILoggerFactory _loggers;
     private readonly ILogger _logger;
     private WorkerPool? _pool;
@@ -28,11 +30,13 @@ internal sealed class WorkersComponent : ILifecycleParticipant
     private WorkerChannelService? _channel;
     private int _stopped;
 
-    public WorkersComponent(FunctionApp app, WorkerHostOptions options, StorageComponent storage, CacheComponent cache,
-        ServingComponent serving, ILoggerFactory loggers)
+    /// <param name="scheduler">Picks each invocation's worker: the registry's (<see cref="FewestInFlightScheduler"/> unless a component registered another).</param>
+    public WorkersComponent(FunctionApp app, IOptions<WorkerHostOptions> options, StorageComponent storage, CacheComponent cache,
+        ServingComponent serving, IWorkerScheduler scheduler, ILoggerFactory loggers)
     {
         _app = app;
-        _options = options;
+        _options = options.Value;
+        _scheduler = scheduler;
         _storage = storage;
         _cache = cache;
         _serving = serving;
@@ -85,7 +89,7 @@ internal sealed class WorkersComponent : ILifecycleParticipant
             SharedMemoryReader = bindings as ISharedMemoryReader,
         };
         var metrics = _serving.Services.GetRequiredService<HostMetrics>();
-        var pool = _pool = new WorkerPool(workerOptions, _loggers) { Metrics = metrics };
+        var pool = _pool = new WorkerPool(workerOptions, _loggers, _scheduler) { Metrics = metrics };
         _channel!.Attach(pool, WorkerOptions.DefaultMaxMessageSize);
         _cache.AttachWorkers(() => pool.WorkerProcessIds, pool.ReleaseSegment);
         Invoker = new FunctionInvoker(_app, pool, bindings, metrics, _loggers.CreateLogger("FaaST.Invoker"));
