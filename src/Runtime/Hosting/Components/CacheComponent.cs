@@ -33,6 +33,10 @@ internal sealed class CacheComponent(FunctionApp app, IOptions<CacheHostOptions>
     /// <summary>The cachelet, once started, when the policy enables it.</summary>
     public BlobCache? Cache { get; private set; }
 
+    /// <summary>The cachelet, for what runs only with it (peers, their endpoints): from the cache stage on, when the policy enables it.</summary>
+    public BlobCache Started => Cache ?? throw new InvalidOperationException(options.Policy.Enabled
+        ? "the cache stage has not started" : "the cache is off (faast.json's cache.enabled, or --no-cache)");
+
     /// <summary>The blob bindings of invocations and triggers, once started.</summary>
     public IBlobBindingProvider Bindings => _bindings ?? throw new InvalidOperationException("the cache stage has not started");
 

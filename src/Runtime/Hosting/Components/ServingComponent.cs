@@ -108,15 +108,21 @@ internal sealed class ServingComponent : ILifecycleParticipant, IAsyncDisposable
         foreach (var map in _endpoints)
             map(web);
         await web.StartAsync(ct);
-        WorkerChannelPort = _workerChannel!.IPEndPoint!.Port;
-        BaseAddress = new Uri($"http://{_options.ListenAddress}:{_http!.IPEndPoint!.Port}");
+        WorkerChannelPort = BoundPort(_workerChannel, "worker channel");
+        BaseAddress = new Uri($"http://{_options.ListenAddress}:{BoundPort(_http, "HTTP")}");
     }
+
+    /// <summary>The port Kestrel bound for <paramref name="listen"/> (a free one for port 0).</summary>
+    private static int BoundPort(ListenOptions? listen, string what) =>
+        listen?.IPEndPoint?.Port ?? throw new InvalidOperationException($"Kestrel started without the {what} listener");
 
     private async Task StopAsync(CancellationToken ct)
     {
+        if (_web is null)
+            return; // never built: nothing listens
         try
         {
-            await _web!.StopAsync(_options.ShutdownTimeout);
+            await _web.StopAsync(_options.ShutdownTimeout);
         }
         catch (OperationCanceledException)
         {

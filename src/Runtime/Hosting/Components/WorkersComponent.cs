@@ -28,6 +28,7 @@ internal sealed class WorkersComponent : ILifecycleParticipant
     private WorkerPool? _pool;
     private WorkerSpecialization? _specialization;
     private WorkerChannelService? _channel;
+    private FunctionInvoker? _invoker;
     private int _stopped;
 
     /// <param name="scheduler">Picks each invocation's worker: the registry's (<see cref="FewestInFlightScheduler"/> unless a component registered another).</param>
@@ -51,7 +52,7 @@ internal sealed class WorkersComponent : ILifecycleParticipant
     public WorkerPool? Pool => _pool;
 
     /// <summary>Runs functions on the workers, once the invocation stage started.</summary>
-    public FunctionInvoker Invoker { get; private set; } = null!;
+    public FunctionInvoker Invoker => _invoker ?? throw new InvalidOperationException("the invocation stage has not started");
 
     public IReadOnlyList<int> WorkerProcessIds => _pool?.WorkerProcessIds ?? [];
 
@@ -90,18 +91,20 @@ internal sealed class WorkersComponent : ILifecycleParticipant
         };
         var metrics = _serving.Services.GetRequiredService<HostMetrics>();
         var pool = _pool = new WorkerPool(workerOptions, _loggers, _scheduler) { Metrics = metrics };
-        _channel!.Attach(pool, WorkerOptions.DefaultMaxMessageSize);
+        var channel = _channel ?? throw new InvalidOperationException("the web host was not built (it registers the worker channel)");
+        channel.Attach(pool, WorkerOptions.DefaultMaxMessageSize);
         _cache.AttachWorkers(() => pool.WorkerProcessIds, pool.ReleaseSegment);
-        Invoker = new FunctionInvoker(_app, pool, bindings, metrics, _loggers.CreateLogger("FaaST.Invoker"));
+        _invoker = new FunctionInvoker(_app, pool, bindings, metrics, _loggers.CreateLogger("FaaST.Invoker"));
         return Task.CompletedTask;
     }
 
     private async Task StartProcessesAsync(CancellationToken ct)
     {
-        var pool = _pool!;
+        if (_pool is not { } pool || _specialization is not { } specialization)
+            throw new InvalidOperationException("the invocation stage has not started (it builds the pool)");
         pool.GrpcPort = _serving.WorkerChannelPort;
         // The app is known: specialised before they start, the workers start with the app's environment.
-        var specialised = pool.SpecializeAsync(_specialization!, ct);
+        var specialised = pool.SpecializeAsync(specialization, ct);
         await pool.StartAsync(ct);
         if (!await specialised)
             Log.WorkersNotAllUp(_logger, _app.WorkerRuntime);
