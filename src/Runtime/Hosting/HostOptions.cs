@@ -11,7 +11,8 @@ using FaaST.Storage;
 namespace FaaST.Runtime.Hosting;
 
 /// <summary>
-/// The host's options, one immutable record per concern, each read by its own component. This is the
+/// The host's options, one immutable record per concern, each read by its own component (the registry
+/// holds each as <c>IOptions&lt;T&gt;</c>; see <see cref="RuntimeComponents"/>). This is the
 /// one place where the command line (<see cref="RuntimeHostOptions"/>), the app's settings and
 /// faast.json meet, where the defaults not owned by a file format are written down, and where the
 /// combination is checked before anything starts.
@@ -49,6 +50,7 @@ internal sealed record HostOptions(
         var usesDevelopment = StorageAccounts.UsesDevelopmentStorage(app.Settings);
         var storage = new StorageHostOptions
         {
+            Home = home,
             StartsAzurite = usesDevelopment && given is null,
             DevelopmentConnectionString = usesDevelopment ? given : null,
             AzuriteDataDirectory = options.AzuriteDataDirectory,
@@ -137,6 +139,9 @@ internal sealed record ServingOptions
 /// <summary>Storage: the Azurite the host starts when the app has no storage, and how blob requests retry.</summary>
 internal sealed record StorageHostOptions
 {
+    /// <summary>The FaaST checkout, whose node_modules holds the Azurite the host starts.</summary>
+    public required string Home { get; init; }
+
     /// <summary>
     /// Some connection of the app is development storage (AzureWebJobsStorage unset or UseDevelopmentStorage=true, or a
     /// named connection set to UseDevelopmentStorage=true) and the platform gave none: the host starts Azurite.

@@ -11,14 +11,16 @@ using FaaST.Runtime.Hosting.Components;
 namespace FaaST.Runtime.Hosting;
 
 /// <summary>
-/// One application instance: the composition root. It resolves the options, builds one component per
+/// One application instance: the composition root. It resolves the options, registers one component per
 /// area (telemetry, storage, peer transport, cache, workers, Kestrel, membership, triggers, HTTP
-/// functions), lets each join the ordered lifecycle (<see cref="ServiceLifecycleStage"/>), and starts it.
-/// Components of later issues join through <see cref="RuntimeHostOptions.Participants"/>.
+/// functions, scale votes) in its registry (<see cref="RuntimeComponents"/>), lets every
+/// <see cref="ILifecycleParticipant"/> there join the ordered lifecycle (<see cref="ServiceLifecycleStage"/>),
+/// and starts it. Components of later issues join through <see cref="RuntimeHostOptions.ConfigureServices"/>.
 /// </summary>
 public sealed class RuntimeHost : IAsyncDisposable
 {
     private readonly HostOptions _options;
+    private readonly ServiceProvider _services;
     private readonly ILoggerFactory _loggers;
     private readonly ILogger _logger;
     private readonly HostLifecycle _lifecycle;
@@ -26,43 +28,37 @@ public sealed class RuntimeHost : IAsyncDisposable
     private readonly StorageComponent _storage;
     private readonly CacheComponent _cache;
     private readonly WorkersComponent _workers;
-    private readonly PeersComponent? _peers;
+    private readonly IHostMembership _membership;
     private readonly TriggersComponent _triggers;
     private readonly QueueTriggersComponent _queueTriggers;
-    private readonly ScalingComponent? _scaling;
     private int _disposed;
 
-    private RuntimeHost(FunctionApp app, HostOptions options, WebApplicationBuilder web, ILoggerFactory loggers, IEnumerable<ILifecycleParticipant> extra,
-        string? readyFile = null, string? instanceId = null)
+    private RuntimeHost(FunctionApp app, HostOptions options, ServiceProvider services, ILoggerFactory loggers, string? readyFile = null, string? instanceId = null)
     {
         App = app;
         _options = options;
+        _services = services;
         _loggers = loggers;
         _logger = loggers.CreateLogger("FaaST.Host");
-        _lifecycle = new HostLifecycle(loggers.CreateLogger("FaaST.Lifecycle"));
+        _lifecycle = services.GetRequiredService<HostLifecycle>();
 
-        _serving = new ServingComponent(options.Serving, web);
-        var telemetry = new TelemetryComponent(app, options.Telemetry, _serving);
-        _storage = new StorageComponent(app, options.Storage, options.Home, _logger);
-        _cache = new CacheComponent(app, options.Cache, _storage, options.Workers.Identity, loggers);
-        // Endpoints are mapped in the order the components are made: worker channel, peers, functions, admin.
-        _workers = new WorkersComponent(app, options.Workers, _storage, _cache, _serving, loggers);
-        _peers = options.Peers.Enabled ? new PeersComponent(app, options.Peers, _storage, _cache, _serving, loggers) : null;
-        _triggers = new TriggersComponent(app, _storage, _cache, _workers, loggers);
-        _queueTriggers = new QueueTriggersComponent(app, _storage, _workers, loggers);
-        var keys = new KeysComponent(app, options.Serving, _storage, loggers);
-        var functions = new HttpFunctionsComponent(app, options.Serving, _serving, _workers, keys.Check, loggers);
-        // The scale votes are served on the peer endpoint, so only with peers; after the functions, so
-        // that its draining callback runs once their gate is closed.
-        _scaling = _peers is null ? null : new ScalingComponent(app, options.Scaling, options.Serving, _serving, _peers, _cache, functions,
-            _workers, () => _lifecycle.StopAsync(), loggers);
-        _serving.MapEndpoints(web => AdminEndpoints.Map(web, this, keys.Check, loggers.CreateLogger("FaaST.Http")));
-        telemetry.MapMetrics();
+        // Resolving the participants makes every component, in registration order: each maps its endpoints
+        // when it is made (worker channel, peers, functions, scale votes), then the admin endpoints, then /metrics.
+        var participants = services.GetServices<ILifecycleParticipant>().ToArray();
+        _serving = services.GetRequiredService<ServingComponent>();
+        _storage = services.GetRequiredService<StorageComponent>();
+        _cache = services.GetRequiredService<CacheComponent>();
+        _workers = services.GetRequiredService<WorkersComponent>();
+        _membership = services.GetRequiredService<IHostMembership>();
+        _triggers = services.GetRequiredService<TriggersComponent>();
+        _queueTriggers = services.GetRequiredService<QueueTriggersComponent>();
+        var keys = services.GetRequiredService<Http.HttpKeyCheck>();
+        _serving.MapEndpoints(web => AdminEndpoints.Map(web, this, keys, loggers.CreateLogger("FaaST.Http")));
+        services.GetRequiredService<TelemetryComponent>().MapMetrics();
         _serving.Build(loggers);
 
-        ILifecycleParticipant?[] components = [telemetry, _storage, keys, _cache, _workers, _serving, _peers, _triggers, _queueTriggers, functions, _scaling];
-        foreach (var component in components.OfType<ILifecycleParticipant>().Concat(extra))
-            component.Participate(_lifecycle);
+        foreach (var participant in participants)
+            participant.Participate(_lifecycle);
         _lifecycle.OnState((state, _) =>
         {
             if (state == LifecycleState.Started)
@@ -111,13 +107,13 @@ public sealed class RuntimeHost : IAsyncDisposable
     public string? IsolationReason => _options.Workers.IsolationReason;
 
     /// <summary>The app's instances in this one's current view (just itself without peers).</summary>
-    public IReadOnlyList<Member> Members => _peers?.Members ?? [];
+    public IReadOnlyList<Member> Members => _membership.Members;
 
     /// <summary>This instance's membership id and peer endpoint, when it has peers.</summary>
-    public Member? Self => _peers?.Self;
+    public Member? Self => _membership.Self;
 
     /// <summary>T_Load as the scale controller last sent it with a vote query (for the bandwidth planner); null without peers.</summary>
-    public FaaST.Scaling.IInstanceLoadTime? InstanceLoadTime => _scaling;
+    public FaaST.Scaling.IInstanceLoadTime? InstanceLoadTime => _services.GetService<FaaST.Scaling.IInstanceLoadTime>();
 
     /// <summary>Blob-triggered invocations finished since start (tests wait on it).</summary>
     public long BlobTriggerCompletions => _triggers.Completed;
@@ -131,6 +127,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         var app = FunctionApp.Load(options.AppDirectory, options.Environment);
         var web = ServingComponent.CreateBuilder(app.Directory);
         var loggers = CreateLoggers(options, web.Configuration);
+        ServiceProvider? services = null;
         RuntimeHost host;
         try
         {
@@ -139,10 +136,14 @@ public sealed class RuntimeHost : IAsyncDisposable
                 Log.FunctionDisabled(logger, f.Name, f.Error);
             foreach (var warning in app.Warnings)
                 Log.AppWarning(logger, warning);
-            host = new RuntimeHost(app, HostOptions.Resolve(options, app, logger), web, loggers, options.Participants, options.ReadyFile, options.InstanceId);
+            var resolved = HostOptions.Resolve(options, app, logger);
+            services = RuntimeComponents.Build(app, resolved, options, web, loggers);
+            host = new RuntimeHost(app, resolved, services, loggers, options.ReadyFile, options.InstanceId);
         }
         catch
         {
+            if (services is not null)
+                await services.DisposeAsync();
             loggers.Dispose();
             throw;
         }
@@ -241,15 +242,15 @@ public sealed class RuntimeHost : IAsyncDisposable
 
     /// <summary>
     /// Stops the lifecycle in reverse stage order (drain: HTTP functions, triggers, membership; then
-    /// workers, Kestrel, cache, peer transport, storage, telemetry), then releases the web host and the
-    /// loggers. A second call returns at once.
+    /// workers, Kestrel, cache, peer transport, storage, telemetry), then releases the registry (the web
+    /// host with it) and the loggers. A second call returns at once.
     /// </summary>
     public async ValueTask DisposeAsync()
     {
         if (Interlocked.Exchange(ref _disposed, 1) == 1)
             return;
         await _lifecycle.StopAsync();
-        await _serving.DisposeAsync();
+        await _services.DisposeAsync();
         _loggers.Dispose();
     }
 }

@@ -76,8 +76,23 @@ public sealed record RuntimeHostOptions
     /// </summary>
     public string? ReadyFile { get; init; }
 
-    /// <summary>Components that join the host's lifecycle (stages and states; see <see cref="FaaST.Hosting.IHostLifecycle"/>).</summary>
+    /// <summary>
+    /// Components that join the host's lifecycle (stages and states; see <see cref="FaaST.Hosting.IHostLifecycle"/>) as
+    /// instances that need nothing from the host; registered as <see cref="FaaST.Hosting.ILifecycleParticipant"/>s
+    /// before <see cref="ConfigureServices"/> runs. A component that needs the cache, membership or storage registers
+    /// through <see cref="ConfigureServices"/> instead.
+    /// </summary>
     public IReadOnlyList<FaaST.Hosting.ILifecycleParticipant> Participants { get; init; } = [];
+
+    /// <summary>
+    /// Adds components to the host's registry, after its own (see CONTRIBUTING, "Adding a lifecycle component"):
+    /// <c>AddLifecycleComponent&lt;T&gt;()</c> for a participant that gets what it needs injected (<see cref="IHostCache"/>,
+    /// <see cref="IHostMembership"/>, <see cref="FaaST.Hosting.IHostLifecycle"/>, and inside the runtime its components),
+    /// an <see cref="FaaST.Cachelet.Sources.IBlobSource"/> (a read tier, asked after the key's owner and before storage),
+    /// an <see cref="FaaST.Cachelet.Sources.IEvictionSink"/>, or a <see cref="Workers.IWorkerScheduler"/> that replaces the
+    /// default. Each is one registration.
+    /// </summary>
+    public Action<IServiceCollection>? ConfigureServices { get; init; }
 
     /// <summary>More tracing set-up, e.g. an in-memory exporter (tests); tracing runs when this is set or OTLP exports traces.</summary>
     public Action<OpenTelemetry.Trace.TracerProviderBuilder>? Tracing { get; init; }

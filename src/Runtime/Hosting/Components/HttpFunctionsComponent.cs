@@ -1,6 +1,7 @@
 using FaaST.Hosting;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Http;
+using Microsoft.Extensions.Options;
 
 namespace FaaST.Runtime.Hosting.Components;
 
@@ -26,11 +27,12 @@ internal sealed class HttpFunctionsComponent : ILifecycleParticipant
 
     private readonly HttpKeyCheck _keys;
 
-    public HttpFunctionsComponent(FunctionApp app, ServingOptions options, ServingComponent serving, WorkersComponent workers, HttpKeyCheck keys, ILoggerFactory loggers)
+    public HttpFunctionsComponent(FunctionApp app, IOptions<ServingOptions> options, ServingComponent serving, WorkersComponent workers, HttpKeyCheck keys,
+        ILoggerFactory loggers)
     {
         _app = app;
         _keys = keys;
-        _options = options;
+        _options = options.Value;
         _workers = workers;
         _logger = loggers.CreateLogger("FaaST.Http");
         serving.MapEndpoints(Map);

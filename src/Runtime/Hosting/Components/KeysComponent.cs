@@ -1,6 +1,7 @@
 using FaaST.Hosting;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Http;
+using Microsoft.Extensions.Options;
 
 namespace FaaST.Runtime.Hosting.Components;
 
@@ -10,12 +11,14 @@ namespace FaaST.Runtime.Hosting.Components;
 /// (AzureWebJobsSecretStorageType=kubernetes) or from the azure-webjobs-secrets container (created on
 /// first start), and hands them to <see cref="Check"/>. Nothing is read when keys are not enforced.
 /// </summary>
-internal sealed class KeysComponent(FunctionApp app, ServingOptions options, StorageComponent storage, ILoggerFactory loggers) : ILifecycleParticipant
+internal sealed class KeysComponent(FunctionApp app, IOptions<ServingOptions> serving, StorageComponent storage, HttpKeyCheck check, ILoggerFactory loggers)
+    : ILifecycleParticipant
 {
+    private readonly ServingOptions options = serving.Value;
     private readonly ILogger _logger = loggers.CreateLogger("FaaST.Http");
 
-    /// <summary>What the HTTP functions and the admin endpoints ask about each request.</summary>
-    public HttpKeyCheck Check { get; } = new(options.EnforceKeys);
+    /// <summary>What the HTTP functions and the admin endpoints ask about each request (one instance, in the registry).</summary>
+    public HttpKeyCheck Check => check;
 
     public void Participate(IHostLifecycle lifecycle) =>
         lifecycle.Subscribe(nameof(KeysComponent), ServiceLifecycleStage.Storage + 100, new LifecycleObserver(StartAsync, _ => Task.CompletedTask));

@@ -8,6 +8,7 @@ using FaaST.Runtime.Bandwidth;
 using FaaST.Scaling;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
+using Microsoft.Extensions.Options;
 
 namespace FaaST.Runtime.Hosting.Components;
 
@@ -23,7 +24,7 @@ namespace FaaST.Runtime.Hosting.Components;
 /// loop and waits for it, and a join that completes after the stop began is left at once (its record
 /// deleted) instead of being adopted, so a stopped host never heartbeats.
 /// </remarks>
-internal sealed class PeersComponent : ILifecycleParticipant
+internal sealed class PeersComponent : ILifecycleParticipant, IHostMembership
 {
     private readonly FunctionApp _app;
     private readonly PeerHostOptions _options;
@@ -48,9 +49,10 @@ internal sealed class PeersComponent : ILifecycleParticipant
     private Task _joining = Task.CompletedTask;
     private bool _stopped;
 
-    public PeersComponent(FunctionApp app, PeerHostOptions options, StorageComponent storage, CacheComponent cache,
+    public PeersComponent(FunctionApp app, IOptions<PeerHostOptions> peerOptions, StorageComponent storage, CacheComponent cache,
         ServingComponent serving, ILoggerFactory loggers)
     {
+        var options = peerOptions.Value;
         _app = app;
         _options = options;
         _storage = storage;
@@ -80,7 +82,12 @@ internal sealed class PeersComponent : ILifecycleParticipant
     public PeerAuth Credentials => _credentials ?? throw new InvalidOperationException("the peer transport has not started");
 
     /// <summary>Whether a request came in on the peer port (other services there admit only those).</summary>
-    public bool OnPeerPort(HttpContext context) => context.Connection.LocalPort == _listen!.IPEndPoint!.Port;
+    public bool OnPeerPort(HttpContext context) => context.Connection.LocalPort == PeerPort;
+
+    /// <summary>The peer port Kestrel bound (a free one for --peer-port 0), from the endpoints stage on.</summary>
+    private int PeerPort => _listen?.IPEndPoint?.Port ?? throw new InvalidOperationException("the peer port is not bound yet (Kestrel starts at the endpoints stage)");
+
+    private PeerClient Client => _client ?? throw new InvalidOperationException("the peer transport has not started");
 
     public void Participate(IHostLifecycle lifecycle)
     {
@@ -107,9 +114,9 @@ internal sealed class PeersComponent : ILifecycleParticipant
     private void MapPeerEndpoints(WebApplication web)
     {
         var accounts = _storage.Accounts;
-        web.MapPeerEndpoints(_cache.Cache!, new PeerServerOptions
+        web.MapPeerEndpoints(_cache.Started, new PeerServerOptions
         {
-            Credentials = _credentials!,
+            Credentials = Credentials,
             StoreFor = account => accounts.ForEndpoint(account),
             // The port is bound once Kestrel started (a free one for --peer-port 0); read per call.
             Accepts = OnPeerPort,
@@ -119,7 +126,7 @@ internal sealed class PeersComponent : ILifecycleParticipant
     private async Task JoinAsync(CancellationToken ct)
     {
         // Never 0.0.0.0: other instances must be able to dial what this one advertises.
-        var address = PeerSecret.PeerUri(PeerSecret.Advertised(_options.ListenAddress), _listen!.IPEndPoint!.Port);
+        var address = PeerSecret.PeerUri(PeerSecret.Advertised(_options.ListenAddress), PeerPort);
         var id = _options.InstanceId ?? $"{Environment.MachineName}-{Environment.ProcessId}-{Guid.NewGuid().ToString("N")[..6]}".ToLowerInvariant();
         var self = new Member(id, address, DateTimeOffset.UtcNow);
         try
@@ -166,7 +173,7 @@ internal sealed class PeersComponent : ILifecycleParticipant
     {
         var store = _storage.Accounts.Get("AzureWebJobsStorage");
         var membership = new MembershipService(store, _app.Name, self, _options.Membership, _loggers.CreateLogger("FaaST.Membership"));
-        var cache = _cache.Cache!;
+        var cache = _cache.Started;
         membership.Changed += change =>
         {
             cache.OnOwnershipChanged();
@@ -194,10 +201,11 @@ internal sealed class PeersComponent : ILifecycleParticipant
             if (_stopped)
                 return false;
             Volatile.Write(ref _membership, membership);
-            _cache.Cache!.ConnectPeers(new RingOwnerDirectory(membership), _client!);
+            var cache = _cache.Started;
+            cache.ConnectPeers(new RingOwnerDirectory(membership), Client);
             // Large misses are fetched by several instances at once; without a scale controller
             // (FAAST_SCALE_CONTROLLER unset) only by those already in the view.
-            _cache.Cache.ConnectBandwidthScaling(new ProfiledBandwidthPlanner(Bandwidth, _options.Bandwidth.MaxInstances), _scaler, _options.Bandwidth);
+            cache.ConnectBandwidthScaling(new ProfiledBandwidthPlanner(Bandwidth, _options.Bandwidth.MaxInstances), _scaler, _options.Bandwidth);
         }
         Log.InstanceServing(_logger, membership.Self.Id, membership.Self.PeerAddress, membership.Members.Count);
         return true;

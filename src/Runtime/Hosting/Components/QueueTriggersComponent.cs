@@ -43,7 +43,7 @@ internal sealed class QueueTriggersComponent(FunctionApp app, StorageComponent s
         if (!listener.HasTriggers)
             return Task.CompletedTask;
         _listener = listener;
-        _output!.Observer = listener;
+        (_output ?? throw new InvalidOperationException("the queue outputs were not built (stage Invocation + 100)")).Observer = listener;
         listener.Start();
         return Task.CompletedTask;
     }

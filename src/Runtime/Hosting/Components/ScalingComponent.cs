@@ -9,6 +9,7 @@ using FaaST.Runtime.Scaling;
 using FaaST.Runtime.Telemetry;
 using FaaST.Scaling;
 using Grpc.Core;
+using Microsoft.Extensions.Options;
 
 namespace FaaST.Runtime.Hosting.Components;
 
@@ -33,7 +34,7 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
     private readonly CacheComponent _cache;
     private readonly HttpFunctionsComponent _functions;
     private readonly ILogger _logger;
-    private readonly Func<Task> _stopLifecycle;
+    private readonly HostLifecycle _hostLifecycle;
     private readonly EventLoopLoad _eventLoops;
     private IHostLifecycle? _lifecycle;
     private HostMetrics? _metrics;
@@ -41,16 +42,16 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
     private int _draining;
     private TimeSpan _drainDeadline;
 
-    /// <param name="stopLifecycle">Stops the host's lifecycle after a drain when <see cref="ScalingHostOptions.StopRequested"/> is null (a host in a test's process).</param>
-    public ScalingComponent(FunctionApp app, ScalingHostOptions options, ServingOptions serving, ServingComponent web, PeersComponent peers,
-        CacheComponent cache, HttpFunctionsComponent functions, WorkersComponent workers, Func<Task> stopLifecycle, ILoggerFactory loggers)
+    /// <param name="lifecycle">Stopped after a drain when <see cref="ScalingHostOptions.StopRequested"/> is null (a host in a test's process).</param>
+    public ScalingComponent(FunctionApp app, IOptions<ScalingHostOptions> options, IOptions<ServingOptions> serving, ServingComponent web, PeersComponent peers,
+        CacheComponent cache, HttpFunctionsComponent functions, WorkersComponent workers, HostLifecycle lifecycle, ILoggerFactory loggers)
     {
         _eventLoops = new EventLoopLoad(() => workers.Pool?.EventLoops() ?? []);
         _functions = functions;
-        _stopLifecycle = stopLifecycle;
+        _hostLifecycle = lifecycle;
         _app = app;
-        _options = options;
-        _serving = serving;
+        _options = options.Value;
+        _serving = serving.Value;
         _web = web;
         _peers = peers;
         _cache = cache;
@@ -189,7 +190,7 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
             if (_options.StopRequested is { } stop)
                 stop();
             else
-                await _stopLifecycle();
+                await _hostLifecycle.StopAsync();
         }
         catch (Exception e)
         {

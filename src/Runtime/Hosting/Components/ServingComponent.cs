@@ -1,6 +1,7 @@
 using System.Net;
 using FaaST.Hosting;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
+using Microsoft.Extensions.Options;
 
 namespace FaaST.Runtime.Hosting.Components;
 
@@ -21,9 +22,9 @@ internal sealed class ServingComponent : ILifecycleParticipant, IAsyncDisposable
     private readonly WebApplicationBuilder _builder;
 
     /// <param name="builder">From <see cref="CreateBuilder"/>; the host read its configuration for the loggers.</param>
-    public ServingComponent(ServingOptions options, WebApplicationBuilder builder)
+    public ServingComponent(IOptions<ServingOptions> options, WebApplicationBuilder builder)
     {
-        _options = options;
+        _options = options.Value;
         _builder = builder;
     }
 
@@ -107,15 +108,21 @@ internal sealed class ServingComponent : ILifecycleParticipant, IAsyncDisposable
         foreach (var map in _endpoints)
             map(web);
         await web.StartAsync(ct);
-        WorkerChannelPort = _workerChannel!.IPEndPoint!.Port;
-        BaseAddress = new Uri($"http://{_options.ListenAddress}:{_http!.IPEndPoint!.Port}");
+        WorkerChannelPort = BoundPort(_workerChannel, "worker channel");
+        BaseAddress = new Uri($"http://{_options.ListenAddress}:{BoundPort(_http, "HTTP")}");
     }
+
+    /// <summary>The port Kestrel bound for <paramref name="listen"/> (a free one for port 0).</summary>
+    private static int BoundPort(ListenOptions? listen, string what) =>
+        listen?.IPEndPoint?.Port ?? throw new InvalidOperationException($"Kestrel started without the {what} listener");
 
     private async Task StopAsync(CancellationToken ct)
     {
+        if (_web is null)
+            return; // never built: nothing listens
         try
         {
-            await _web!.StopAsync(_options.ShutdownTimeout);
+            await _web.StopAsync(_options.ShutdownTimeout);
         }
         catch (OperationCanceledException)
         {

@@ -2,6 +2,7 @@ using FaaST.Hosting;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Storage;
+using Microsoft.Extensions.Options;
 
 namespace FaaST.Runtime.Hosting.Components;
 
@@ -10,8 +11,10 @@ namespace FaaST.Runtime.Hosting.Components;
 /// configures no storage, and the app's storage accounts. Stopped last but telemetry, so that the cache
 /// can flush its write-behind uploads and membership can leave first.
 /// </summary>
-internal sealed class StorageComponent(FunctionApp app, StorageHostOptions options, string home, ILogger logger) : ILifecycleParticipant
+internal sealed class StorageComponent(FunctionApp app, IOptions<StorageHostOptions> storageOptions, ILoggerFactory loggers) : ILifecycleParticipant
 {
+    private readonly StorageHostOptions options = storageOptions.Value;
+    private readonly ILogger logger = loggers.CreateLogger("FaaST.Host");
     private AzuriteProcess? _azurite;
     private Cli.DevelopmentStorageFile? _published;
     private StorageAccounts? _accounts;
@@ -43,7 +46,7 @@ internal sealed class StorageComponent(FunctionApp app, StorageHostOptions optio
             // kept beside persisted data, since that data is filed under the account's name.
             var account = options.AzuriteDataDirectory is null ? AzuriteAccount.Generate()
                 : AzuriteAccount.LoadOrCreate(Path.Combine(app.Directory, ".faast", "azurite-account"));
-            _azurite = await AzuriteProcess.StartAsync(home, ct: ct, dataDirectory: options.AzuriteDataDirectory, account: account, queues: true);
+            _azurite = await AzuriteProcess.StartAsync(options.Home, ct: ct, dataDirectory: options.AzuriteDataDirectory, account: account, queues: true);
             Log.AzuriteListening(logger, _azurite.BlobEndpoint);
             Log.AzuriteQueuesListening(logger, _azurite.QueueEndpoint!);
             _published = PublishDevelopmentStorage(app.Directory, _azurite.ConnectionString, logger);

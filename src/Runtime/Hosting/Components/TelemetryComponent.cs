@@ -1,6 +1,7 @@
 using FaaST.Hosting;
 using FaaST.Runtime.App;
 using FaaST.Runtime.Telemetry;
+using Microsoft.Extensions.Options;
 
 namespace FaaST.Runtime.Hosting.Components;
 
@@ -15,11 +16,11 @@ internal sealed class TelemetryComponent : ILifecycleParticipant
     private readonly FunctionApp _app;
     private readonly ServingComponent _serving;
 
-    public TelemetryComponent(FunctionApp app, TelemetryHostOptions options, ServingComponent serving)
+    public TelemetryComponent(FunctionApp app, IOptions<TelemetryHostOptions> options, ServingComponent serving)
     {
         _app = app;
         _serving = serving;
-        serving.ConfigureServices(builder => builder.AddFaaSTTelemetry(app, options.Tracing));
+        serving.ConfigureServices(builder => builder.AddFaaSTTelemetry(app, options.Value.Tracing));
     }
 
     /// <summary>Maps /metrics; called after every other component mapped its endpoints.</summary>

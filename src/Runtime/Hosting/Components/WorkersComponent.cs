@@ -4,6 +4,7 @@ using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Invocation;
 using FaaST.Runtime.Telemetry;
 using FaaST.Runtime.Workers;
+using Microsoft.Extensions.Options;
 
 namespace FaaST.Runtime.Hosting.Components;
 
@@ -21,18 +22,22 @@ internal sealed class WorkersComponent : ILifecycleParticipant
     private readonly StorageComponent _storage;
     private readonly CacheComponent _cache;
     private readonly ServingComponent _serving;
+    private readonly IWorkerScheduler _scheduler;
     private readonly ILoggerFactory _loggers;
     private readonly ILogger _logger;
     private WorkerPool? _pool;
     private WorkerSpecialization? _specialization;
     private WorkerChannelService? _channel;
+    private FunctionInvoker? _invoker;
     private int _stopped;
 
-    public WorkersComponent(FunctionApp app, WorkerHostOptions options, StorageComponent storage, CacheComponent cache,
-        ServingComponent serving, ILoggerFactory loggers)
+    /// <param name="scheduler">Picks each invocation's worker: the registry's (<see cref="FewestInFlightScheduler"/> unless a component registered another).</param>
+    public WorkersComponent(FunctionApp app, IOptions<WorkerHostOptions> options, StorageComponent storage, CacheComponent cache,
+        ServingComponent serving, IWorkerScheduler scheduler, ILoggerFactory loggers)
     {
         _app = app;
-        _options = options;
+        _options = options.Value;
+        _scheduler = scheduler;
         _storage = storage;
         _cache = cache;
         _serving = serving;
@@ -47,7 +52,7 @@ internal sealed class WorkersComponent : ILifecycleParticipant
     public WorkerPool? Pool => _pool;
 
     /// <summary>Runs functions on the workers, once the invocation stage started.</summary>
-    public FunctionInvoker Invoker { get; private set; } = null!;
+    public FunctionInvoker Invoker => _invoker ?? throw new InvalidOperationException("the invocation stage has not started");
 
     public IReadOnlyList<int> WorkerProcessIds => _pool?.WorkerProcessIds ?? [];
 
@@ -85,19 +90,21 @@ internal sealed class WorkersComponent : ILifecycleParticipant
             SharedMemoryReader = bindings as ISharedMemoryReader,
         };
         var metrics = _serving.Services.GetRequiredService<HostMetrics>();
-        var pool = _pool = new WorkerPool(workerOptions, _loggers) { Metrics = metrics };
-        _channel!.Attach(pool, WorkerOptions.DefaultMaxMessageSize);
+        var pool = _pool = new WorkerPool(workerOptions, _loggers, _scheduler) { Metrics = metrics };
+        var channel = _channel ?? throw new InvalidOperationException("the web host was not built (it registers the worker channel)");
+        channel.Attach(pool, WorkerOptions.DefaultMaxMessageSize);
         _cache.AttachWorkers(() => pool.WorkerProcessIds, pool.ReleaseSegment);
-        Invoker = new FunctionInvoker(_app, pool, bindings, metrics, _loggers.CreateLogger("FaaST.Invoker"));
+        _invoker = new FunctionInvoker(_app, pool, bindings, metrics, _loggers.CreateLogger("FaaST.Invoker"));
         return Task.CompletedTask;
     }
 
     private async Task StartProcessesAsync(CancellationToken ct)
     {
-        var pool = _pool!;
+        if (_pool is not { } pool || _specialization is not { } specialization)
+            throw new InvalidOperationException("the invocation stage has not started (it builds the pool)");
         pool.GrpcPort = _serving.WorkerChannelPort;
         // The app is known: specialised before they start, the workers start with the app's environment.
-        var specialised = pool.SpecializeAsync(_specialization!, ct);
+        var specialised = pool.SpecializeAsync(specialization, ct);
         await pool.StartAsync(ct);
         if (!await specialised)
             Log.WorkersNotAllUp(_logger, _app.WorkerRuntime);
