@@ -66,7 +66,7 @@ internal sealed class CacheComponent(FunctionApp app, IOptions<CacheHostOptions>
             return Task.CompletedTask;
         }
         var cache = Cache = new BlobCache(app.Name, policy, loggers.CreateLogger("FaaST.Cachelet"), owner: owner?.Owner,
-            tiers: tiers.ToArray(), evictionSink: OneSink(evictionSinks.ToArray()));
+            tiers: tiers.ToArray(), evictionSinks: evictionSinks.ToArray());
         _bindings = new CachingBlobBindingProvider(storage.Accounts, cache);
         WorkerCapabilities = new Dictionary<string, string>
         {
@@ -86,17 +86,6 @@ internal sealed class CacheComponent(FunctionApp app, IOptions<CacheHostOptions>
         return Task.CompletedTask;
     }
 
-    /// <summary>
-    /// The cache takes one eviction sink today (issue 20 item 4 gives it several: then this passes the list
-    /// through and goes away). Two registered sinks are refused at start rather than one of them dropped.
-    /// </summary>
-    private static IEvictionSink? OneSink(IEvictionSink[] sinks) => sinks.Length switch
-    {
-        0 => null,
-        1 => sinks[0],
-        _ => throw new InvalidOperationException($"{sinks.Length} eviction sinks are registered ({string.Join(", ", sinks.Select(s => s.GetType().Name))}); " +
-            "this cache hands evicted objects to one"),
-    };
 
     private async Task StopAsync(CancellationToken ct)
     {
