@@ -1,6 +1,7 @@
 using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Policy;
 using FaaST.Cachelet.Telemetry;
+using Microsoft.Extensions.Logging;
 
 namespace FaaST.Cachelet.Tests;
 
@@ -107,6 +108,26 @@ public sealed class CacheIndexApiTests(AzuriteFixture azurite)
                 Assert.Equal(blob.Data, got.Bytes);
             }
         }
+        Assert.Equal(0, cache.CachedBytes);
+    }
+
+    [Fact]
+    public async Task A_sink_that_throws_is_logged_and_the_caches_other_sink_still_gets_the_object()
+    {
+        var logs = new ListLogger(LogLevel.Information);
+        var failing = new RecordingSink { Throws = true };
+        var working = new RecordingSink();
+        await using var cache = new BlobCache($"api-{Guid.NewGuid():N}"[..20], new CachePolicy { Consistency = ConsistencyPreset.LocalSyncLocal }, logs,
+            evictionSink: failing, evictionSinks: [working]);
+        var (name, _, data) = await NewBlobAsync(1_500, 6);
+        await ReadAsync(cache, name);
+
+        cache.Evict(long.MaxValue);
+        await Eventually.TrueAsync(() => cache.Demotions.Demoted == 1, "the object demoted");
+
+        Assert.Equal(data, Assert.Single(working.Received).Bytes);
+        Assert.Equal(1, cache.Demotions.SinkFailures);
+        Assert.Contains(logs.Entries, e => e.EventId == 2001 && e.Level == LogLevel.Warning && e.Text.Contains(name, StringComparison.Ordinal));
         Assert.Equal(0, cache.CachedBytes);
     }
 
