@@ -108,7 +108,7 @@ public sealed class BlobCache : IAsyncDisposable
     /// <summary>The most the cache may hold (the arena's capacity).</summary>
     public long CapacityBytes => _arena.Capacity;
 
-    /// <summary>Frees at least <paramref name="bytes"/> (never pinned objects); returns what it freed.</summary>
+    /// <summary>Evicts at least <paramref name="bytes"/> (never pinned objects); returns what it evicted. With eviction sinks the memory returns to the arena once they have taken the objects.</summary>
     public long Evict(long bytes) => _index.Evict(bytes).Bytes;
 
     internal static IEvictionPolicy EvictionPolicyFor(EvictionOptions options)

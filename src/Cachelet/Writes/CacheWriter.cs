@@ -37,9 +37,9 @@ internal sealed class CacheWriter(CacheCore core, WriteThrough through, WriteBeh
         }
         using (file)
         {
-            var arena = core.Arena;
-            if (core.Caches(container, blob) && length <= core.Policy.MaxCachedBytes &&
-                (arena.TryAdopt(file, out var adopted) || (core.Index.Evict(length).Bytes > 0 && arena.TryAdopt(file, out adopted))))
+            // The index makes room as for any allocation: evicting, and taking back queued demotions, so a full
+            // arena whose evicted bytes still wait for an eviction sink does not turn a cacheable write uncached.
+            if (core.Caches(container, blob) && length <= core.Policy.MaxCachedBytes && core.Index.TryAdopt(file, out var adopted))
                 return await CommitAsync(store, new BlobKey(store.Endpoint.AbsoluteUri, container, blob), adopted, ct);
             await using var content = file.OpenRead();
             return await store.UploadAsync(container, blob, content, length, ct: ct);
