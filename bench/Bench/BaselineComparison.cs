@@ -47,6 +47,7 @@ internal static class BaselineComparison
                 report.Add($"cmp_noop_{runtime}_rps", rps, $"this tree, {throughputClients} clients");
                 report.Add($"baseline_noop_{runtime}_rps", baseRps, $"{baselineRef}, {throughputClients} clients");
                 report.Add($"noop_{runtime}_rps_vs_baseline", rps / baseRps, "this tree / baseline; goal >= 0.95");
+                Console.WriteLine($"  {runtime} no-op: this tree {p50:0.###} ms p50, {rps:0}/s; {baselineRef} {baseP50:0.###} ms, {baseRps:0}/s; ratio {rps / baseRps:0.###}");
             }
         }
         finally
