@@ -5,7 +5,7 @@ using BenchmarkDotNet.Toolchains.InProcess.Emit;
 
 namespace FaaST.Bench;
 
-/// <summary>./faast bench SCENARIO [--quick]. Scenarios: runtime, cachelet, distributed, faults, attacks (issue 19's attack run on a real platform), bandwidth (end to end), fuzz (seeded fuzzers; --seed N, --only T), micro (BenchmarkDotNet).</summary>
+/// <summary>./faast bench SCENARIO [--quick]. Scenarios: runtime (--baseline-ref REF: beside a git ref's host), cachelet, distributed, faults, attacks (issue 19's attack run on a real platform), bandwidth (end to end), fuzz (seeded fuzzers; --seed N, --only T), micro (BenchmarkDotNet).</summary>
 public static class Program
 {
     public static async Task<int> Main(string[] args)
@@ -18,7 +18,8 @@ public static class Program
             switch (scenario)
             {
                 case "runtime":
-                    await RuntimeScenario.RunAsync(home, quick);
+                    var baseline = Array.IndexOf(args, "--baseline-ref") is var at and >= 0 && at + 1 < args.Length ? args[at + 1] : null;
+                    await RuntimeScenario.RunAsync(home, quick, baseline);
                     return 0;
                 case "cachelet":
                     await CacheletScenario.RunAsync(home, quick);

@@ -49,7 +49,8 @@ public sealed class Report(string scenario, bool quick)
         };
         var dir = Path.Combine(home, "bench", "results");
         Directory.CreateDirectory(dir);
-        var file = Path.Combine(dir, scenario + ".json");
+        // A quick run never replaces a full run's figures: it goes to SCENARIO.quick.json.
+        var file = Path.Combine(dir, scenario + (quick ? ".quick.json" : ".json"));
         File.WriteAllText(file, doc.ToJsonString(new JsonSerializerOptions { WriteIndented = true }) + "\n");
         Console.WriteLine($"\nwrote {Path.GetRelativePath(home, file)}");
         return file;

@@ -8,10 +8,11 @@ namespace FaaST.Bench;
 /// Python function that reads a 1 MB input blob, each beside its floor (the host's own HTTP
 /// endpoint; a direct storage GET of the same blob) in the same run; and a HEAD through the SDK-based store beside
 /// a raw HEAD on a SAS URL; and a queue pipeline beside a blob-trigger pipeline (<see cref="PipelineBench"/>).
+/// With <c>--baseline-ref REF</c>, first the no-ops of this tree beside REF's, alternating (<see cref="BaselineComparison"/>).
 /// </summary>
 public static class RuntimeScenario
 {
-    public static async Task RunAsync(string home, bool quick)
+    public static async Task RunAsync(string home, bool quick, string? baselineRef = null)
     {
         var warmup = TimeSpan.FromSeconds(quick ? 0.5 : 3);
         var window = TimeSpan.FromSeconds(quick ? 2 : 10);
@@ -34,6 +35,8 @@ public static class RuntimeScenario
         await store.UploadAsync("bench", "1mb.bin", payload);
         var env = new Dictionary<string, string> { ["AzureWebJobsStorage"] = azurite.ConnectionString };
         using var load = new LoadGenerator();
+        if (baselineRef is not null)
+            await BaselineComparison.RunAsync(home, baselineRef, quick, env, load, warmup, window, workers, throughputClients, report);
 
         Console.WriteLine("storage HEAD: SDK-based store vs raw request, taking turns");
         var (sdkHead, rawHead) = await HeadPairAsync(store, azurite.ConnectionString, warmup, window);

@@ -6,19 +6,20 @@ namespace FaaST.Bench;
 
 /// <summary>
 /// wrk (Debian's package), the external client a user-visible latency is measured with beside our own load generator:
-/// one thread, one connection, closed loop, <c>--latency</c> for its percentiles. Nothing of ours is in its path, so
+/// one thread, one connection by default (or several, for throughput), closed loop, <c>--latency</c> for its percentiles. Nothing of ours is in its path, so
 /// what it reports cannot be an artefact of our client.
 /// </summary>
 internal static partial class Wrk
 {
     public readonly record struct Result(double P50Ms, double P99Ms, double RequestsPerSecond);
 
-    /// <summary>Runs wrk against <paramref name="url"/> for <paramref name="duration"/>.</summary>
+    /// <summary>Runs wrk against <paramref name="url"/> for <paramref name="duration"/> over <paramref name="connections"/> keep-alive connections (one thread).</summary>
     /// <exception cref="InvalidOperationException">wrk is not installed, failed, or printed no latency distribution.</exception>
-    public static async Task<Result> RunAsync(Uri url, TimeSpan duration)
+    public static async Task<Result> RunAsync(Uri url, TimeSpan duration, int connections = 1)
     {
+        ArgumentOutOfRangeException.ThrowIfLessThan(connections, 1);
         var info = new ProcessStartInfo("wrk") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
-        foreach (var a in (string[])["-t1", "-c1", $"-d{Math.Max(1, (int)duration.TotalSeconds)}s", "--latency", url.ToString()])
+        foreach (var a in (string[])["-t1", $"-c{connections.ToString(CultureInfo.InvariantCulture)}", $"-d{Math.Max(1, (int)duration.TotalSeconds)}s", "--latency", url.ToString()])
             info.ArgumentList.Add(a);
         Process process;
         try

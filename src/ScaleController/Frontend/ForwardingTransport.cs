@@ -12,6 +12,12 @@ namespace FaaST.ScaleController.Frontend;
 /// that a refused or timed-out connect surfaces as <see cref="InstanceConnectException"/>: the one failure where
 /// the frontend knows for certain that nothing of the request reached the instance.
 /// </summary>
+/// <remarks>
+/// HTTP/1.1 to the instance, one pooled keep-alive connection per concurrent request: an instance's port speaks
+/// HTTP/1.1 in cleartext (h2c would need prior knowledge on a port of its own), and on loopback HTTP/2's framing,
+/// HPACK and one shared connection cost more per request than they save. An <see cref="HttpMessageInvoker"/>, not an
+/// HttpClient: no response buffering, no default headers, no timeout wrapper per request; the answer streams.
+/// </remarks>
 internal static class ForwardingTransport
 {
     private static readonly ConcurrentDictionary<TimeSpan, HttpMessageInvoker> Invokers = new();
