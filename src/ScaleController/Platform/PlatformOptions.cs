@@ -97,6 +97,14 @@ public sealed record PlatformOptions
     /// </summary>
     public int MaxWorkers { get; init; } = 128;
 
+    /// <summary>
+    /// How long the platform waits for one app lifecycle handler (<see cref="IAppLifecycle"/>) on one event before it
+    /// cancels the handler's token, logs it (event 8301) and goes on. Default 5 s: an Unloading handler that records an
+    /// app's working set reads a snapshot from each instance (milliseconds); a stuck one delays an unload by this much at
+    /// most, never stops it. Must be positive.
+    /// </summary>
+    public TimeSpan AppLifecycleTimeout { get; init; } = TimeSpan.FromSeconds(5);
+
     /// <summary>Receives instance output lines (label, line); default: the console.</summary>
     public Action<string, string>? InstanceOutput { get; init; }
 }
