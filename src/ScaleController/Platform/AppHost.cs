@@ -424,6 +424,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
                 slot.Handle = handle;
                 slot.Started = _platform.Time.GetUtcNow();
                 LoadSeconds = LoadSeconds == 0 ? handle.LoadTime.TotalSeconds : (0.7 * LoadSeconds) + (0.3 * handle.LoadTime.TotalSeconds);
+                _platform.Metrics?.InstanceStart(App, ready: true);
                 if (join)
                     await JoinAsync(slot, deployment);
                 return slot;
@@ -432,6 +433,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
             {
                 Unreserve(slot);
                 error = e.Message;
+                _platform.Metrics?.InstanceStart(App, ready: false);
                 Log.InstanceStartFailed(_logger, App, e.Message);
                 return null;
             }
@@ -581,7 +583,10 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         if (_disposed)
             return;
         if (Unloaded)
+        {
             Log.ColdStart(_logger, App);
+            _platform.Metrics?.ColdStart(App);
+        }
         await ScaleToAsync(Math.Max(Math.Max(1, Policy.MinInstances), Desired), "cold start: a request found no ready instance", ct);
     }
 

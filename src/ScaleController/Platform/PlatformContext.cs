@@ -27,6 +27,9 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
     /// <summary>The platform-wide instance and worker budget every app's instances take their room from.</summary>
     public PlatformBudget Budget { get; } = new(options.MaxInstances, options.MaxWorkers);
 
+    /// <summary>The platform's own instruments (cold starts, instance starts, deploys; the rest is observed).</summary>
+    public Telemetry.PlatformMetrics? Metrics { get; set; }
+
     /// <summary>The instances' records in storage, for a restarted platform to take them over.</summary>
     public InstanceRegistry? Registry { get; set; }
 

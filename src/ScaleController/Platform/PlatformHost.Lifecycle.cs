@@ -16,6 +16,14 @@ internal sealed partial class PlatformHost
 
     private void Participate(IHostLifecycle lifecycle)
     {
+        lifecycle.Subscribe("telemetry", PlatformLifecycleStage.Telemetry, new LifecycleObserver(_ =>
+        {
+            if (_export.Traces || _export.Metrics)
+                Telemetry.Log.OtlpExporting(_logger, _export.Traces && _export.Metrics ? "traces and metrics" : _export.Traces ? "traces" : "metrics",
+                    _export.Endpoint ?? "the OTLP default endpoint");
+            return Task.CompletedTask;
+        }));
+        _targets.Participate(lifecycle);
         // The apps' own Azurites (started as each app loads) stop after every instance that uses them.
         lifecycle.Subscribe("platform storage", PlatformLifecycleStage.Storage, new LifecycleObserver(
             _ => Task.CompletedTask,

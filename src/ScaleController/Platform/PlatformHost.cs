@@ -7,6 +7,8 @@ using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Frontend;
 using FaaST.ScaleController.Keda;
 using FaaST.ScaleController.Providers;
+using FaaST.ScaleController.Telemetry;
+using FaaST.Runtime.Telemetry;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
 
@@ -32,14 +34,19 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
     private readonly RateGate _deployLimits;
     private readonly SemaphoreSlim _deploying = new(1, 1);
     private readonly HostLifecycle _lifecycle;
+    private readonly TelemetryExport _export;
+    private readonly PrometheusTargets _targets;
+    private readonly bool _tracing;
     private ImmutableDictionary<string, AppHost> _apps = ImmutableDictionary<string, AppHost>.Empty.WithComparers(StringComparer.OrdinalIgnoreCase);
     // Deployed apps this platform cannot serve: their own Azurite did not start when the platform loaded them again.
     // Each stays here, its requests answered 503 with the reason, until a deploy of it loads it.
     private ImmutableDictionary<string, UnavailableApp> _unavailable = ImmutableDictionary<string, UnavailableApp>.Empty.WithComparers(StringComparer.OrdinalIgnoreCase);
     private int _disposed;
 
-    private PlatformHost(WebApplication web, PlatformOptions options, IInstanceProvider provider, TimeProvider time)
+    private PlatformHost(WebApplication web, PlatformOptions options, IInstanceProvider provider, TimeProvider time, TelemetryExport export)
     {
+        _export = export;
+        _tracing = export.Traces || options.Tracing is not null;
         _web = web;
         var loggers = web.Services.GetRequiredService<ILoggerFactory>();
         _logger = loggers.CreateLogger("FaaST.Platform");
@@ -58,6 +65,8 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
             if (_apps.TryGetValue(handle.App, out var app))
                 app.OnInstanceExited(handle, reason);
         };
+        _context.Metrics = new PlatformMetrics(web.Services.GetRequiredService<System.Diagnostics.Metrics.IMeterFactory>(), () => _apps.Values);
+        _targets = new PrometheusTargets(options.StateDirectory, () => _apps.Values, _context.AppEvents, _logger);
         _lifecycle = new HostLifecycle(new QuietStartFailures(loggers.CreateLogger("FaaST.Platform.Lifecycle")), PlatformLifecycleStage.Serving);
         Participate(_lifecycle);
     }
@@ -135,6 +144,7 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
         builder.Services.AddSingleton<IScaleLoopRegistry>(_ => platform!);
         builder.Services.AddSingleton<ExternalScalerService>();
         builder.Services.AddSingleton<IAppLifecycle>(_ => platform!.AppLifecycle);
+        var export = builder.AddPlatformTelemetry(options);
         services?.Invoke(builder.Services);
         var web = builder.Build();
         provider ??= new LocalProcessProvider(new LocalProcessOptions
@@ -145,7 +155,7 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
         });
         try
         {
-            platform = new PlatformHost(web, options, provider, time ?? TimeProvider.System);
+            platform = new PlatformHost(web, options, provider, time ?? TimeProvider.System, export);
         }
         catch
         {
@@ -180,6 +190,14 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
         _web.MapPut("/admin/platform/apps/{name}", DeployEndpointAsync);
         _web.MapPost("/admin/platform/apps/{name}", DeployEndpointAsync);
         _web.MapGet("/admin/platform/apps/{name}/deploy-key", DeployKeyEndpointAsync);
+        // The platform's own metrics and its instances as scrape targets: the same caller check as the status they mirror.
+        _web.MapPrometheusScrapingEndpoint(PlatformTelemetry.MetricsPath, meterProvider: null, configureBranchedPipeline: branch =>
+            branch.Use(next => async context =>
+            {
+                if (!await RefusedAsync(context, deployApp: null))
+                    await next(context);
+            }), optionsName: null).DisableHttpMetrics();
+        _web.MapGet(PlatformTelemetry.TargetsPath, TargetsEndpointAsync);
         // Everything else is an invocation (or an instance's admin API) for one of the apps.
         _web.Use(async (context, next) =>
         {
@@ -219,6 +237,8 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
             await WriteErrorAsync(context, StatusCodes.Status503ServiceUnavailable, $"the app \"{name}\" is not loaded yet");
             return;
         }
+        if (_tracing)
+            PlatformTelemetry.Propagate(context, name);
         await app.Frontend.ForwardAsync(context, pathAndQuery);
     }
 
@@ -244,6 +264,15 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
         if (await RefusedAsync(context, deployApp: null))
             return;
         await context.Response.WriteAsJsonAsync(Status(context), PlatformJsonContext.Default.PlatformStatus);
+    }
+
+    /// <summary>GET /admin/platform/targets (admin key): every instance as a Prometheus target (http_sd; the file_sd file's content).</summary>
+    private async Task TargetsEndpointAsync(HttpContext context)
+    {
+        if (await RefusedAsync(context, deployApp: null))
+            return;
+        context.Response.ContentType = "application/json";
+        await context.Response.Body.WriteAsync(_targets.Json(), context.RequestAborted);
     }
 
     /// <summary>GET /admin/platform/apps/{name}/deploy-key (admin key only): the key an app's owner deploys that app with.</summary>
@@ -358,9 +387,18 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
     /// </summary>
     public async Task<Deployment> DeployPackageAsync(string app, Stream zip, CancellationToken ct)
     {
-        var staged = await _deploy.StageAsync(app, zip, ct,
-            (s, token) => LoadOrRollAsync(s.Deployment, initialInstances: null, token, staged: s));
-        return staged.Deployment;
+        try
+        {
+            var staged = await _deploy.StageAsync(app, zip, ct,
+                (s, token) => LoadOrRollAsync(s.Deployment, initialInstances: null, token, staged: s));
+            _context.Metrics?.Deploy(app, "deployed");
+            return staged.Deployment;
+        }
+        catch (Exception e)
+        {
+            _context.Metrics?.Deploy(app, DeployOutcome(e));
+            throw;
+        }
     }
 
     /// <summary>
@@ -376,10 +414,28 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
         using var zip = new MemoryStream();
         Packager.Zip(directory, zip);
         zip.Position = 0;
-        var staged = await _deployments.StageAsync(app.Name, zip, DeployService.SettingsOf(directory), $"./faast start {directory}", ct);
-        await LoadOrRollAsync(staged.Deployment, initialInstances, ct, staged: staged);
-        return staged.Deployment;
+        try
+        {
+            var staged = await _deployments.StageAsync(app.Name, zip, DeployService.SettingsOf(directory), $"./faast start {directory}", ct);
+            await LoadOrRollAsync(staged.Deployment, initialInstances, ct, staged: staged);
+            _context.Metrics?.Deploy(app.Name, "deployed");
+            return staged.Deployment;
+        }
+        catch (Exception e)
+        {
+            _context.Metrics?.Deploy(app.Name, DeployOutcome(e));
+            throw;
+        }
     }
+
+    /// <summary>The outcome tag of a deploy that threw: failed on the platform's side (no instance, storage), cancelled, or refused.</summary>
+    private static string DeployOutcome(Exception e) => e switch
+    {
+        InstanceStartException or AppStorageException or PlatformBudgetException or StorageUnavailableException or BlobStorageException
+            or DeploymentStoreException or IOException => "failed",
+        OperationCanceledException => "cancelled",
+        _ => "refused",
+    };
 
     /// <summary>
     /// Loads <paramref name="deployment"/> (first instances) or rolls the running app to it. A <paramref name="staged"/>
