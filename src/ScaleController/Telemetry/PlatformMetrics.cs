@@ -7,7 +7,7 @@ namespace FaaST.ScaleController.Telemetry;
 /// <summary>
 /// The platform's own instruments, meter "FaaST.Platform": the figures /admin/platform shows, for Prometheus and OTLP.
 /// Instances by state, desired instances, the last round's votes by policy, decisions by kind and deciding dimension,
-/// the frontend's in-flight and queued invocations, cold starts, instance starts and deploys by outcome. (The per-request
+/// (changes only; a hold is the votes' gauge), the frontend's in-flight and queued invocations, cold starts, instance starts and deploys by outcome. (The per-request
 /// histograms are <see cref="FrontendMetrics"/>.)
 /// </summary>
 /// <remarks>
@@ -40,7 +40,7 @@ internal sealed class PlatformMetrics
         meter.CreateObservableGauge("faast.platform.votes", ObserveVotes, "{vote}",
             "The controller's last round: instances voting out, keep or in, by app and policy (compute, cache-size, bandwidth; none: no answer)");
         meter.CreateObservableCounter("faast.platform.decisions", ObserveDecisions, "{decision}",
-            "The controller's decisions by app, kind (hold, out, in, unload) and the dimension that decided (compute, cache-size, bandwidth, frontend-queue, keep-alive, bounds, unrequested, all-in, none)");
+            "The controller's decisions that changed the instance count, by app, kind (out, in, unload) and the dimension that decided (compute, cache-size, bandwidth, frontend-queue, keep-alive, bounds, unrequested, all-in, none)");
         meter.CreateObservableGauge("faast.platform.frontend.in_flight", () => _apps().Select(a => new Measurement<long>(a.LastStats.InFlight, Tag("app", a.App))), "{invocation}",
             "Invocations the frontend was forwarding at the controller's last round, by app");
         meter.CreateObservableGauge("faast.platform.queue.length", () => _apps().Select(a => new Measurement<long>(a.LastStats.Queued, Tag("app", a.App))), "{invocation}",

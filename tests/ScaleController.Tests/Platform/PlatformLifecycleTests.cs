@@ -145,16 +145,22 @@ public sealed class PlatformLifecycleTests : IAsyncLifetime
 
         // The unload goes through although two of the three handlers fail on every event.
         await Eventually.TrueAsync(() => seen.Any(e => e.Kind == AppLifecycleKind.Unloaded), "the unload", () => _log.All + Output, seconds: 120);
-        // A cold start (0 -> 1 instance) as well.
-        using (var again = await client.GetAsync("moody/api/work/1"))
-            Assert.True(again.IsSuccessStatusCode, $"{again.StatusCode}: {await again.Content.ReadAsStringAsync()}\n{_log.All}{Output}");
-        await Eventually.TrueAsync(() => seen.Count(e => e.Kind == AppLifecycleKind.InstanceStarted) == 2, "the second instance's start", () => _log.All);
+        // A cold start (0 -> 1 instance) as well. On a busy machine an instance can take longer to start than the frontend's
+        // queue waits (30 s): a 503 then is the queue's answer, and the request is sent again.
+        await Eventually.TrueAsync(async () =>
+        {
+            using var again = await client.GetAsync("moody/api/work/1");
+            return again.IsSuccessStatusCode;
+        }, "the cold start to answer", seconds: 180);
+        await Eventually.TrueAsync(() => seen.Count(e => e.Kind == AppLifecycleKind.InstanceStarted) >= 2, "the second instance's start", () => _log.All);
 
+        // The load, the unload, and the load again; on a busy machine the queued request may have the controller start
+        // more than one instance then, each announced after the app's Loaded.
         Assert.Equal(
         [
             AppLifecycleKind.Loaded, AppLifecycleKind.InstanceStarted, AppLifecycleKind.Unloading, AppLifecycleKind.InstanceStopped,
             AppLifecycleKind.Unloaded, AppLifecycleKind.Loaded, AppLifecycleKind.InstanceStarted,
-        ], seen.Select(e => e.Kind));
+        ], seen.Select(e => e.Kind).Take(7));
         Assert.All(seen, e => Assert.Equal("moody", e.App));
         await Eventually.TrueAsync(() => _log.Entries.Count(l => l.EventId == 8301) >= seen.Count, "a timeout line for each event", () => _log.All);
         foreach (var kind in Enum.GetValues<AppLifecycleKind>())
