@@ -50,6 +50,9 @@ internal sealed partial class PlatformHost
             _ =>
             {
                 _context.Changed += RelayChanged;
+                // Streams opened while the apps were loading wake once to read what the load decided.
+                foreach (var app in _apps.Keys)
+                    RelayChanged(app);
                 return Task.CompletedTask;
             },
             _ =>
