@@ -561,6 +561,8 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         }
         Frontend.RemoveInstance(handle.Id);
         await _platform.Provider.StopAsync(handle, _platform.Options.DrainDeadline, CancellationToken.None);
+        // Its room is free once its process is gone, not a storage round trip (its record's removal) later.
+        Free(slot);
         if (_platform.Registry is { } registry)
             await registry.ForgetAsync(handle, CancellationToken.None);
         var now = _platform.Time.GetUtcNow();
@@ -573,7 +575,6 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
                 ? [stopped, new AppLifecycleEvent(AppLifecycleKind.Unloaded, App, handle.Version, null, "every instance stopped", now)]
                 : [stopped]);
         }
-        Free(slot);
         Log.InstanceStopped(_logger, App, handle.Id);
         await announced;
     }
