@@ -272,6 +272,12 @@ internal static class StartCommand
             await Console.Error.WriteLineAsync($"faast: the platform cannot start: {e.Message}");
             return 2;
         }
+        catch (AppConfigException e)
+        {
+            // A bad OTEL_* variable of the platform's own telemetry: one line naming it.
+            await Console.Error.WriteLineAsync($"faast: the platform cannot start: {e.Message}");
+            return 2;
+        }
         catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
         {
             // Its deployments and records live there: without them it would serve nothing it should. One line (the

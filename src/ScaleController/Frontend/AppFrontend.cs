@@ -242,6 +242,7 @@ public sealed class AppFrontend : IAsyncDisposable
                 slot = await WaitForInstanceAsync(context, queuedSince, pathAndQuery).ConfigureAwait(false);
                 if (slot is null)
                     return;
+                Telemetry.FrontendMetrics.Dequeued(_app, _time.GetElapsedTime(queuedSince));
             }
 
             Interlocked.Increment(ref _inFlight);
@@ -252,6 +253,7 @@ public sealed class AppFrontend : IAsyncDisposable
                 using var response = await _invoker.SendAsync(message, aborted).ConfigureAwait(false);
                 await CopyResponseAsync(context, response, aborted).ConfigureAwait(false);
                 Volatile.Read(ref _stats).RecordCompleted((long)_time.GetElapsedTime(started).TotalMicroseconds);
+                Telemetry.FrontendMetrics.Forwarded(_app, _time.GetElapsedTime(started));
                 return;
             }
             catch (Exception) when (aborted.IsCancellationRequested)

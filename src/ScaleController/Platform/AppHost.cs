@@ -34,6 +34,8 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
     private CancellationTokenSource _loopStop = new();
     private Task _loopTask = Task.CompletedTask;
     private FrontendStats _lastStats;
+    // The tail of this app's lifecycle events handed to the handlers (under _gate): each waits for the one before.
+    private Task _events = Task.CompletedTask;
 
     public AppHost(PlatformContext platform, Deployment deployment, string directory, ScalePolicy policy, ILogger logger)
     {
@@ -248,7 +250,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         await _platform.Provider.StopAsync(handle, _platform.Options.DrainDeadline, CancellationToken.None);
         Free(slot);
         Log.InstanceDiscarded(_logger, App, handle.Id, handle.Version);
-        _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStopped, App, handle.Version, handle.Id, "its version did not become current",
+        await RaiseAsync(new AppLifecycleEvent(AppLifecycleKind.InstanceStopped, App, handle.Version, handle.Id, "its version did not become current",
             _platform.Time.GetUtcNow()));
     }
 
@@ -318,7 +320,8 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         // The unload lifecycle event: every instance drains (each host records and flushes what it holds as it
         // stops); the next request finds no ready instance and loads the app again (a cold start).
         Log.Unloading(_logger, App, reason);
-        _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.Unloading, App, Deployment.Version, null, reason, _platform.Time.GetUtcNow()));
+        // Awaited (bounded by PlatformOptions.AppLifecycleTimeout): its handlers run while the instances still serve.
+        await RaiseAsync(new AppLifecycleEvent(AppLifecycleKind.Unloading, App, Deployment.Version, null, reason, _platform.Time.GetUtcNow()));
         await ScaleToAsync(0, reason, ct);
     }
 
@@ -421,6 +424,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
                 slot.Handle = handle;
                 slot.Started = _platform.Time.GetUtcNow();
                 LoadSeconds = LoadSeconds == 0 ? handle.LoadTime.TotalSeconds : (0.7 * LoadSeconds) + (0.3 * handle.LoadTime.TotalSeconds);
+                _platform.Metrics?.InstanceStart(App, ready: true);
                 if (join)
                     await JoinAsync(slot, deployment);
                 return slot;
@@ -429,6 +433,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
             {
                 Unreserve(slot);
                 error = e.Message;
+                _platform.Metrics?.InstanceStart(App, ready: false);
                 Log.InstanceStartFailed(_logger, App, e.Message);
                 return null;
             }
@@ -507,20 +512,32 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
     private async Task JoinAsync(Slot slot, Deployment deployment)
     {
         var handle = slot.Handle!;
-        bool first;
+        var now = _platform.Time.GetUtcNow();
+        var routed = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        Task announced;
         lock (_gate)
         {
-            first = !_slots.Any(s => s.State == InstanceState.Ready);
+            var first = !_slots.Any(s => s.State == InstanceState.Ready);
             slot.State = InstanceState.Ready;
+            // Queued in the same lock that decides "first", so that a second instance joining at once cannot announce
+            // itself before the app's Loaded; handed to the handlers only once the instance is routed to and recorded.
+            var started = new AppLifecycleEvent(AppLifecycleKind.InstanceStarted, App, deployment.Version, handle.Id, "ready", now);
+            announced = RaiseLocked(routed.Task, first
+                ? [new AppLifecycleEvent(AppLifecycleKind.Loaded, App, deployment.Version, null, $"first ready instance after {handle.LoadTime.TotalMilliseconds:0} ms", now), started]
+                : [started]);
         }
-        Frontend.AddInstance(new InstanceEndpoint(handle.Id, handle.BaseAddress, $"v{deployment.Version}"));
-        if (_platform.Registry is { } registry)
-            await registry.RecordAsync(handle, CancellationToken.None);
-        var now = _platform.Time.GetUtcNow();
-        _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStarted, App, deployment.Version, handle.Id, "ready", now));
-        if (first)
-            _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.Loaded, App, deployment.Version, null, $"first ready instance after {handle.LoadTime.TotalMilliseconds:0} ms", now));
+        try
+        {
+            Frontend.AddInstance(new InstanceEndpoint(handle.Id, handle.BaseAddress, $"v{deployment.Version}"));
+            if (_platform.Registry is { } registry)
+                await registry.RecordAsync(handle, CancellationToken.None);
+        }
+        finally
+        {
+            routed.SetResult();
+        }
         Log.InstanceReady(_logger, App, handle.Id, deployment.Version, handle.BaseAddress, handle.LoadTime.TotalMilliseconds);
+        await announced;
     }
 
     /// <summary>Drains a slot its caller has marked <see cref="InstanceState.Draining"/>, then stops its process.</summary>
@@ -544,20 +561,22 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         }
         Frontend.RemoveInstance(handle.Id);
         await _platform.Provider.StopAsync(handle, _platform.Options.DrainDeadline, CancellationToken.None);
+        // Its room is free once its process is gone, not a storage round trip (its record's removal) later.
+        Free(slot);
         if (_platform.Registry is { } registry)
             await registry.ForgetAsync(handle, CancellationToken.None);
-        bool last;
+        var now = _platform.Time.GetUtcNow();
+        var stopped = new AppLifecycleEvent(AppLifecycleKind.InstanceStopped, App, handle.Version, handle.Id, "drained", now);
+        Task announced;
         lock (_gate)
         {
             _slots = [.. _slots.Where(s => s != slot)];
-            last = _slots.Count == 0;
+            announced = RaiseLocked(Task.CompletedTask, _slots.Count == 0 && Unloaded
+                ? [stopped, new AppLifecycleEvent(AppLifecycleKind.Unloaded, App, handle.Version, null, "every instance stopped", now)]
+                : [stopped]);
         }
-        Free(slot);
         Log.InstanceStopped(_logger, App, handle.Id);
-        var now = _platform.Time.GetUtcNow();
-        _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.InstanceStopped, App, handle.Version, handle.Id, "drained", now));
-        if (last && Unloaded)
-            _platform.Raise(new AppLifecycleEvent(AppLifecycleKind.Unloaded, App, handle.Version, null, "every instance stopped", now));
+        await announced;
     }
 
     private async Task ColdStartAsync(CancellationToken ct)
@@ -565,7 +584,10 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         if (_disposed)
             return;
         if (Unloaded)
+        {
             Log.ColdStart(_logger, App);
+            _platform.Metrics?.ColdStart(App);
+        }
         await ScaleToAsync(Math.Max(Math.Max(1, Policy.MinInstances), Desired), "cold start: a request found no ready instance", ct);
     }
 
@@ -583,10 +605,37 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         Free(slot);
         Frontend.RemoveInstance(handle.Id);
         Log.InstanceDied(_logger, App, handle.Id, reason);
+        _ = RaiseAsync(new AppLifecycleEvent(AppLifecycleKind.InstanceStopped, App, handle.Version, handle.Id, $"exited: {reason}", _platform.Time.GetUtcNow()));
         if (_platform.Registry is { } registry)
             _ = registry.ForgetAsync(handle, CancellationToken.None);
         if (!_disposed && slot.State != InstanceState.Draining)
             _ = ReplaceAsync();
+    }
+
+    /// <summary>Hands <paramref name="e"/> to the app lifecycle handlers after this app's earlier events; never throws.</summary>
+    private Task RaiseAsync(AppLifecycleEvent e)
+    {
+        lock (_gate)
+            return RaiseLocked(Task.CompletedTask, [e]);
+    }
+
+    /// <summary>
+    /// Queues <paramref name="events"/> behind this app's earlier ones (handlers see an app's events one at a time, in
+    /// order), to be handed over once <paramref name="ready"/> completes. Called under <see cref="_gate"/>; the handlers
+    /// run off the lock (the dispatch yields first). The returned task never faults.
+    /// </summary>
+    private Task RaiseLocked(Task ready, AppLifecycleEvent[] events)
+    {
+        _events = DispatchAfterAsync(_events, ready, events);
+        return _events;
+    }
+
+    private async Task DispatchAfterAsync(Task previous, Task ready, AppLifecycleEvent[] events)
+    {
+        await previous.ConfigureAwait(ConfigureAwaitOptions.ForceYielding | ConfigureAwaitOptions.SuppressThrowing);
+        await ready.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+        foreach (var e in events)
+            await _platform.AppEvents.DispatchAsync(e).ConfigureAwait(false);
     }
 
     private void OnInstanceFailed(string id, Exception e)

@@ -81,4 +81,11 @@ internal static partial class Log
 
     [LoggerMessage(EventId = 8252, Level = LogLevel.Warning, Message = "App {App}: asked for {Asked} instance(s), gets {Granted}: {Reason}")]
     public static partial void BudgetCapped(ILogger logger, string app, int asked, int granted, string reason);
+
+    // 8300-8349: the platform's lifecycle and its own telemetry (issue 20).
+    [LoggerMessage(EventId = 8300, Level = LogLevel.Error, Message = "App lifecycle handler {Handler} failed on {Kind} of app {App} (instance {Instance}); scaling goes on")]
+    public static partial void AppLifecycleHandlerFailed(ILogger logger, Exception exception, string handler, AppLifecycleKind kind, string app, string instance);
+
+    [LoggerMessage(EventId = 8301, Level = LogLevel.Warning, Message = "App lifecycle handler {Handler} did not finish {Kind} of app {App} (instance {Instance}) within {Seconds} s; its token is cancelled and scaling goes on")]
+    public static partial void AppLifecycleHandlerTimedOut(ILogger logger, string handler, AppLifecycleKind kind, string app, string instance, double seconds);
 }

@@ -27,6 +27,9 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
     /// <summary>The platform-wide instance and worker budget every app's instances take their room from.</summary>
     public PlatformBudget Budget { get; } = new(options.MaxInstances, options.MaxWorkers);
 
+    /// <summary>The platform's own instruments (cold starts, instance starts, deploys; the rest is observed).</summary>
+    public Telemetry.PlatformMetrics? Metrics { get; set; }
+
     /// <summary>The instances' records in storage, for a restarted platform to take them over.</summary>
     public InstanceRegistry? Registry { get; set; }
 
@@ -44,10 +47,8 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
 
     public void NotifyChanged(string app) => Changed?.Invoke(app);
 
-    /// <summary>An app's load and unload, and its instances' starts and stops, as they happen (hooks: prewarm records at unload).</summary>
-    public event Action<AppLifecycleEvent>? Lifecycle;
-
-    public void Raise(AppLifecycleEvent e) => Lifecycle?.Invoke(e);
+    /// <summary>An app's load and unload, and its instances' starts and stops, to the handlers that subscribed (hooks: prewarm records at unload).</summary>
+    public AppLifecycleHub AppEvents { get; } = new(options.AppLifecycleTimeout, loggers.CreateLogger("FaaST.Platform"));
 
     /// <summary>
     /// The app in <paramref name="directory"/> with the settings its instances will see: its local.settings.json under the
@@ -139,20 +140,3 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
         return Keys.PeerSecretOf(app);
     }
 }
-
-/// <summary>What happened to an app on the platform.</summary>
-public enum AppLifecycleKind
-{
-    /// <summary>The app's first instance of a version is ready (a deploy, a cold start, a platform restart).</summary>
-    Loaded,
-    /// <summary>The keep-alive ran out: every instance is about to drain.</summary>
-    Unloading,
-    /// <summary>The last instance has stopped.</summary>
-    Unloaded,
-    InstanceStarted,
-    InstanceStopped,
-}
-
-/// <summary>One lifecycle event of an app: its kind, the app, the version, the instance (for instance events) and why.</summary>
-public sealed record AppLifecycleEvent(AppLifecycleKind Kind, string App, int Version, string? Instance, string Reason, DateTimeOffset At);
-

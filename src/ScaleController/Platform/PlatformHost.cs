@@ -1,11 +1,14 @@
 using System.Collections.Immutable;
 using System.Net;
 using FaaST.Cachelet.Policy;
+using FaaST.Hosting;
 using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Frontend;
 using FaaST.ScaleController.Keda;
 using FaaST.ScaleController.Providers;
+using FaaST.ScaleController.Telemetry;
+using FaaST.Runtime.Telemetry;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
 
@@ -15,9 +18,10 @@ namespace FaaST.ScaleController.Platform;
 /// The platform process (Faa$T Fig. 5): the frontend on the apps' HTTP port, deploy, the scale controller and
 /// the instance provider, plus the control port (ScaleControl for instances' unrequested votes, KEDA's
 /// external scaler). Its state is in storage (faast-deployments): a restarted platform loads every deployed
-/// app again.
+/// app again. Its parts start and stop as components of an ordered lifecycle (<see cref="PlatformLifecycleStage"/>,
+/// wired in PlatformHost.Lifecycle.cs).
 /// </summary>
-internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoopRegistry
+internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoopRegistry
 {
     private readonly WebApplication _web;
     private readonly PlatformContext _context;
@@ -28,16 +32,21 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
     private readonly ILogger _logger;
     private readonly AdminGuard _guard;
     private readonly RateGate _deployLimits;
-    private readonly List<string> _credentialFiles = [];
     private readonly SemaphoreSlim _deploying = new(1, 1);
+    private readonly HostLifecycle _lifecycle;
+    private readonly TelemetryExport _export;
+    private readonly PrometheusTargets _targets;
+    private readonly bool _tracing;
     private ImmutableDictionary<string, AppHost> _apps = ImmutableDictionary<string, AppHost>.Empty.WithComparers(StringComparer.OrdinalIgnoreCase);
     // Deployed apps this platform cannot serve: their own Azurite did not start when the platform loaded them again.
     // Each stays here, its requests answered 503 with the reason, until a deploy of it loads it.
     private ImmutableDictionary<string, UnavailableApp> _unavailable = ImmutableDictionary<string, UnavailableApp>.Empty.WithComparers(StringComparer.OrdinalIgnoreCase);
     private int _disposed;
 
-    private PlatformHost(WebApplication web, PlatformOptions options, IInstanceProvider provider, TimeProvider time)
+    private PlatformHost(WebApplication web, PlatformOptions options, IInstanceProvider provider, TimeProvider time, TelemetryExport export)
     {
+        _export = export;
+        _tracing = export.Traces || options.Tracing is not null;
         _web = web;
         var loggers = web.Services.GetRequiredService<ILoggerFactory>();
         _logger = loggers.CreateLogger("FaaST.Platform");
@@ -51,12 +60,15 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         _deploy = new DeployService(_deployments, (options.Deploy ?? DeployOptions.Default) with { WorkDirectory = WorkDirectoryOf(options) },
             logger: loggers.CreateLogger("FaaST.Deploy"));
         _router = options.SingleApp is { } single ? AppRouter.SingleApp(single) : AppRouter.MultiApp();
-        _context.Changed += app => Changed?.Invoke(app);
         provider.Exited += (handle, reason) =>
         {
             if (_apps.TryGetValue(handle.App, out var app))
                 app.OnInstanceExited(handle, reason);
         };
+        _context.Metrics = new PlatformMetrics(web.Services.GetRequiredService<System.Diagnostics.Metrics.IMeterFactory>(), () => _apps.Values);
+        _targets = new PrometheusTargets(options.StateDirectory, () => _apps.Values, _context.AppEvents, _logger);
+        _lifecycle = new HostLifecycle(new QuietStartFailures(loggers.CreateLogger("FaaST.Platform.Lifecycle")), PlatformLifecycleStage.Serving);
+        Participate(_lifecycle);
     }
 
     public Uri Address { get; private set; } = null!;
@@ -80,20 +92,26 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
     public event Action<string>? Changed;
 
     /// <summary>Apps' load and unload and their instances' starts and stops (the hook later components join, e.g. prewarm at unload).</summary>
-    public event Action<AppLifecycleEvent>? AppLifecycle
-    {
-        add => _context.Lifecycle += value;
-        remove => _context.Lifecycle -= value;
-    }
+    public IAppLifecycle AppLifecycle => _context.AppEvents;
 
-    /// <summary>Binds the frontend and the control port, loads every app deployed in storage, and serves.</summary>
+    /// <summary>The platform's own lifecycle: its state, and its stages (<see cref="PlatformLifecycleStage"/>).</summary>
+    public IHostLifecycle Lifecycle => _lifecycle;
+
+    /// <summary>
+    /// Starts the platform's lifecycle: binds the frontend and the control port, loads every app deployed in storage, and
+    /// serves. A start that fails stops what started (ports released, credential withdrawn) and throws the failure unchanged.
+    /// </summary>
+    /// <param name="services">Registers more components: each <see cref="ILifecycleParticipant"/> registered joins the
+    /// platform's lifecycle (<see cref="PlatformLifecycleStage"/>), and may have <see cref="IAppLifecycle"/> injected.</param>
     /// <exception cref="ArgumentException">An option is unusable (a control port beyond loopback without TLS, a TLS file
-    /// that cannot be read); the message names it.</exception>
+    /// that cannot be read, a non-positive AppLifecycleTimeout); the message names it.</exception>
     public static async Task<PlatformHost> StartAsync(PlatformOptions options, IInstanceProvider? provider = null,
-        TimeProvider? time = null, Action<ILoggingBuilder>? logging = null, CancellationToken ct = default)
+        TimeProvider? time = null, Action<ILoggingBuilder>? logging = null, CancellationToken ct = default,
+        Action<IServiceCollection>? services = null)
     {
         var tls = ControlTls.Load(options);
-        var leftOvers = CleanWorkDirectory(options);
+        if (options.AppLifecycleTimeout <= TimeSpan.Zero)
+            throw new ArgumentException($"PlatformOptions.AppLifecycleTimeout is {options.AppLifecycleTimeout}; it must be positive (default 5 s)", nameof(options));
         var builder = WebApplication.CreateSlimBuilder();
         builder.Logging.ClearProviders();
         builder.Logging.AddFilter("Microsoft", LogLevel.Warning);
@@ -125,6 +143,9 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         builder.Services.AddSingleton<IScaleDecisions>(_ => platform!);
         builder.Services.AddSingleton<IScaleLoopRegistry>(_ => platform!);
         builder.Services.AddSingleton<ExternalScalerService>();
+        builder.Services.AddSingleton<IAppLifecycle>(_ => platform!.AppLifecycle);
+        var export = builder.AddPlatformTelemetry(options);
+        services?.Invoke(builder.Services);
         var web = builder.Build();
         provider ??= new LocalProcessProvider(new LocalProcessOptions
         {
@@ -134,31 +155,24 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         });
         try
         {
-            platform = new PlatformHost(web, options, provider, time ?? TimeProvider.System);
+            platform = new PlatformHost(web, options, provider, time ?? TimeProvider.System, export);
         }
         catch
         {
             await web.DisposeAsync();
             throw;
         }
-        if (leftOvers > 0)
-            Log.WorkCleaned(platform._logger, leftOvers, WorkDirectoryOf(options));
         platform.Map();
-        await web.StartAsync(ct);
-        var addresses = web.Urls.Select(u => new Uri(u)).ToArray();
-        platform.Address = addresses[0];
-        platform.ControlAddress = addresses[1];
-        platform._context.ControlAddress = platform.ControlAddress;
-        Log.Listening(platform._logger, platform.Address, platform.ControlAddress, platform._store.Endpoint.ToString());
-        platform.PublishCredentials();
         try
         {
-            await platform.LoadDeployedAppsAsync(ct);
+            foreach (var participant in web.Services.GetServices<ILifecycleParticipant>())
+                participant.Participate(platform._lifecycle);
+            await platform._lifecycle.StartAsync(ct);
         }
         catch
         {
-            // Its storage failed (or the start was cancelled): stop listening and take back the credential files, so a
-            // failed start leaves no port bound and no key published for a platform that is not there.
+            // A stage failed (its storage, a taken port) or the start was cancelled: the lifecycle has stopped what had
+            // started (no port bound, no key published for a platform that is not there); this releases the rest.
             await platform.DisposeAsync();
             throw;
         }
@@ -176,6 +190,14 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         _web.MapPut("/admin/platform/apps/{name}", DeployEndpointAsync);
         _web.MapPost("/admin/platform/apps/{name}", DeployEndpointAsync);
         _web.MapGet("/admin/platform/apps/{name}/deploy-key", DeployKeyEndpointAsync);
+        // The platform's own metrics and its instances as scrape targets: the same caller check as the status they mirror.
+        _web.MapPrometheusScrapingEndpoint(PlatformTelemetry.MetricsPath, meterProvider: null, configureBranchedPipeline: branch =>
+            branch.Use(next => async context =>
+            {
+                if (!await RefusedAsync(context, deployApp: null))
+                    await next(context);
+            }), optionsName: null).DisableHttpMetrics();
+        _web.MapGet(PlatformTelemetry.TargetsPath, TargetsEndpointAsync);
         // Everything else is an invocation (or an instance's admin API) for one of the apps.
         _web.Use(async (context, next) =>
         {
@@ -215,6 +237,8 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
             await WriteErrorAsync(context, StatusCodes.Status503ServiceUnavailable, $"the app \"{name}\" is not loaded yet");
             return;
         }
+        if (_tracing)
+            PlatformTelemetry.Propagate(context, name);
         await app.Frontend.ForwardAsync(context, pathAndQuery);
     }
 
@@ -240,6 +264,15 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         if (await RefusedAsync(context, deployApp: null))
             return;
         await context.Response.WriteAsJsonAsync(Status(context), PlatformJsonContext.Default.PlatformStatus);
+    }
+
+    /// <summary>GET /admin/platform/targets (admin key): every instance as a Prometheus target (http_sd; the file_sd file's content).</summary>
+    private async Task TargetsEndpointAsync(HttpContext context)
+    {
+        if (await RefusedAsync(context, deployApp: null))
+            return;
+        context.Response.ContentType = "application/json";
+        await context.Response.Body.WriteAsync(_targets.Json(), context.RequestAborted);
     }
 
     /// <summary>GET /admin/platform/apps/{name}/deploy-key (admin key only): the key an app's owner deploys that app with.</summary>
@@ -354,9 +387,18 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
     /// </summary>
     public async Task<Deployment> DeployPackageAsync(string app, Stream zip, CancellationToken ct)
     {
-        var staged = await _deploy.StageAsync(app, zip, ct,
-            (s, token) => LoadOrRollAsync(s.Deployment, initialInstances: null, token, staged: s));
-        return staged.Deployment;
+        try
+        {
+            var staged = await _deploy.StageAsync(app, zip, ct,
+                (s, token) => LoadOrRollAsync(s.Deployment, initialInstances: null, token, staged: s));
+            _context.Metrics?.Deploy(app, "deployed");
+            return staged.Deployment;
+        }
+        catch (Exception e)
+        {
+            _context.Metrics?.Deploy(app, DeployOutcome(e));
+            throw;
+        }
     }
 
     /// <summary>
@@ -372,10 +414,28 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
         using var zip = new MemoryStream();
         Packager.Zip(directory, zip);
         zip.Position = 0;
-        var staged = await _deployments.StageAsync(app.Name, zip, DeployService.SettingsOf(directory), $"./faast start {directory}", ct);
-        await LoadOrRollAsync(staged.Deployment, initialInstances, ct, staged: staged);
-        return staged.Deployment;
+        try
+        {
+            var staged = await _deployments.StageAsync(app.Name, zip, DeployService.SettingsOf(directory), $"./faast start {directory}", ct);
+            await LoadOrRollAsync(staged.Deployment, initialInstances, ct, staged: staged);
+            _context.Metrics?.Deploy(app.Name, "deployed");
+            return staged.Deployment;
+        }
+        catch (Exception e)
+        {
+            _context.Metrics?.Deploy(app.Name, DeployOutcome(e));
+            throw;
+        }
     }
+
+    /// <summary>The outcome tag of a deploy that threw: failed on the platform's side (no instance, storage), cancelled, or refused.</summary>
+    private static string DeployOutcome(Exception e) => e switch
+    {
+        InstanceStartException or AppStorageException or PlatformBudgetException or StorageUnavailableException or BlobStorageException
+            or DeploymentStoreException or IOException => "failed",
+        OperationCanceledException => "cancelled",
+        _ => "refused",
+    };
 
     /// <summary>
     /// Loads <paramref name="deployment"/> (first instances) or rolls the running app to it. A <paramref name="staged"/>
@@ -518,89 +578,6 @@ internal sealed class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLo
     public Peers.PeerAuth? RequestCredentialsOf(string app) =>
         _apps.TryGetValue(app, out var host) ? host.Loop.RequestCredentials
             : new Peers.PeerAuth(System.Text.Encoding.UTF8.GetBytes(_context.Keys.PeerSecretOf(app)), app);
-
-    /// <summary>
-    /// Writes the admin key where `./faast deploy` and `./faast status` of this user find it for this address
-    /// (<see cref="LocalCredentials"/>), and for 127.0.0.1 when the frontend listens on every address. Not fatal:
-    /// the CLI then needs --admin-key-file.
-    /// </summary>
-    private void PublishCredentials()
-    {
-        var addresses = new List<Uri> { Address };
-        if (Address.Host is "0.0.0.0" or "[::]" or "::")
-            addresses.Add(new UriBuilder(Address) { Host = "127.0.0.1" }.Uri);
-        string home;
-        try
-        {
-            home = Runtime.App.FaaSTHome.Find();
-        }
-        catch (InvalidOperationException e)
-        {
-            Log.CredentialNotPublished(_logger, "$FAAST_HOME/.faast/credentials", e.Message, PlatformKeys.AdminKeyFile(Options.StateDirectory));
-            return;
-        }
-        foreach (var address in addresses)
-        {
-            try
-            {
-                _credentialFiles.Add(LocalCredentials.Publish(home, address, _context.Keys.AdminKey));
-            }
-            catch (Exception e) when (e is IOException or UnauthorizedAccessException)
-            {
-                Log.CredentialNotPublished(_logger, LocalCredentials.PathFor(home, address), e.Message, PlatformKeys.AdminKeyFile(Options.StateDirectory));
-            }
-        }
-    }
-
-    /// <summary>Empties STATE/work (deploys a crash left behind) and makes it 0700; returns how many entries it removed.</summary>
-    private static int CleanWorkDirectory(PlatformOptions options)
-    {
-        var work = WorkDirectoryOf(options);
-        var removed = 0;
-        if (Directory.Exists(work))
-        {
-            foreach (var entry in new DirectoryInfo(work).EnumerateFileSystemInfos())
-            {
-                try
-                {
-                    if (entry is DirectoryInfo dir && entry.LinkTarget is null)
-                        dir.Delete(recursive: true);
-                    else
-                        entry.Delete();
-                    removed++;
-                }
-                catch (Exception e) when (e is IOException or UnauthorizedAccessException)
-                {
-                    // Left for the next start; a deploy's own folder has a fresh name.
-                }
-            }
-        }
-        PrivateFiles.CreateDirectory(work);
-        return removed;
-    }
-
-    public async ValueTask DisposeAsync()
-    {
-        if (Interlocked.Exchange(ref _disposed, 1) != 0)
-            return;
-        foreach (var file in _credentialFiles)
-        {
-            try
-            {
-                File.Delete(file);
-            }
-            catch (Exception e) when (e is IOException or UnauthorizedAccessException)
-            {
-                // A stale credential names a platform that is gone; the next one at this address replaces it.
-            }
-        }
-        await _web.StopAsync();
-        await Task.WhenAll(_apps.Values.Select(a => a.DisposeAsync().AsTask()));
-        await _context.Provider.DisposeAsync();
-        await _context.AppStorage.DisposeAsync();
-        await _web.DisposeAsync();
-        _store.Dispose();
-    }
 }
 
 /// <summary>A deployed app that is not served: why (the message of what failed, naming its storage).</summary>

@@ -97,6 +97,23 @@ public sealed record PlatformOptions
     /// </summary>
     public int MaxWorkers { get; init; } = 128;
 
+    /// <summary>
+    /// How long the platform waits for one app lifecycle handler (<see cref="IAppLifecycle"/>) on one event before it
+    /// cancels the handler's token, logs it (event 8301) and goes on. Default 5 s: an Unloading handler that records an
+    /// app's working set reads a snapshot from each instance (milliseconds); a stuck one delays an unload by this much at
+    /// most, never stops it. Must be positive.
+    /// </summary>
+    public TimeSpan AppLifecycleTimeout { get; init; } = TimeSpan.FromSeconds(5);
+
+    /// <summary>
+    /// OTEL_* settings of the platform's own telemetry (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER, ...), over the
+    /// process's environment, which `./faast platform` reads them from. Default none: the environment alone.
+    /// </summary>
+    public IReadOnlyDictionary<string, string>? Telemetry { get; init; }
+
+    /// <summary>More tracing set-up (tests add an in-memory exporter); the frontend traces when this is given or OTLP exports traces.</summary>
+    public Action<OpenTelemetry.Trace.TracerProviderBuilder>? Tracing { get; init; }
+
     /// <summary>Receives instance output lines (label, line); default: the console.</summary>
     public Action<string, string>? InstanceOutput { get; init; }
 }

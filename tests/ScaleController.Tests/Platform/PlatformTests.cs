@@ -448,7 +448,11 @@ public sealed class PlatformTests : IAsyncLifetime
         var provider = Provider();
         var platform = await StartPlatformAsync(provider);
         var events = new ConcurrentQueue<AppLifecycleEvent>();
-        platform.AppLifecycle += events.Enqueue;
+        using var subscription = platform.AppLifecycle.Subscribe("test", (e, _) =>
+        {
+            events.Enqueue(e);
+            return Task.CompletedTask;
+        });
         using var client = Client(platform);
         var dir = ScaleApp("sleepy", """{ "keepAlive": "00:00:03", "interval": "00:00:01" }""");
         using (var deployed = await client.PutAsync("admin/platform/apps/sleepy", new StreamContent(Zip(dir))))
@@ -459,7 +463,7 @@ public sealed class PlatformTests : IAsyncLifetime
         Assert.Empty(provider.Processes);
         Assert.Contains((await AppAsync(client, "sleepy")).Decisions, d => d.Kind == "unload");
         await Eventually.TrueAsync(() => events.Any(e => e.Kind == AppLifecycleKind.Unloaded), "the unloaded event");
-        Assert.Equal([AppLifecycleKind.InstanceStarted, AppLifecycleKind.Loaded, AppLifecycleKind.Unloading, AppLifecycleKind.InstanceStopped, AppLifecycleKind.Unloaded],
+        Assert.Equal([AppLifecycleKind.Loaded, AppLifecycleKind.InstanceStarted, AppLifecycleKind.Unloading, AppLifecycleKind.InstanceStopped, AppLifecycleKind.Unloaded],
             events.Select(e => e.Kind));
 
         // A cold start: the request waits in the frontend's queue while an instance starts.
