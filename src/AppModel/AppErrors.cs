@@ -1,4 +1,4 @@
-namespace FaaST.Runtime.App;
+namespace FaaST.AppModel;
 
 /// <summary>A problem with the app's files that stops the app (or one function) from loading.
 /// The message names the file, the key and what is wrong.</summary>

@@ -1,6 +1,6 @@
 using System.Text.Json;
 
-namespace FaaST.Runtime.App;
+namespace FaaST.AppModel;
 
 internal static class AppJson
 {
@@ -16,7 +16,7 @@ internal static class AppJson
         var bytes = File.ReadAllBytes(file);
         // JsonDocument accepts invalid UTF-8 inside strings and only fails when a value is read
         // (InvalidOperationException, which nothing expected): refuse the file here, with the place.
-        if (FaaST.Cachelet.Policy.JsonSyntaxError.InvalidUtf8(bytes) is { } where)
+        if (JsonSyntaxError.InvalidUtf8(bytes) is { } where)
             throw new AppConfigException($"{file}: not valid UTF-8{where}; save it as UTF-8");
         JsonDocument doc;
         try
@@ -25,7 +25,7 @@ internal static class AppJson
         }
         catch (JsonException e)
         {
-            throw new AppConfigException($"{file}: not valid JSON{FaaST.Cachelet.Policy.JsonSyntaxError.Describe(e, bytes)}");
+            throw new AppConfigException($"{file}: not valid JSON{JsonSyntaxError.Describe(e, bytes)}");
         }
         try
         {

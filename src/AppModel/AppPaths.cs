@@ -1,4 +1,4 @@
-namespace FaaST.Runtime.App;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// Keeps the paths an app names inside the app folder (issue 19, defect 2). A deployer chooses every path in

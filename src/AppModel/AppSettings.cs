@@ -1,7 +1,7 @@
 using System.Collections;
 using System.Text.Json;
 
-namespace FaaST.Runtime.App;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// App settings: the "Values" of local.settings.json, overridden by environment variables
@@ -129,7 +129,7 @@ public sealed class AppSettings
         if (!long.TryParse(text.Trim(), System.Globalization.NumberStyles.None, System.Globalization.CultureInfo.InvariantCulture, out var n) ||
             n < min || n > max)
             throw new AppConfigException(
-                $"{SourceOf(name)} is \"{FaaST.Runtime.Http.LogText.Escape(text)}\"; it must be a whole number of {unit} from {min} to {max}");
+                $"{SourceOf(name)} is \"{LogText.Escape(text)}\"; it must be a whole number of {unit} from {min} to {max}");
         return n;
     }
 

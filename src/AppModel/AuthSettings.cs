@@ -1,4 +1,4 @@
-namespace FaaST.Runtime.App;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// What an app's files say about authorization: function.json's <c>authLevel</c>, and which settings hold keys
@@ -10,17 +10,17 @@ public static class AuthSettings
     public const string MasterSetting = "host.master", HostKeyPrefix = "host.function.", SystemKeyPrefix = "host.systemKey.", FunctionKeyPrefix = "functions.";
 
     /// <summary>function.json's authLevel: anonymous, function (the default), system or admin.</summary>
-    public static Bindings.AuthLevel ParseAuthLevel(string? text, string file, string key) => text?.ToLowerInvariant() switch
+    public static AuthLevel ParseAuthLevel(string? text, string file, string key) => text?.ToLowerInvariant() switch
     {
-        null => Bindings.AuthLevel.Function,
-        "anonymous" => Bindings.AuthLevel.Anonymous,
-        "function" => Bindings.AuthLevel.Function,
-        "system" => Bindings.AuthLevel.System,
-        "admin" => Bindings.AuthLevel.Admin,
+        null => AuthLevel.Function,
+        "anonymous" => AuthLevel.Anonymous,
+        "function" => AuthLevel.Function,
+        "system" => AuthLevel.System,
+        "admin" => AuthLevel.Admin,
         "user" => throw new AppConfigException(
             $"{file}: {key} \"user\" needs App Service authentication, which FaaST does not have; use anonymous, function, system or admin"),
         _ => throw new AppConfigException(
-            $"{file}: {key} \"{Http.LogText.Escape(text)}\" is not an authorization level (anonymous, function, system or admin)"),
+            $"{file}: {key} \"{LogText.Escape(text)}\" is not an authorization level (anonymous, function, system or admin)"),
     };
 
     /// <summary>Whether setting <paramref name="name"/> holds a key (so it is taken from the environment too).</summary>

@@ -1,6 +1,6 @@
 using System.Text.Json;
 
-namespace FaaST.Runtime.Bindings;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// Finds the value of <paramref name="expression"/> in an invocation's data; null when there is none,

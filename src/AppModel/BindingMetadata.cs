@@ -1,4 +1,4 @@
-namespace FaaST.Runtime.Bindings;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// An httpTrigger's authLevel, ordered as Azure Functions orders them: a key grants a level, and a

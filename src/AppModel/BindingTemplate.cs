@@ -2,7 +2,7 @@ using System.Globalization;
 using System.Text;
 using System.Text.RegularExpressions;
 
-namespace FaaST.Runtime.Bindings;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// A binding path such as "outcontainer/{name}-{rand-guid}.txt": literal text and {expressions}.

@@ -1,7 +1,7 @@
 using System.Globalization;
 using FaaST.Storage;
 
-namespace FaaST.Runtime.Cli;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// APP/.faast/azurite-connection (0600, in the 0700 .faast folder): the connection string of the Azurite that a

@@ -1,4 +1,4 @@
-namespace FaaST.Runtime.App;
+namespace FaaST.AppModel;
 
 /// <summary>Where FaaST is installed: the checkout (workers/, node_modules/) and the runtime host's binary.</summary>
 public static class FaaSTHome

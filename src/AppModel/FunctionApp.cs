@@ -1,8 +1,7 @@
 using System.Text.Json;
-using FaaST.Runtime.Bindings;
 using FaaST.Storage;
 
-namespace FaaST.Runtime.App;
+namespace FaaST.AppModel;
 
 /// <summary>A loaded function app: host.json, settings, and one definition per function folder.</summary>
 public sealed class FunctionApp
@@ -53,7 +52,7 @@ public sealed class FunctionApp
         {
             var unknown = only.Where(n => !folders.Any(d => Path.GetFileName(d).Equals(n, StringComparison.OrdinalIgnoreCase))).ToList();
             if (unknown.Count > 0)
-                warnings.Add($"{Path.Combine(dir, "host.json")}: functions names {string.Join(", ", unknown.Select(n => $"\"{Http.LogText.Escape(n)}\""))}, " +
+                warnings.Add($"{Path.Combine(dir, "host.json")}: functions names {string.Join(", ", unknown.Select(n => $"\"{LogText.Escape(n)}\""))}, " +
                     $"which {(unknown.Count == 1 ? "is not a function" : "are not functions")} of this app (a folder with a function.json); ignored");
             folders = folders.Where(d => only.Contains(Path.GetFileName(d), StringComparer.OrdinalIgnoreCase)).ToList();
         }
@@ -68,7 +67,7 @@ public sealed class FunctionApp
         if (!SupportedRuntimes.Contains(runtime))
             throw new AppConfigException(
                 $"{Path.Combine(dir, "local.settings.json")}: Values.FUNCTIONS_WORKER_RUNTIME is \"{runtime}\"; FaaST runs \"python\" or \"node\"");
-        var functions = Http.RouteTemplates.MarkConflicts(folders.Select(f => LoadFunction(f, runtime, settings, realRoot)).ToList());
+        var functions = RouteTemplates.MarkConflicts(folders.Select(f => LoadFunction(f, runtime, settings, realRoot)).ToList());
         return new FunctionApp { Directory = dir, Host = host, Settings = settings, WorkerRuntime = runtime, Functions = functions, Warnings = warnings };
     }
 
@@ -94,10 +93,10 @@ public sealed class FunctionApp
             // The function's folder and its function.json are read before anything else: a link out of the app
             // (a folder linked to /etc, a function.json linked to another app's settings) is refused unread.
             if (AppPaths.Outside(realRoot, folder) is { } folderOut)
-                throw new AppConfigException($"{file}: functionDirectory \"{Http.LogText.Escape(name)}\" leads outside the app folder " +
-                    $"(to {Http.LogText.Escape(folderOut)}); a function's files must be inside its app");
+                throw new AppConfigException($"{file}: functionDirectory \"{LogText.Escape(name)}\" leads outside the app folder " +
+                    $"(to {LogText.Escape(folderOut)}); a function's files must be inside its app");
             if (AppPaths.Outside(realRoot, file) is { } fileOut)
-                throw new AppConfigException($"{file}: function.json leads outside the app folder (to {Http.LogText.Escape(fileOut)}); " +
+                throw new AppConfigException($"{file}: function.json leads outside the app folder (to {LogText.Escape(fileOut)}); " +
                     "a function's files must be inside its app");
             using var doc = AppJson.Parse(file);
             var root = doc.RootElement;
@@ -105,14 +104,14 @@ public sealed class FunctionApp
                 throw new AppConfigException($"{file}: the top level must be a JSON object");
             var script = AppJson.GetString(root, "scriptFile", file, "") ?? defaultScript;
             if (script.Length == 0 || script.Contains('\0', StringComparison.Ordinal))
-                throw new AppConfigException($"{file}: scriptFile must be a file path, not \"{Http.LogText.Escape(script)}\"");
+                throw new AppConfigException($"{file}: scriptFile must be a file path, not \"{LogText.Escape(script)}\"");
             var scriptPath = Path.GetFullPath(Path.Combine(folder, script));
             // Checked before the file's existence, and so before the isolation check reads it: a scriptFile outside
             // the app (absolute, "..", or through a link) is never read, and never makes --isolation auto find that
             // the app's user cannot read it and fall back to the host's user.
             if (AppPaths.Outside(realRoot, scriptPath) is { } scriptOut)
-                throw new AppConfigException($"{file}: scriptFile \"{Http.LogText.Escape(script)}\" leads outside the app folder " +
-                    $"(to {Http.LogText.Escape(scriptOut)}); a function's script must be inside its app");
+                throw new AppConfigException($"{file}: scriptFile \"{LogText.Escape(script)}\" leads outside the app folder " +
+                    $"(to {LogText.Escape(scriptOut)}); a function's script must be inside its app");
             // entryPoint names no file: the Python worker looks it up as an attribute path in the script's module, the
             // Node worker as an export of the script, so scriptFile is the only file a function.json names.
             var entry = AppJson.GetString(root, "entryPoint", file, "") ?? "";
@@ -174,7 +173,7 @@ public sealed class FunctionApp
 
     /// <summary>A binding's name for messages: as written, or "(no name)".</summary>
     private static string NameOf(JsonElement b) =>
-        b.TryGetProperty("name", out var n) && n.ValueKind == JsonValueKind.String ? Http.LogText.Escape(n.GetString()) : "(no name)";
+        b.TryGetProperty("name", out var n) && n.ValueKind == JsonValueKind.String ? LogText.Escape(n.GetString()) : "(no name)";
 
     private static BindingMetadata ParseBinding(JsonElement b, string canonical, string file, string where, string function, AppSettings settings)
     {
@@ -237,7 +236,7 @@ public sealed class FunctionApp
         if (canonical == BindingMetadata.HttpTrigger)
         {
             route = AppJson.GetString(b, "route", file, where)?.Trim('/') ?? function;
-            Http.RouteTemplates.Validate(route, file, $"{where}route");
+            RouteTemplates.Validate(route, file, $"{where}route");
             authLevel = AuthSettings.ParseAuthLevel(AppJson.GetString(b, "authLevel", file, where), file, $"{where}authLevel");
             if (b.TryGetProperty("methods", out var m) && m.ValueKind != JsonValueKind.Null)
             {

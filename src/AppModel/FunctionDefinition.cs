@@ -1,6 +1,5 @@
-using FaaST.Runtime.Bindings;
 
-namespace FaaST.Runtime.App;
+namespace FaaST.AppModel;
 
 /// <summary>One function of the app, as its function.json describes it.</summary>
 public sealed record FunctionDefinition

@@ -1,7 +1,6 @@
 using System.Globalization;
-using FaaST.Runtime.Workers;
 
-namespace FaaST.Runtime.App;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// The runtime host's command line as `./faast start` takes it (the host process, FaaST.Runtime.dll, and the
@@ -159,12 +158,12 @@ public static class HostCommandLine
         for (var i = 0; i < instances && first != 0; i++)
         {
             var what = instances == 1 ? $"HTTP, from {source}" : $"HTTP of instance {i}, from {source} + {i}";
-            if (Cli.PortCheck.Problem(listen, first + i, what,
+            if (PortCheck.Problem(listen, first + i, what,
                     "stop what listens there, or pass --port N (or set Host.LocalHttpPort in local.settings.json) to use another port") is { } problem)
                 return problem;
         }
         if (instances == 1 && options.Peers && options.PeerPort != 0)
-            return Cli.PortCheck.Problem(System.Net.IPAddress.Parse(options.PeerListenAddress ?? options.ListenAddress), options.PeerPort,
+            return PortCheck.Problem(System.Net.IPAddress.Parse(options.PeerListenAddress ?? options.ListenAddress), options.PeerPort,
                 "peers, from --peer-port", "stop what listens there, or pass another --peer-port (or leave it out for a free one)");
         return null;
     }

@@ -1,6 +1,6 @@
 using System.Text.Json;
 
-namespace FaaST.Runtime.App;
+namespace FaaST.AppModel;
 
 /// <summary>The parts of host.json that FaaST honours, with Azure Functions' defaults.</summary>
 public sealed record HostConfig
@@ -142,7 +142,7 @@ public sealed record HostConfig
         return trimmed;
     }
 
-    private static string Escape(string s) => FaaST.Runtime.Http.LogText.Escape(s);
+    private static string Escape(string s) => LogText.Escape(s);
 
     private static int PositiveInt(JsonElement obj, string name, string file, int fallback, string section = "blobs", int min = 1, int max = int.MaxValue)
     {

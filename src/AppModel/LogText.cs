@@ -2,7 +2,7 @@ using System.Buffers;
 using System.Globalization;
 using System.Text;
 
-namespace FaaST.Runtime.Http;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// Makes text from a request (paths, headers, blob names from routes, resolved binding expressions)

@@ -1,7 +1,7 @@
 using System.Net;
 using System.Net.Sockets;
 
-namespace FaaST.Runtime.Cli;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// Finds a port that another process already listens on before anything starts (Azurite, workers), so that

@@ -1,6 +1,6 @@
 using System.Text.Json;
 
-namespace FaaST.Runtime.App;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// Apps written for the programming models without function.json — Python v2 (function_app.py with decorators) and

@@ -1,6 +1,6 @@
 using System.Text.Json;
 
-namespace FaaST.Runtime.Hosting;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// The host's structured readiness report (--ready-file PATH): once its lifecycle reached Started (the moment it
@@ -25,7 +25,7 @@ public sealed record ReadyFile(string Instance, Uri Http, Uri? Peer, int Pid)
         {
             json.WriteStartObject();
             json.WriteString("instance", ready.Instance);
-            json.WriteString("http", ready.Http.ToString());
+            json.WriteString("http", ready.ToString());
             if (ready.Peer is null)
                 json.WriteNull("peer");
             else

@@ -1,9 +1,8 @@
 using System.Globalization;
-using FaaST.Runtime.App;
 using Microsoft.AspNetCore.Routing.Constraints;
 using Microsoft.AspNetCore.Routing.Patterns;
 
-namespace FaaST.Runtime.Http;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// Checks an httpTrigger route template at load time. ASP.NET Core resolves route constraints only
@@ -71,7 +70,7 @@ internal static class RouteTemplates
         for (var i = 0; i < functions.Count; i++)
         {
             var f = functions[i];
-            if (f.Error is not null || f.Trigger is not { Type: Bindings.BindingMetadata.HttpTrigger } trigger)
+            if (f.Error is not null || f.Trigger is not { Type: BindingMetadata.HttpTrigger } trigger)
                 continue;
             var other = served.FirstOrDefault(s => Conflict(trigger, s.Trigger!));
             if (other is null)
@@ -91,11 +90,11 @@ internal static class RouteTemplates
         return functions;
     }
 
-    private static bool Conflict(Bindings.BindingMetadata a, Bindings.BindingMetadata b) =>
+    private static bool Conflict(BindingMetadata a, BindingMetadata b) =>
         string.Equals(a.Route!.Trim('/'), b.Route!.Trim('/'), StringComparison.OrdinalIgnoreCase) &&
         (a.Methods is null || b.Methods is null || a.Methods.Intersect(b.Methods, StringComparer.OrdinalIgnoreCase).Any());
 
-    private static string MethodList(Bindings.BindingMetadata t) => t.Methods is { } m ? string.Join(", ", m) : "all methods";
+    private static string MethodList(BindingMetadata t) => t.Methods is { } m ? string.Join(", ", m) : "all methods";
 
     /// <summary>Why the inline constraint <paramref name="text"/> cannot be used; null when it can.</summary>
     private static string? Check(string text)

@@ -1,9 +1,8 @@
 using System.Collections.Concurrent;
-using FaaST.Runtime.App;
 using FaaST.Storage;
 using Microsoft.Extensions.Logging;
 
-namespace FaaST.Runtime.Bindings;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// One <see cref="IBlobStore"/> per connection a binding names. A connection CONN is either a connection string
@@ -241,7 +240,7 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
                     $"(remove it, and set {connection}__credential to managedidentity)";
         var credential = Identity(settings, connection, "credential");
         if (credential is not null && !credential.Equals("managedidentity", StringComparison.OrdinalIgnoreCase))
-            return $"{NameOf(settings, connection, "credential")} is \"{Http.LogText.Escape(credential)}\"; {what} supports only \"managedidentity\"";
+            return $"{NameOf(settings, connection, "credential")} is \"{LogText.Escape(credential)}\"; {what} supports only \"managedidentity\"";
         foreach (var key in uriKeys)
         {
             if (Identity(settings, connection, key) is not { } text)

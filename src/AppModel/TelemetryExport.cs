@@ -1,7 +1,6 @@
-using FaaST.Runtime.App;
 using Microsoft.Extensions.Configuration;
 
-namespace FaaST.Runtime.Telemetry;
+namespace FaaST.AppModel;
 
 /// <summary>
 /// What goes out over OTLP, from the standard variables (in the environment or the app's settings):
@@ -18,7 +17,7 @@ public sealed record TelemetryExport(bool Traces, bool Metrics, string? Endpoint
         const string Endpoint = "OTEL_EXPORTER_OTLP_ENDPOINT";
         var endpoint = config[Endpoint] is { Length: > 0 } e ? e.Trim() : null;
         if (endpoint is not null && !(Uri.TryCreate(endpoint, UriKind.Absolute, out var uri) && (uri.Scheme == Uri.UriSchemeHttp || uri.Scheme == Uri.UriSchemeHttps)))
-            throw new AppConfigException($"{sourceOf(Endpoint)} is \"{Http.LogText.Escape(endpoint)}\", which is not an absolute http:// or https:// address (e.g. http://127.0.0.1:4317)");
+            throw new AppConfigException($"{sourceOf(Endpoint)} is \"{LogText.Escape(endpoint)}\", which is not an absolute http:// or https:// address (e.g. http://127.0.0.1:4317)");
         return new TelemetryExport(
             Otlp(config, sourceOf, "OTEL_TRACES_EXPORTER", endpoint is not null, ["otlp", "none"]),
             Otlp(config, sourceOf, "OTEL_METRICS_EXPORTER", endpoint is not null, ["otlp", "prometheus", "none"]),
@@ -34,10 +33,10 @@ public sealed record TelemetryExport(bool Traces, bool Metrics, string? Endpoint
         foreach (var name in names)
         {
             if (!known.Contains(name, StringComparer.OrdinalIgnoreCase))
-                throw new AppConfigException($"{sourceOf(variable)} is \"{Http.LogText.Escape(value)}\": \"{Http.LogText.Escape(name)}\" is not an exporter FaaST has (it takes {string.Join(", ", known)})");
+                throw new AppConfigException($"{sourceOf(variable)} is \"{LogText.Escape(value)}\": \"{LogText.Escape(name)}\" is not an exporter FaaST has (it takes {string.Join(", ", known)})");
         }
         if (names.Length > 1 && names.Contains("none", StringComparer.OrdinalIgnoreCase))
-            throw new AppConfigException($"{sourceOf(variable)} is \"{Http.LogText.Escape(value)}\": \"none\" cannot be combined with another exporter");
+            throw new AppConfigException($"{sourceOf(variable)} is \"{LogText.Escape(value)}\": \"none\" cannot be combined with another exporter");
         return names.Contains("otlp", StringComparer.OrdinalIgnoreCase);
     }
 }

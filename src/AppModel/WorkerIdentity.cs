@@ -2,9 +2,8 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Security.Cryptography;
 using System.Text;
-using FaaST.Cachelet.Memory;
 
-namespace FaaST.Runtime.Workers;
+namespace FaaST.AppModel;
 
 /// <summary>Whether an app's workers run as a Unix user of their own (--isolation).</summary>
 public enum IsolationMode

@@ -1,7 +1,7 @@
 using System.Runtime.InteropServices;
 using Microsoft.Win32.SafeHandles;
 
-namespace FaaST.Cachelet.Memory;
+namespace FaaST.Common;
 
 /// <summary>
 /// The Unix user and group that own the cache's segment directory and files: the user the app's

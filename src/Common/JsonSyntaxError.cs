@@ -1,7 +1,7 @@
 using System.Text;
 using System.Text.Json;
 
-namespace FaaST.Cachelet.Policy;
+namespace FaaST.Common;
 
 /// <summary>
 /// A JSON syntax error of a configuration file (faast.json here; host.json, function.json and

@@ -1,6 +1,6 @@
 using System.Diagnostics;
 
-namespace FaaST.Cachelet;
+namespace FaaST.Common;
 
 /// <summary>
 /// Lets at most one log line of a kind through per interval and counts the ones it holds back, so that a

@@ -1,6 +1,6 @@
 using System.Runtime.InteropServices;
 
-namespace FaaST.Runtime.Cli;
+namespace FaaST.Common;
 
 /// <summary>Ctrl-C and SIGTERM cancel a process's stop token instead of ending it, so it can drain and clean up.</summary>
 public static class StopSignals

@@ -7,7 +7,7 @@ namespace FaaST.Runtime;
 /// 5000-5099 (blob triggers and their receipts: 5100-5199, Triggers/Log.BlobTriggers.cs): 5000s the host and its components, 5020s workers, 5050s HTTP, 5060s
 /// invocations. Warnings that can come once per request or per message go through a <see cref="LogGate"/>
 /// (see <see cref="Pass"/>), so that one misbehaving function or client cannot flood the log. Text that may
-/// come from a request is escaped by the caller (<see cref="Http.LogText"/>); such lines pass the message,
+/// come from a request is escaped by the caller (<see cref="LogText"/>); such lines pass the message,
 /// not the exception, whose ToString() would print it raw.
 /// </summary>
 internal static partial class Log

@@ -1,5 +1,4 @@
 using System.Globalization;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Hosting;
 
 namespace FaaST.Runtime;
@@ -57,7 +56,7 @@ public static class Program
 
         var options = OptionsOf(arguments);
         using var stop = new CancellationTokenSource();
-        using var signals = Cli.StopSignals.Register(stop);
+        using var signals = StopSignals.Register(stop);
 
         // An instance whose platform owns its storage (the Azurite it started) must not outlive the platform, even a
         // SIGKILLed one: the platform holds the write end of this process's stdin, the kernel closes it when the
@@ -158,31 +157,31 @@ public static class Program
     {
         var app = FunctionApp.Load(options.AppDirectory, options.Environment);
         FaaST.Storage.AzuriteProcess? azurite = null;
-        Cli.DevelopmentStorageFile? published = null;
+        DevelopmentStorageFile? published = null;
         var storage = app.Settings["AzureWebJobsStorage"];
         var development = new Dictionary<string, string>();
-        if (Bindings.StorageAccounts.UsesDevelopmentStorage(app.Settings))
+        if (StorageAccounts.UsesDevelopmentStorage(app.Settings))
         {
             // The instances get this Azurite's (private) key, so they cannot tell it is development storage: check here.
             if (options.Peers)
-                PeerSecret.CheckExposure(app, developmentStorage: Bindings.StorageAccounts.NeedsDevelopmentStorage(app.Settings), options.ListenAddress,
+                PeerSecret.CheckExposure(app, developmentStorage: StorageAccounts.NeedsDevelopmentStorage(app.Settings), options.ListenAddress,
                     options.PeerListenAddress ?? options.ListenAddress);
             var account = options.AzuriteDataDirectory is null ? FaaST.Storage.AzuriteAccount.Generate()
                 : FaaST.Storage.AzuriteAccount.LoadOrCreate(Path.Combine(app.Directory, ".faast", "azurite-account"));
             azurite = await FaaST.Storage.AzuriteProcess.StartAsync(RuntimeHostOptions.FindHome(options.HomeDirectory), ct: stop,
                 dataDirectory: options.AzuriteDataDirectory, account: account, queues: true);
             // Every development-storage setting of every instance (named connections too) reaches this one Azurite.
-            if (Bindings.StorageAccounts.NeedsDevelopmentStorage(app.Settings))
+            if (StorageAccounts.NeedsDevelopmentStorage(app.Settings))
                 storage = azurite.ConnectionString;
-            development[Bindings.StorageAccounts.DevelopmentStorageVariable] = azurite.ConnectionString;
+            development[StorageAccounts.DevelopmentStorageVariable] = azurite.ConnectionString;
             await Console.Error.WriteLineAsync($"faast: Azurite for the instances at {azurite.BlobEndpoint}");
             try
             {
-                published = Cli.DevelopmentStorageFile.Publish(app.Directory, azurite.ConnectionString);
+                published = DevelopmentStorageFile.Publish(app.Directory, azurite.ConnectionString);
             }
             catch (Exception e) when (e is IOException or UnauthorizedAccessException)
             {
-                await Console.Error.WriteLineAsync($"faast: cannot write {Cli.DevelopmentStorageFile.PathOf(app.Directory)}, so `./faast blob` cannot find this Azurite: {e.Message}");
+                await Console.Error.WriteLineAsync($"faast: cannot write {DevelopmentStorageFile.PathOf(app.Directory)}, so `./faast blob` cannot find this Azurite: {e.Message}");
             }
         }
         // Every instance gets the same arguments, but its own port.

@@ -1,6 +1,5 @@
 using System.Globalization;
 using System.Net.Http.Json;
-using FaaST.Runtime.App;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Platform;
 using FaaST.Storage;
@@ -31,7 +30,7 @@ public static class Program
     public static async Task<int> Main(string[] args)
     {
         using var stop = new CancellationTokenSource();
-        using var signals = Runtime.Cli.StopSignals.Register(stop);
+        using var signals = StopSignals.Register(stop);
         return args switch
         {
             ["start", .. var rest] => await StartCommand.RunAsync(rest, stop.Token),
@@ -154,7 +153,7 @@ public static class Program
             return (env.Trim(), null);
         try
         {
-            return (LocalCredentials.Find(Runtime.App.FaaSTHome.Find(), platform), null);
+            return (LocalCredentials.Find(FaaSTHome.Find(), platform), null);
         }
         catch (InvalidOperationException)
         {

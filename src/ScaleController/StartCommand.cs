@@ -1,6 +1,4 @@
 using System.Globalization;
-using FaaST.Runtime.App;
-using FaaST.Runtime.Bindings;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Platform;
 using FaaST.Storage;
@@ -124,7 +122,7 @@ internal static class StartCommand
         catch (Exception e) when (e is StorageUnavailableException or BlobStorageException)
         {
             // The app's own account (AzureWebJobsStorage) holds the platform's deployments: one line, not a stack trace.
-            await Console.Error.WriteLineAsync($"faast: the app cannot start: its storage (AzureWebJobsStorage in {app.Settings.FilePath}) failed: {Runtime.Http.LogText.Escape(e.Message)}");
+            await Console.Error.WriteLineAsync($"faast: the app cannot start: its storage (AzureWebJobsStorage in {app.Settings.FilePath}) failed: {LogText.Escape(e.Message)}");
             return 5;
         }
     }
@@ -138,7 +136,7 @@ internal static class StartCommand
     private static string StartStateDirectory(FunctionApp app)
     {
         var hash = Convert.ToHexStringLower(System.Security.Cryptography.SHA256.HashData(System.Text.Encoding.UTF8.GetBytes(app.Directory)))[..8];
-        return Path.Combine(Runtime.App.FaaSTHome.Find(), ".faast", "platform", $"start-{app.Name}-{hash}");
+        return Path.Combine(FaaSTHome.Find(), ".faast", "platform", $"start-{app.Name}-{hash}");
     }
 
     public const string PlatformUsage = Program.PlatformUsage;
@@ -221,7 +219,7 @@ internal static class StartCommand
                     return await Program.UsageErrorAsync($"unknown argument {args[i]}", PlatformUsage);
             }
         }
-        state = Path.GetFullPath(state ?? Path.Combine(Runtime.App.FaaSTHome.Find(), ".faast", "platform"));
+        state = Path.GetFullPath(state ?? Path.Combine(FaaSTHome.Find(), ".faast", "platform"));
         var options = new PlatformOptions
         {
             ListenAddress = listen,
@@ -282,7 +280,7 @@ internal static class StartCommand
         {
             // Its deployments and records live there: without them it would serve nothing it should. One line (the
             // message names the endpoint, never the key) and an exit an orchestrator restarts, not a stack trace.
-            await Console.Error.WriteLineAsync($"faast: the platform cannot start: its storage (AzureWebJobsStorage) failed: {Runtime.Http.LogText.Escape(e.Message)}");
+            await Console.Error.WriteLineAsync($"faast: the platform cannot start: its storage (AzureWebJobsStorage) failed: {LogText.Escape(e.Message)}");
             return 5;
         }
         await using var platform = platformHost;
@@ -323,7 +321,7 @@ internal static class StartCommand
 internal static class Cli
 {
     public static string? PortCheckProblem(string listen, int port) => port == 0 ? null
-        : Runtime.Cli.PortCheck.Problem(System.Net.IPAddress.Parse(listen), port, "the platform, from --port", "stop what listens there, or pass --port N to use another port");
+        : PortCheck.Problem(System.Net.IPAddress.Parse(listen), port, "the platform, from --port", "stop what listens there, or pass --port N to use another port");
 }
 
 /// <summary>The platform's own storage: a connection string given, or an Azurite it started (and stops); never an app's.</summary>
@@ -341,7 +339,7 @@ internal sealed class PlatformStorage : IAsyncDisposable
             return new PlatformStorage { ConnectionString = connectionString };
         var account = azuriteData is null ? AzuriteAccount.Generate()
             : AzuriteAccount.LoadOrCreate(accountFile ?? Path.Combine(azuriteData, "..", "azurite-account"));
-        var azurite = await AzuriteProcess.StartAsync(Runtime.App.FaaSTHome.Find(), ct: ct, dataDirectory: azuriteData, account: account);
+        var azurite = await AzuriteProcess.StartAsync(FaaSTHome.Find(), ct: ct, dataDirectory: azuriteData, account: account);
         await Console.Error.WriteLineAsync($"faast: Azurite for the platform at {azurite.BlobEndpoint}");
         return new PlatformStorage { ConnectionString = azurite.ConnectionString, _azurite = azurite };
     }

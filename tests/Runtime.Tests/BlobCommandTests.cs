@@ -56,7 +56,7 @@ public sealed class BlobCommandTests(AzuriteFixture azurite)
 
         await host.StopAsync();
         // The host is gone, and with it its Azurite: the helper says so instead of failing to connect.
-        Assert.False(File.Exists(Cli.DevelopmentStorageFile.PathOf(app.Directory)));
+        Assert.False(File.Exists(DevelopmentStorageFile.PathOf(app.Directory)));
         var after = await LauncherTests.HostAsync(["blob", "ls", app.Directory, "documents"], DevelopmentStorage);
         Assert.Equal(4, after.ExitCode);
         Assert.Contains("no host of this app is running", after.StandardError, StringComparison.Ordinal);

@@ -2,7 +2,6 @@ using System.Globalization;
 using System.Net;
 using System.Text;
 using FaaST.Hosting.Status;
-using FaaST.Runtime.App;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Hosting;
 using Microsoft.AspNetCore.Http;

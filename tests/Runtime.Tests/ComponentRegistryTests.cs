@@ -2,7 +2,6 @@ using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Memory;
 using FaaST.Cachelet.Sources;
 using FaaST.Hosting;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Hosting;
 using FaaST.Runtime.Workers;
 using Microsoft.Extensions.DependencyInjection;

@@ -1,5 +1,4 @@
 using FaaST.Cachelet.Policy;
-using FaaST.Runtime.App;
 
 namespace FaaST.Runtime.Tests;
 

@@ -1,4 +1,3 @@
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 
 namespace FaaST.Runtime.Tests;

@@ -1,7 +1,6 @@
 using System.Net;
 using System.Text;
 using System.Text.Json;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Http;
 using FaaST.Runtime.Hosting;
@@ -239,7 +238,7 @@ public sealed class FunctionKeyTests(AzuriteFixture azurite)
             env[k] = v;
         var options = new RuntimeHostOptions
         {
-            AppDirectory = app.Directory, HomeDirectory = Repo.Root, Isolation = Workers.IsolationMode.Off,
+            AppDirectory = app.Directory, HomeDirectory = Repo.Root, Isolation = IsolationMode.Off,
             Environment = env, ListenAddress = listen, Peers = false,
         };
         return HostOptions.Resolve(options, FunctionApp.Load(app.Directory, env), NullLogger.Instance);

@@ -1,7 +1,6 @@
 using FaaST.Peers;
 using FaaST.Cachelet.Peers;
 using FaaST.Cachelet.Policy;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Hosting;
 using Microsoft.Extensions.Logging.Abstractions;
 
@@ -16,7 +15,7 @@ public sealed class HostOptionsTests
         {
             AppDirectory = app.Directory,
             HomeDirectory = Repo.Root,
-            Isolation = Workers.IsolationMode.Off,
+            Isolation = IsolationMode.Off,
             Environment = new System.Collections.Hashtable(),
         };
         options = configure?.Invoke(options) ?? options;

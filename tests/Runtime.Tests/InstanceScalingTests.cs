@@ -2,7 +2,6 @@ using System.Text;
 using System.Text.Json;
 using FaaST.Peers;
 using FaaST.Protos.Scale;
-using FaaST.Runtime.App;
 using FaaST.Scaling;
 using Grpc.Core;
 using Grpc.Net.Client;

@@ -10,7 +10,6 @@ using System.Text.Json;
 using System.Text.RegularExpressions;
 using FaaST.Cachelet.Peers;
 using FaaST.Peers;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Hosting;
 using FaaST.Storage;
 
@@ -262,7 +261,7 @@ public sealed partial class PeerSecurityTests(AzuriteFixture azurite)
             // A killed host leaves its segment directory; the app's next start would remove it, and so
             // does the test (one empty directory was left in /dev/shm per test run).
             await process.WaitForExitAsync();
-            FaaST.Cachelet.BlobCache.CleanStaleSegments(FaaST.Runtime.App.FunctionApp.NameOf(app.Directory));
+            FaaST.Cachelet.BlobCache.CleanStaleSegments(FunctionApp.NameOf(app.Directory));
         }
     }
 

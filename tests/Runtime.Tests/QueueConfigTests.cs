@@ -1,6 +1,5 @@
 using System.Text;
 using FaaST.Protos.Worker;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Hosting.Components;
 using FaaST.Runtime.Invocation;

@@ -1,7 +1,6 @@
 using FaaST.Cachelet;
 using FaaST.Cachelet.Policy;
 using FaaST.Protos.Worker;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 
 namespace FaaST.Runtime.Tests;

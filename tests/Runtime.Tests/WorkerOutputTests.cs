@@ -34,7 +34,7 @@ public sealed class WorkerOutputTests(AzuriteFixture azurite)
     [Fact]
     public void Output_is_escaped_except_for_tabs()
     {
-        Assert.Equal("\\r\\x1B[2Jevil\tx\\x9B", Http.LogText.EscapeOutput("\r\u001b[2Jevil\tx\u009b"));
-        Assert.Equal("plain line", Http.LogText.EscapeOutput("plain line"));
+        Assert.Equal("\\r\\x1B[2Jevil\tx\\x9B", LogText.EscapeOutput("\r\u001b[2Jevil\tx\u009b"));
+        Assert.Equal("plain line", LogText.EscapeOutput("plain line"));
     }
 }

@@ -1,6 +1,5 @@
 using System.Net;
 using FaaST.Protos.Worker;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Workers;
 using Google.Protobuf;
 using Microsoft.AspNetCore.Builder;

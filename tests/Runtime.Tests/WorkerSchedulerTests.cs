@@ -1,4 +1,3 @@
-using FaaST.Runtime.App;
 using FaaST.Runtime.Workers;
 
 namespace FaaST.Runtime.Tests;

@@ -1,7 +1,6 @@
 using System.Collections;
 using System.Text;
 using FaaST.Cachelet.Policy;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Routing;

@@ -1,7 +1,6 @@
 using System.Text;
 using System.Text.Json;
 using FaaST.Protos.Worker;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Invocation;
 using FaaST.Storage;
 

@@ -1,6 +1,5 @@
 using System.Collections;
 using System.Text.Json;
-using FaaST.Runtime.App;
 
 namespace FaaST.Runtime.Cli;
 

@@ -21,7 +21,7 @@ internal static class AdminEndpoints
                 if (!path.StartsWithSegments("/admin", StringComparison.OrdinalIgnoreCase) ||
                     path.Equals("/admin/host/ping", StringComparison.OrdinalIgnoreCase))
                     return next(context);
-                return keys.Refusal(context.Request, Bindings.AuthLevel.Admin, function: null) is { } refusal
+                return keys.Refusal(context.Request, AuthLevel.Admin, function: null) is { } refusal
                     ? Http.HttpTriggerEndpoints.WriteUnauthorizedAsync(context, refusal, null, logger)
                     : next(context);
             });

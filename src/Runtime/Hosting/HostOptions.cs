@@ -2,7 +2,6 @@ using System.Net;
 using FaaST.Cachelet.Daemon;
 using FaaST.Cachelet.Policy;
 using FaaST.Membership;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Workers;
 using FaaST.Scaling;
@@ -115,7 +114,7 @@ internal sealed record HostOptions(
 internal sealed record ServingOptions
 {
     /// <summary>Local.settings.json's <c>Host.LocalHttpPort</c> when neither it nor --port says otherwise.</summary>
-    public const int DefaultHttpPort = App.HostCommandLine.DefaultHttpPort;
+    public const int DefaultHttpPort = HostCommandLine.DefaultHttpPort;
 
     /// <summary>How long a stopping host waits for HTTP invocations in flight (default 5 s, as long as workers get to exit).</summary>
     public static readonly TimeSpan DefaultDrainTimeout = TimeSpan.FromSeconds(5);

@@ -4,7 +4,6 @@ using System.Net;
 using System.Net.Sockets;
 using FaaST.Hosting.Status;
 using FaaST.Cachelet;
-using FaaST.Runtime.App;
 
 namespace FaaST.Runtime.Hosting;
 

@@ -2,7 +2,6 @@ using System.Net;
 using System.Net.NetworkInformation;
 using System.Net.Sockets;
 using System.Security.Cryptography;
-using FaaST.Runtime.App;
 using FaaST.Storage;
 
 namespace FaaST.Runtime.Hosting;
@@ -52,7 +51,7 @@ internal static class PeerSecret
         if (app.Settings[Setting] is { Length: > 0 } secret)
             return System.Text.Encoding.UTF8.GetBytes(secret);
         // An identity-based connection (a managed identity) has no key or SAS: nothing to derive a secret from.
-        if (connectionString is null && Bindings.StorageAccounts.IsIdentityBased(app.Settings, "AzureWebJobsStorage"))
+        if (connectionString is null && StorageAccounts.IsIdentityBased(app.Settings, "AzureWebJobsStorage"))
             throw new AppConfigException($"the cooperative cache needs a shared secret: set {Setting} in the app settings " +
                 "(AzureWebJobsStorage is an identity-based connection, which has no key or SAS to derive one from), or start with --no-peers");
         var parsed = connectionString is null ? null : StorageConnectionString.Parse(connectionString);

@@ -1,5 +1,4 @@
 using FaaST.Hosting;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Hosting.Components;
 using FaaST.Runtime.Http;
 using FaaST.Runtime.Workers;

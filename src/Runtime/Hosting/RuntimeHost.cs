@@ -4,7 +4,6 @@ using FaaST.Cachelet.Policy;
 using FaaST.Hosting;
 using FaaST.Hosting.Status;
 using FaaST.Membership;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Hosting.Components;
 
@@ -101,7 +100,7 @@ public sealed class RuntimeHost : IAsyncDisposable
     internal IReadOnlyList<Workers.EventLoopReport> WorkerEventLoops => _workers.Pool?.EventLoops() ?? [];
 
     /// <summary>The app's user, which the workers run as and which owns the segments; null: the host's user.</summary>
-    public Workers.WorkerIdentity? WorkerIdentity => _options.Workers.Identity;
+    public WorkerIdentity? WorkerIdentity => _options.Workers.Identity;
 
     /// <summary>Why the workers run as the host's user (when <see cref="WorkerIdentity"/> is null).</summary>
     public string? IsolationReason => _options.Workers.IsolationReason;
@@ -212,7 +211,7 @@ public sealed class RuntimeHost : IAsyncDisposable
         var lines = new List<string>();
         foreach (var f in App.Functions)
         {
-            var state = (ErrorOf(f) ?? f.DisabledBy) is { } reason ? $" (disabled: {Http.LogText.Escape(reason)})" : "";
+            var state = (ErrorOf(f) ?? f.DisabledBy) is { } reason ? $" (disabled: {LogText.Escape(reason)})" : "";
             var t = f.Trigger;
             var detail = t?.Type switch
             {

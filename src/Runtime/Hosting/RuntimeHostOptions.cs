@@ -40,7 +40,7 @@ public sealed record RuntimeHostOptions
     public bool? CacheEnabled { get; init; }
 
     /// <summary>Whether workers run as a per-app Unix user (--isolation; see README).</summary>
-    public Workers.IsolationMode Isolation { get; init; } = Workers.IsolationMode.Auto;
+    public IsolationMode Isolation { get; init; } = IsolationMode.Auto;
 
     /// <summary>The user isolated workers run as; null: "faast-" + the app's name (tests share one).</summary>
     public string? WorkerUser { get; init; }
@@ -98,5 +98,5 @@ public sealed record RuntimeHostOptions
     public Action<OpenTelemetry.Trace.TracerProviderBuilder>? Tracing { get; init; }
 
     /// <summary>Finds the FaaST checkout: $FAAST_HOME, else the nearest parent of the binary with workers/ and package.json.</summary>
-    public static string FindHome(string? explicitHome = null) => App.FaaSTHome.Find(explicitHome);
+    public static string FindHome(string? explicitHome = null) => FaaSTHome.Find(explicitHome);
 }

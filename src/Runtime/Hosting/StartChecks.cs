@@ -1,5 +1,4 @@
 using System.Net;
-using FaaST.Runtime.App;
 
 namespace FaaST.Runtime.Hosting;
 
@@ -42,7 +41,7 @@ internal static class StartChecks
             var otel = app.Settings.Values.Where(s => s.Key.StartsWith("OTEL_", StringComparison.OrdinalIgnoreCase))
                 .Select(s => new KeyValuePair<string, string?>(s.Key, s.Value));
             var config = new ConfigurationBuilder().AddInMemoryCollection(otel).Build();
-            Telemetry.TelemetryExport.From(config, app.Settings.SourceOf);
+            TelemetryExport.From(config, app.Settings.SourceOf);
         });
         return problems;
     }

@@ -4,7 +4,6 @@ using System.Runtime.InteropServices;
 using System.Security.Cryptography;
 using System.Text;
 using System.Text.Json;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Storage;
 

@@ -2,7 +2,6 @@ using System.Buffers;
 using System.Globalization;
 using System.Text;
 using FaaST.Protos.Worker;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Invocation;
 using FaaST.Runtime.Workers;
@@ -73,8 +72,8 @@ internal static class HttpTriggerEndpoints
     private sealed class Handler(FunctionDefinition function, AuthLevel authLevel, FunctionInvoker invoker, long maxBody, ILogger logger, HttpKeyCheck keys)
     {
         // Warnings a request can cause, one a second per function (a client or a function repeats them).
-        private readonly Cachelet.LogGate _responseLog = Cachelet.LogGate.PerSecond();
-        private readonly Cachelet.LogGate _rejectedLog = Cachelet.LogGate.PerSecond();
+        private readonly LogGate _responseLog = LogGate.PerSecond();
+        private readonly LogGate _rejectedLog = LogGate.PerSecond();
 
         public async Task HandleAsync(HttpContext context)
         {
@@ -230,7 +229,7 @@ internal static class HttpTriggerEndpoints
             return http;
         }
 
-        private static async Task WriteResponseAsync(HttpContext context, TypedData? result, ILogger logger, Cachelet.LogGate gate)
+        private static async Task WriteResponseAsync(HttpContext context, TypedData? result, ILogger logger, LogGate gate)
         {
             var response = context.Response;
             if (result is null || result.DataCase == TypedData.DataOneofCase.None)

@@ -1,7 +1,6 @@
 using System.Diagnostics;
 using System.Text;
 using FaaST.Protos.Worker;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Telemetry;
 using FaaST.Runtime.Workers;
@@ -24,7 +23,7 @@ internal sealed class FunctionInvoker
     private readonly WorkerPool _workers;
     private readonly IBlobBindingProvider _blobs;
     private readonly ILogger _logger;
-    private readonly Cachelet.LogGate _undeclaredOutputLog = Cachelet.LogGate.PerSecond();
+    private readonly LogGate _undeclaredOutputLog = LogGate.PerSecond();
     private readonly Dictionary<string, FunctionPlan> _plans;
 
     public FunctionInvoker(FunctionApp app, WorkerPool workers, IBlobBindingProvider blobs, HostMetrics metrics, ILogger logger)
@@ -148,7 +147,7 @@ internal sealed class FunctionInvoker
             if (!plan.Outputs.TryGetValue(output.Name, out var binding))
             {
                 if (Log.Pass(_logger, _undeclaredOutputLog, LogLevel.Warning, "undeclared output"))
-                    Log.UndeclaredOutput(_logger, function.Name, Http.LogText.Escape(output.Name));
+                    Log.UndeclaredOutput(_logger, function.Name, LogText.Escape(output.Name));
                 continue;
             }
             if (binding.Type == BindingMetadata.Http)

@@ -101,7 +101,7 @@ public sealed class InvocationContext : IAsyncDisposable
         }
         catch (JsonException e)
         {
-            made = new JsonPayload(null, Cachelet.Policy.JsonSyntaxError.Describe(e, _payload.Span));
+            made = new JsonPayload(null, JsonSyntaxError.Describe(e, _payload.Span));
         }
         var seen = Interlocked.CompareExchange(ref _parsed, made, null);
         if (seen is null)

@@ -2,7 +2,6 @@ using System.Diagnostics.Metrics;
 using FaaST.Cachelet.Peers;
 using FaaST.Peers;
 using FaaST.Cachelet.Telemetry;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Http;
 using FaaST.Runtime.Workers;
 using Microsoft.AspNetCore.Routing.Patterns;

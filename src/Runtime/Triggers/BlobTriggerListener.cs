@@ -2,7 +2,6 @@ using FaaST.Runtime.Http;
 using System.Collections.Concurrent;
 using System.Threading.Channels;
 using FaaST.Protos.Worker;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Invocation;
 using FaaST.Storage;
@@ -31,7 +30,7 @@ internal sealed class BlobTriggerListener : IBlobWriteObserver, IAsyncDisposable
     private readonly ILogger _logger;
 
     /// <summary>Per-blob receipt warnings pass through it: storage that refuses one receipt refuses them all.</summary>
-    private readonly Cachelet.LogGate _receiptLog = Cachelet.LogGate.PerSecond();
+    private readonly LogGate _receiptLog = LogGate.PerSecond();
     private readonly BlobReceipts _receipts;
     private readonly Watch[] _watches;
     private readonly Channel<Work> _queue = Channel.CreateUnbounded<Work>();

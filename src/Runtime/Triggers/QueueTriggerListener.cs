@@ -2,7 +2,6 @@ using System.Collections.Concurrent;
 using System.Globalization;
 using System.Text.Json;
 using FaaST.Protos.Worker;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Http;
 using FaaST.Runtime.Invocation;

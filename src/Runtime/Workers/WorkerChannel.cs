@@ -53,7 +53,7 @@ internal sealed class WorkerChannel
     private readonly ConcurrentDictionary<string, Pending> _invocations = new(StringComparer.Ordinal);
     private readonly ConcurrentDictionary<string, TaskCompletionSource<StreamingMessage>> _waiting = new(StringComparer.Ordinal);
     private readonly ILogger _logger;
-    private readonly Cachelet.LogGate _unexpectedLog = Cachelet.LogGate.PerSecond();
+    private readonly LogGate _unexpectedLog = LogGate.PerSecond();
     private readonly Action<RpcLog, string?> _onLog;
     private int _inFlight;
     private readonly TaskCompletionSource _closed = new(TaskCreationOptions.RunContinuationsAsynchronously);

@@ -1,6 +1,5 @@
 using System.Collections.Concurrent;
 using FaaST.Protos.Worker;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using Grpc.Core;
 using RpcException = Grpc.Core.RpcException;
@@ -330,11 +329,11 @@ internal sealed partial class WorkerPool : IAsyncDisposable
             return;
         // A function's log lines often carry request data (paths, headers): control characters are
         // escaped so that a client's CR or LF cannot forge log lines; a stack trace keeps its lines.
-        var detail = log.Exception is { } e ? $"\n{Http.LogText.Escape(e.Message)}\n{Http.LogText.EscapeKeepingLines(e.StackTrace)}" : "";
+        var detail = log.Exception is { } e ? $"\n{LogText.Escape(e.Message)}\n{LogText.EscapeKeepingLines(e.StackTrace)}" : "";
         if (log.InvocationId.Length > 0)
-            _functionLogger.Log(level, "[{Function} {InvocationId}] {Message}{Detail}", functionName ?? log.Category, log.InvocationId, Http.LogText.Escape(log.Message), detail);
+            _functionLogger.Log(level, "[{Function} {InvocationId}] {Message}{Detail}", functionName ?? log.Category, log.InvocationId, LogText.Escape(log.Message), detail);
         else
-            _functionLogger.Log(level, "[worker] {Message}{Detail}", Http.LogText.Escape(log.Message), detail);
+            _functionLogger.Log(level, "[worker] {Message}{Detail}", LogText.Escape(log.Message), detail);
     }
 
     public async ValueTask DisposeAsync()

@@ -1,4 +1,3 @@
-using FaaST.Runtime.App;
 
 namespace FaaST.Runtime.Workers;
 

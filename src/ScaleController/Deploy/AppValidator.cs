@@ -1,7 +1,6 @@
 using System.Collections;
 using System.Text.RegularExpressions;
 using FaaST.Cachelet.Policy;
-using FaaST.Runtime.App;
 
 namespace FaaST.ScaleController.Deploy;
 
@@ -165,7 +164,7 @@ public static partial class AppValidator
                 {
                     if (AppPaths.Outside(realRoot, entry.FullName) is { } outside)
                         problems.Add(new DeployProblem(Path.GetRelativePath(dir, entry.FullName).Replace(Path.DirectorySeparatorChar, '/'), null,
-                            $"is a symbolic link leading outside the app folder (to {FaaST.Runtime.Http.LogText.Escape(outside)}); an app holds only its own files"));
+                            $"is a symbolic link leading outside the app folder (to {LogText.Escape(outside)}); an app holds only its own files"));
                 }
                 else if (entry is DirectoryInfo)
                 {

@@ -36,8 +36,8 @@ public sealed record DeployOptions
     public IReadOnlyDictionary<string, string>? ValidationEnvironment { get; init; }
 
     /// <summary>The runtime host whose start checks a deploy runs (`FaaST.Runtime.dll check`, see <see cref="RuntimeChecks"/>);
-    /// default <see cref="Runtime.App.FaaSTHome.RuntimeDll"/>, the binary the platform's instances run.</summary>
-    public string RuntimeDll { get; init; } = Runtime.App.FaaSTHome.RuntimeDll();
+    /// default <see cref="FaaSTHome.RuntimeDll"/>, the binary the platform's instances run.</summary>
+    public string RuntimeDll { get; init; } = FaaSTHome.RuntimeDll();
 
     public static DeployOptions Default { get; } = new();
 }

@@ -2,7 +2,6 @@ using System.Globalization;
 using System.Runtime.InteropServices;
 using System.Security.Cryptography;
 using System.Text.Json;
-using FaaST.Runtime.Workers;
 using FaaST.ScaleController.Platform;
 using FaaST.Storage;
 using Microsoft.Extensions.Logging;

@@ -502,7 +502,7 @@ internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposabl
         {
             return PlatformContext.LoadApp(directory).Settings.WorkerProcessCount ?? 1;
         }
-        catch (Runtime.App.AppConfigException)
+        catch (AppConfigException)
         {
             return 1; // its start fails on the same problem, and gives the room back
         }

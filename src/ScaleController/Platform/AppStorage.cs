@@ -1,5 +1,3 @@
-using FaaST.Runtime.App;
-using FaaST.Runtime.Bindings;
 using FaaST.Storage;
 
 namespace FaaST.ScaleController.Platform;
@@ -59,7 +57,7 @@ internal sealed class AppStorage(PlatformOptions options, ILogger logger) : IAsy
                 var account = location.DataDirectory is null || location.AccountFile is null
                     ? AzuriteAccount.Generate()
                     : AzuriteAccount.LoadOrCreate(location.AccountFile);
-                azurite = await AzuriteProcess.StartAsync(Runtime.App.FaaSTHome.Find(), ct: ct,
+                azurite = await AzuriteProcess.StartAsync(FaaSTHome.Find(), ct: ct,
                     dataDirectory: location.DataDirectory, account: account, queues: true);
             }
             catch (Exception e) when (e is IOException or UnauthorizedAccessException or InvalidDataException or InvalidOperationException &&
@@ -70,16 +68,16 @@ internal sealed class AppStorage(PlatformOptions options, ILogger logger) : IAsy
                 // one kind of failure for the caller, which keeps this app out and every other app served.
                 throw new AppStorageException(app, location.DataDirectory, e);
             }
-            Runtime.Cli.DevelopmentStorageFile? published = null;
+            DevelopmentStorageFile? published = null;
             if (location.PublishTo is { } folder)
             {
                 try
                 {
-                    published = Runtime.Cli.DevelopmentStorageFile.Publish(folder, azurite.ConnectionString);
+                    published = DevelopmentStorageFile.Publish(folder, azurite.ConnectionString);
                 }
                 catch (Exception e) when (e is IOException or UnauthorizedAccessException)
                 {
-                    Log.AppStoragePublishFailed(logger, app, Runtime.Cli.DevelopmentStorageFile.PathOf(folder), e.Message);
+                    Log.AppStoragePublishFailed(logger, app, DevelopmentStorageFile.PathOf(folder), e.Message);
                 }
             }
             lock (_apps)
@@ -125,7 +123,7 @@ internal sealed class AppStorage(PlatformOptions options, ILogger logger) : IAsy
         }
     }
 
-    private sealed record Started(AzuriteProcess Azurite, Runtime.Cli.DevelopmentStorageFile? Published);
+    private sealed record Started(AzuriteProcess Azurite, DevelopmentStorageFile? Published);
 }
 
 /// <summary>

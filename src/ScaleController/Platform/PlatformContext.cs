@@ -1,6 +1,4 @@
 using FaaST.Cachelet.Policy;
-using FaaST.Runtime.App;
-using FaaST.Runtime.Bindings;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Frontend;
 using FaaST.ScaleController.Providers;
@@ -80,7 +78,7 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
         {
             environment[StorageAccounts.DevelopmentStorageVariable] = AppStorage.ConnectionStringOf(deployment.App)
                 ?? throw new InvalidOperationException($"the Azurite of app {deployment.App} has not been started");
-            environment[Runtime.App.HostCommandLine.ExitWithStdinVariable] = "1";
+            environment[HostCommandLine.ExitWithStdinVariable] = "1";
         }
         if (ControlAddress is { } control)
             environment["FAAST_SCALE_CONTROLLER"] = control.ToString();

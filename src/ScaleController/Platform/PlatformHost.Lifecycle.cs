@@ -118,7 +118,7 @@ internal sealed partial class PlatformHost
         string home;
         try
         {
-            home = Runtime.App.FaaSTHome.Find();
+            home = FaaSTHome.Find();
         }
         catch (InvalidOperationException e)
         {

@@ -8,7 +8,6 @@ using FaaST.ScaleController.Frontend;
 using FaaST.ScaleController.Keda;
 using FaaST.ScaleController.Providers;
 using FaaST.ScaleController.Telemetry;
-using FaaST.Runtime.Telemetry;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
 
@@ -151,7 +150,7 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
         {
             TiedToPlatform = options.DevelopmentStorage,
             RunDirectory = Path.Combine(options.StateDirectory, "run"),
-            Output = options.InstanceOutput ?? ((label, line) => Console.WriteLine($"[{label}] {Runtime.Http.LogText.EscapeOutput(line)}")),
+            Output = options.InstanceOutput ?? ((label, line) => Console.WriteLine($"[{label}] {LogText.EscapeOutput(line)}")),
         });
         try
         {
@@ -409,7 +408,7 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
     public async Task<Deployment> DeployDirectoryAsync(string directory, int? initialInstances, CancellationToken ct)
     {
         // The runtime's own checks of app-level files (host.json, local.settings.json, faast.json) refuse as before.
-        var app = Runtime.App.FunctionApp.Load(directory);
+        var app = FunctionApp.Load(directory);
         CachePolicyFile.Load(directory);
         using var zip = new MemoryStream();
         Packager.Zip(directory, zip);
@@ -525,7 +524,7 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
                 ImmutableInterlocked.Update(ref _unavailable, u => u.SetItem(deployment.App, new UnavailableApp(deployment.App, deployment.Version, e.Message)));
                 _router.AddApp(deployment.App);
             }
-            catch (Exception e) when (e is DeployRefusedException or PolicyFileException or Runtime.App.AppConfigException or InstanceStartException or PlatformBudgetException or IOException or InvalidDataException or DeploymentStoreException)
+            catch (Exception e) when (e is DeployRefusedException or PolicyFileException or AppConfigException or InstanceStartException or PlatformBudgetException or IOException or InvalidDataException or DeploymentStoreException)
             {
                 Log.RecoveryFailed(_logger, deployment.App, deployment.Version, e.Message);
             }

@@ -1,14 +1,13 @@
 using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Globalization;
-using FaaST.Runtime.Hosting;
 
 namespace FaaST.ScaleController.Providers;
 
 /// <summary>Settings of <see cref="LocalProcessProvider"/>.</summary>
 public sealed record LocalProcessOptions
 {
-    /// <summary>FaaST.Runtime.dll. Default: <see cref="Runtime.App.FaaSTHome.RuntimeDll"/>.</summary>
+    /// <summary>FaaST.Runtime.dll. Default: <see cref="FaaSTHome.RuntimeDll"/>.</summary>
     public string RuntimeDll { get; init; } = DefaultRuntimeDll();
 
     /// <summary>The address instances listen on (HTTP and peers). Default 127.0.0.1: only the frontend reaches them.</summary>
@@ -37,7 +36,7 @@ public sealed record LocalProcessOptions
     /// <summary>Wraps the instance's command line (e.g. `ip netns exec NS`), for the benchmarks' shaped network.</summary>
     public IReadOnlyList<string> CommandPrefix { get; init; } = [];
 
-    internal static string DefaultRuntimeDll() => Runtime.App.FaaSTHome.RuntimeDll();
+    internal static string DefaultRuntimeDll() => FaaSTHome.RuntimeDll();
 }
 
 /// <summary>
@@ -76,7 +75,7 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
             "--port", "0", "--listen", options.ListenAddress, "--instance-id", id]).Concat(spec.Arguments)
             .Concat(["--ready-file", readyFile]).ToArray();
         // Tied to the platform: all instances (the platform's own Azurite), or this app's (its Azurite is the platform's).
-        var tied = options.TiedToPlatform || spec.Environment.GetValueOrDefault(Runtime.App.HostCommandLine.ExitWithStdinVariable) == "1";
+        var tied = options.TiedToPlatform || spec.Environment.GetValueOrDefault(HostCommandLine.ExitWithStdinVariable) == "1";
         var info = new ProcessStartInfo(command[0])
         {
             RedirectStandardOutput = true,
@@ -90,7 +89,7 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         foreach (var (name, value) in InstanceEnvironment(Environment.GetEnvironmentVariables()))
             info.Environment[name] = value;
         if (tied)
-            info.Environment[Runtime.App.HostCommandLine.ExitWithStdinVariable] = "1";
+            info.Environment[HostCommandLine.ExitWithStdinVariable] = "1";
         foreach (var a in command.Skip(1))
             info.ArgumentList.Add(a);
         foreach (var (name, value) in spec.Environment)
@@ -107,10 +106,10 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
             if (line is null)
                 return;
             // An instance's output carries its workers' (tenants' code): shown escaped, on the terminal and in errors.
-            tail.Enqueue(Runtime.Http.LogText.EscapeOutput(line));
+            tail.Enqueue(LogText.EscapeOutput(line));
             while (tail.Count > 20)
                 tail.TryDequeue(out _);
-            options.Output?.Invoke(label, Runtime.Http.LogText.EscapeOutput(line));
+            options.Output?.Invoke(label, LogText.EscapeOutput(line));
         }
         process.OutputDataReceived += (_, e) => OnLine(e.Data);
         process.ErrorDataReceived += (_, e) => OnLine(e.Data);

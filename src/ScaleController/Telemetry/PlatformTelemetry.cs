@@ -1,6 +1,5 @@
 using System.Diagnostics;
 using System.Diagnostics.Metrics;
-using FaaST.Runtime.Telemetry;
 using FaaST.ScaleController.Platform;
 using OpenTelemetry;
 using OpenTelemetry.Metrics;
@@ -31,7 +30,7 @@ internal static class PlatformTelemetry
     /// <summary>The service name when OTEL_SERVICE_NAME is not set.</summary>
     public const string ServiceName = "faast-platform";
 
-    /// <summary>Registers the platform's telemetry; throws <see cref="Runtime.App.AppConfigException"/> naming a bad OTEL_* value.</summary>
+    /// <summary>Registers the platform's telemetry; throws <see cref="AppConfigException"/> naming a bad OTEL_* value.</summary>
     public static TelemetryExport AddPlatformTelemetry(this WebApplicationBuilder builder, PlatformOptions options)
     {
         var config = builder.Configuration;

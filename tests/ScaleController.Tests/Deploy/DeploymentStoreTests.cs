@@ -303,8 +303,8 @@ public sealed class DeploymentStoreTests(AzuriteFixture fixture) : IDisposable
 
         var folder = await NewStore().ExtractAsync(d, state, default);
 
-        var own = Runtime.Workers.WorkerIdentity.Ensure(Runtime.Workers.WorkerIdentity.UserNameFor(app));
-        var other = Runtime.Workers.WorkerIdentity.Ensure(Runtime.Workers.WorkerIdentity.UserNameFor(Apps.NewName("othertenant")));
+        var own = WorkerIdentity.Ensure(WorkerIdentity.UserNameFor(app));
+        var other = WorkerIdentity.Ensure(WorkerIdentity.UserNameFor(Apps.NewName("othertenant")));
         const UnixFileMode rwx = UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute;
         Assert.Equal(rwx | UnixFileMode.GroupExecute | UnixFileMode.OtherExecute, File.GetUnixFileMode(Path.Combine(state, "apps")));
         var version = Path.GetDirectoryName(folder)!;

@@ -78,7 +78,7 @@ public sealed class AppStorageTests : IDisposable
                 "the platform to serve the app", () => string.Join('\n', output), seconds: 120);
             Assert.False(process.HasExited, string.Join('\n', output));
             // The app's Azurite keeps its data and account in APP/.faast, as the bare host's did, and is published there.
-            var published = Runtime.Cli.DevelopmentStorageFile.Read(app, out var problem);
+            var published = DevelopmentStorageFile.Read(app, out var problem);
             Assert.True(published is not null, problem);
             Assert.True(File.Exists(Path.Combine(app, ".faast", "azurite-account")));
             Assert.True(Directory.Exists(Path.Combine(app, ".faast", "azurite")));
@@ -118,7 +118,7 @@ public sealed class AppStorageTests : IDisposable
         {
             await PlatformCommand.StopAsync(process);
         }
-        Assert.False(File.Exists(Runtime.Cli.DevelopmentStorageFile.PathOf(app)), "the published connection is removed at stop");
+        Assert.False(File.Exists(DevelopmentStorageFile.PathOf(app)), "the published connection is removed at stop");
     }
 
     /// <summary>
@@ -417,15 +417,15 @@ public sealed class AppStorageTests : IDisposable
             const { app } = require('@azure/functions');
             app.http('hello', { methods: ['GET'], handler: async () => ({ body: 'hello' }) });
             """);
-        var reason = Runtime.App.ProgrammingModel.Unsupported(app);
+        var reason = ProgrammingModel.Unsupported(app);
         Assert.NotNull(reason);
         Assert.Contains(Path.Combine("src", "functions", "hello.js"), reason, StringComparison.Ordinal);
         Assert.Contains("Node.js v4 programming model", reason, StringComparison.Ordinal);
         var refused = Assert.Throws<FaaST.ScaleController.Deploy.DeployValidationException>(() => FaaST.ScaleController.Deploy.AppValidator.Validate(app));
         Assert.Contains("Node.js v4 programming model", refused.Message, StringComparison.Ordinal);
-        Assert.Contains(reason, Runtime.App.FunctionApp.Load(app).Warnings);
+        Assert.Contains(reason, FunctionApp.Load(app).Warnings);
 
-        Assert.Null(Runtime.App.ProgrammingModel.Unsupported(Repo.CopySample("node-app", Path.Combine(_apps.Path, "nodevthree"))));
-        Assert.Null(Runtime.App.ProgrammingModel.Unsupported(Repo.CopySample("python-app", Path.Combine(_apps.Path, "pyvone"))));
+        Assert.Null(ProgrammingModel.Unsupported(Repo.CopySample("node-app", Path.Combine(_apps.Path, "nodevthree"))));
+        Assert.Null(ProgrammingModel.Unsupported(Repo.CopySample("python-app", Path.Combine(_apps.Path, "pyvone"))));
     }
 }

@@ -136,7 +136,7 @@ public sealed class PlatformSecretsTests : IDisposable
             await DeployAsync(app, $"http://127.0.0.1:{port}");
             using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(60) };
             var answer = await http.GetStringAsync($"http://127.0.0.1:{port}/settled/api/setting");
-            var user = Runtime.Workers.WorkerIdentity.Ensure(Runtime.Workers.WorkerIdentity.UserNameFor("settled"));
+            var user = WorkerIdentity.Ensure(WorkerIdentity.UserNameFor("settled"));
             Assert.Equal($"kept-apart uid={user.UserId}", answer);
 
             using var store = new Storage.BlobStore(azurite.ConnectionString);
@@ -198,7 +198,7 @@ public sealed class PlatformSecretsTests : IDisposable
         }
 
         // Two processes that answer as instances of an old version of the victim: the restart would stop them.
-        var forger = Runtime.Workers.WorkerIdentity.Ensure("faast-forger");
+        var forger = WorkerIdentity.Ensure("faast-forger");
         var (unsignedPort, otherUserPort) = (Ports.Free(), Ports.Free());
         using var unsignedProcess = FakeInstance("victim-v0-1-forged01", unsignedPort);
         using var otherUsers = FakeInstance("victim-v0-2-forged02", otherUserPort, forger.UserName);

@@ -81,7 +81,7 @@ public sealed class StartCommandTests : IDisposable
             using var platform = JsonDocument.Parse(await http.GetStringAsync("admin/platform"));
             instancePid = Assert.Single(Assert.Single(platform.RootElement.GetProperty("apps").EnumerateArray()).GetProperty("instances").EnumerateArray())
                 .GetProperty("processId").GetInt32();
-            connection = Runtime.Cli.DevelopmentStorageFile.Read(app, out var problem) ?? throw new InvalidOperationException(problem);
+            connection = DevelopmentStorageFile.Read(app, out var problem) ?? throw new InvalidOperationException(problem);
             using (var store = new Storage.BlobStore(connection))
             {
                 await store.CreateContainerIfNotExistsAsync("kept");
@@ -113,7 +113,7 @@ public sealed class StartCommandTests : IDisposable
         {
             await Eventually.TrueAsync(() => again.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || second.HasExited,
                 "the platform to serve the app again", () => string.Join('\n', again), seconds: 120);
-            var reopened = Runtime.Cli.DevelopmentStorageFile.Read(app, out var problem) ?? throw new InvalidOperationException(problem);
+            var reopened = DevelopmentStorageFile.Read(app, out var problem) ?? throw new InvalidOperationException(problem);
             using var store = new Storage.BlobStore(reopened);
             var kept = await store.DownloadAsync("kept", "last-write");
             Assert.Equal("written just before SIGTERM", System.Text.Encoding.UTF8.GetString(kept!.Data));

@@ -4,7 +4,6 @@ using FaaST.Cachelet.Daemon;
 using FaaST.Cachelet.Policy;
 using FaaST.Cachelet.Sources;
 using FaaST.Hosting;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Workers;
 using Microsoft.Extensions.Options;

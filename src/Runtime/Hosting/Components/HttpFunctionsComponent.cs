@@ -1,5 +1,4 @@
 using FaaST.Hosting;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Http;
 using Microsoft.Extensions.Options;
 

@@ -3,7 +3,6 @@ using FaaST.Cachelet.Peers;
 using FaaST.Hosting;
 using FaaST.Membership;
 using FaaST.Peers;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bandwidth;
 using FaaST.Scaling;
 using FaaST.Storage;

@@ -1,6 +1,5 @@
 using System.Globalization;
 using FaaST.Hosting;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Triggers;
 
@@ -56,7 +55,7 @@ internal sealed class QueueTriggersComponent(FunctionApp app, StorageComponent s
             return QueueTriggerListener.DefaultMessageLease;
         if (!TimeSpan.TryParse(text, CultureInfo.InvariantCulture, out var lease) || lease < TimeSpan.FromSeconds(2) || lease > TimeSpan.FromDays(7))
             throw new AppConfigException($"{settings.SourceOf(LeaseSetting)} must be a time span from 00:00:02 to 7.00:00:00 (how long a running " +
-                $"queue message stays invisible to other instances, renewed at half time), not \"{Http.LogText.Escape(text)}\"");
+                $"queue message stays invisible to other instances, renewed at half time), not \"{LogText.Escape(text)}\"");
         return lease;
     }
 

@@ -3,7 +3,6 @@ using FaaST.Hosting;
 using FaaST.Membership;
 using FaaST.Peers;
 using FaaST.Protos.Scale;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Http;
 using FaaST.Runtime.Scaling;
 using FaaST.Runtime.Telemetry;

@@ -1,5 +1,4 @@
 using FaaST.Hosting;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Storage;
 using Microsoft.Extensions.Options;
@@ -16,7 +15,7 @@ internal sealed class StorageComponent(FunctionApp app, IOptions<StorageHostOpti
     private readonly StorageHostOptions options = storageOptions.Value;
     private readonly ILogger logger = loggers.CreateLogger("FaaST.Host");
     private AzuriteProcess? _azurite;
-    private Cli.DevelopmentStorageFile? _published;
+    private DevelopmentStorageFile? _published;
     private StorageAccounts? _accounts;
 
     /// <summary>The app's storage accounts, once started.</summary>
@@ -67,17 +66,17 @@ internal sealed class StorageComponent(FunctionApp app, IOptions<StorageHostOpti
             await _azurite.DisposeAsync();
     }
 
-    /// <summary>Tells `./faast blob` where this Azurite is (see <see cref="Cli.DevelopmentStorageFile"/>); a folder
+    /// <summary>Tells `./faast blob` where this Azurite is (see <see cref="DevelopmentStorageFile"/>); a folder
     /// that cannot be written costs only that, with a warning.</summary>
-    internal static Cli.DevelopmentStorageFile? PublishDevelopmentStorage(string appDirectory, string connectionString, ILogger logger)
+    internal static DevelopmentStorageFile? PublishDevelopmentStorage(string appDirectory, string connectionString, ILogger logger)
     {
         try
         {
-            return Cli.DevelopmentStorageFile.Publish(appDirectory, connectionString);
+            return DevelopmentStorageFile.Publish(appDirectory, connectionString);
         }
         catch (Exception e) when (e is IOException or UnauthorizedAccessException)
         {
-            Cli.Log.DevelopmentStorageFileFailed(logger, e, Cli.DevelopmentStorageFile.PathOf(appDirectory));
+            Cli.Log.DevelopmentStorageFileFailed(logger, e, DevelopmentStorageFile.PathOf(appDirectory));
             return null;
         }
     }

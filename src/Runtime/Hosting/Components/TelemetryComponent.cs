@@ -1,5 +1,4 @@
 using FaaST.Hosting;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Telemetry;
 using Microsoft.Extensions.Options;
 

@@ -1,5 +1,4 @@
 using FaaST.Hosting;
-using FaaST.Runtime.App;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Invocation;
 using FaaST.Runtime.Telemetry;
