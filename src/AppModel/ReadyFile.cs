@@ -25,7 +25,7 @@ public sealed record ReadyFile(string Instance, Uri Http, Uri? Peer, int Pid)
         {
             json.WriteStartObject();
             json.WriteString("instance", ready.Instance);
-            json.WriteString("http", ready.ToString());
+            json.WriteString("http", ready.Http.ToString());
             if (ready.Peer is null)
                 json.WriteNull("peer");
             else
