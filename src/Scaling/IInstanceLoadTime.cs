@@ -1,11 +1,13 @@
 namespace FaaST.Scaling;
 
 /// <summary>
-/// T_Load of Faa$T §4 as this instance last heard it from the controller (VoteRequest.instance_load_seconds):
-/// how long adding an instance takes. The bandwidth planner of the read path reads it.
+/// T_Load of Faa$T §4: how long adding an instance takes, from its start to its first ready answer. The platform
+/// measures it (its app host implements this, and every vote query carries it as VoteRequest.instance_load_seconds);
+/// an instance knows it as the controller last sent it, for the bandwidth planner of its read path. One contract for
+/// both sides of protos/scale.proto.
 /// </summary>
 public interface IInstanceLoadTime
 {
-    /// <summary>Seconds from starting an instance to its first ready answer; 0 until the controller measured one.</summary>
-    double LoadSeconds { get; }
+    /// <summary>The latest T_Load, or null until one was measured.</summary>
+    TimeSpan? InstanceLoadTime { get; }
 }

@@ -76,7 +76,7 @@ public sealed class InstanceScalingTests(AzuriteFixture azurite)
         Assert.Equal(host.Host.Cache!.CapacityBytes, reply.Load.CacheCapacityBytes);
         // T_Load is kept for the bandwidth planner and sent back in the profile.
         Assert.Equal(2.5, reply.Profile.LoadSeconds);
-        Assert.Equal(2.5, host.Host.InstanceLoadTime!.LoadSeconds);
+        Assert.Equal(TimeSpan.FromSeconds(2.5), host.Host.InstanceLoadTime!.InstanceLoadTime);
     }
 
     [Fact]

@@ -367,38 +367,11 @@ internal sealed partial class WorkerPool
                 SweepOutputFiles(pid);
         }
 
-        /// <summary>
-        /// Deletes shared-memory output files a dead worker wrote but never handed over (w&lt;pid&gt;-*);
-        /// outputs the cache took over are not among them (it moves them to names of its own). The
-        /// directory belongs to the workers' user, who may have replaced its path with a link: it is
-        /// opened once, not through a link, and listed and emptied through that descriptor.
-        /// </summary>
+        /// <summary>Deletes shared-memory output files a dead worker wrote but never handed over (see <see cref="FaaST.Cachelet.Memory.WorkerOutputFiles"/>).</summary>
         private void SweepOutputFiles(int pid)
         {
-            if (pool.Specialization is not { } app || !app.Capabilities.TryGetValue(WorkerCapabilities.SharedMemoryDirectory, out var dir))
-                return;
-            Microsoft.Win32.SafeHandles.SafeFileHandle directory;
-            try
-            {
-                directory = FaaST.Cachelet.Memory.DirectoryFiles.OpenDirectory(dir);
-            }
-            catch (IOException)
-            {
-                return; // gone (the instance is stopping), or a link now: nothing of this worker's to sweep
-            }
-            using (directory)
-            {
-                var listing = "/proc/self/fd/" + directory.DangerousGetHandle().ToString();
-                try
-                {
-                    foreach (var entry in Directory.EnumerateFileSystemEntries(listing, FaaST.Cachelet.Memory.SharedMemoryNames.WorkerOutputGlob(pid)))
-                        FaaST.Cachelet.Memory.DirectoryFiles.Unlink(directory, Path.GetFileName(entry));
-                }
-                catch (Exception e) when (e is IOException or UnauthorizedAccessException)
-                {
-                    // best effort: the arena removes the directory at shutdown anyway
-                }
-            }
+            if (pool.Specialization is { } app && app.Capabilities.TryGetValue(WorkerCapabilities.SharedMemoryDirectory, out var dir))
+                FaaST.Cachelet.Memory.WorkerOutputFiles.Sweep(dir, pid);
         }
 
         private static string SafeExitCode(Process p)

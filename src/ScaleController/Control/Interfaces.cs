@@ -35,17 +35,6 @@ public interface IScaleTarget
     Task UnloadAsync(string reason, CancellationToken ct);
 }
 
-/// <summary>
-/// Optional beside <see cref="IScaleTarget"/>: a platform that measures how long an instance takes from
-/// start to its first ready answer (T_Load of Faa$T §4) implements this on its target, and every vote
-/// query carries it (<c>VoteRequest.instance_load_seconds</c>) for the instances' bandwidth planning.
-/// </summary>
-public interface IInstanceLoadTime
-{
-    /// <summary>The latest measured T_Load, or null before any instance was started and measured.</summary>
-    TimeSpan? InstanceLoadTime { get; }
-}
-
 /// <summary>Finds an app's scale loop (the platform keeps one per deployed app).</summary>
 public interface IScaleLoopRegistry
 {

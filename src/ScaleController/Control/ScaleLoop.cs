@@ -113,7 +113,7 @@ public sealed class ScaleLoop
         var current = _target.CurrentInstances;
         // The production client keeps a channel per instance: close those of instances gone since.
         (_votes as GrpcVoteClient)?.RetainOnly(ready);
-        var loadSeconds = _target is IInstanceLoadTime { InstanceLoadTime: { } load } ? load.TotalSeconds : 0;
+        var loadSeconds = _target is Scaling.IInstanceLoadTime { InstanceLoadTime: { } load } ? load.TotalSeconds : 0;
         var query = new VoteQuery(App, current, loadSeconds);
         var asks = new Task<InstanceVote>[ready.Count];
         for (var i = 0; i < ready.Count; i++)

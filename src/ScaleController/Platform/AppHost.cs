@@ -20,7 +20,7 @@ public enum InstanceState
 /// Changes to the instance set (scale out or in, redeploy, unload, replacing a dead instance) are serialised
 /// per app; the request path never waits on them (the frontend reads an immutable snapshot of ready instances).
 /// </summary>
-internal sealed class AppHost : IScaleTarget, IInstanceLoadTime, IAsyncDisposable
+internal sealed class AppHost : IScaleTarget, Scaling.IInstanceLoadTime, IAsyncDisposable
 {
     private readonly PlatformContext _platform;
     private readonly SemaphoreSlim _changes = new(1, 1);

@@ -32,7 +32,7 @@ public sealed class ScaleLoopTests
         Assert.All(_votes.Queries, q => Assert.Equal(new VoteQuery("app", 3, 0), q));
     }
 
-    private sealed class MeasuredTarget(TimeProvider time) : IScaleTarget, IInstanceLoadTime
+    private sealed class MeasuredTarget(TimeProvider time) : IScaleTarget, FaaST.Scaling.IInstanceLoadTime
     {
         private readonly FakeTarget _inner = new("app", time);
         public string App => _inner.App;

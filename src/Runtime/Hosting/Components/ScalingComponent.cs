@@ -64,6 +64,9 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
     /// <summary>T_Load as the controller last sent it (0 until it measured one).</summary>
     public double LoadSeconds => Volatile.Read(ref _loadSeconds);
 
+    /// <summary>T_Load as the controller last sent it; null until it sent a measured one.</summary>
+    public TimeSpan? InstanceLoadTime => LoadSeconds > 0 ? TimeSpan.FromSeconds(LoadSeconds) : null;
+
     public void Participate(IHostLifecycle lifecycle)
     {
         _lifecycle = lifecycle;
