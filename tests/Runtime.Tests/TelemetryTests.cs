@@ -305,46 +305,6 @@ public sealed class TelemetryTests(AzuriteFixture azurite)
 
     private static string Environment(string name) => "environment variable " + name;
 
-    /// <summary>An OTLP/HTTP collector on loopback that keeps what it is sent.</summary>
-    private sealed class OtlpCollector : IAsyncDisposable
-    {
-        private readonly WebApplication _web;
-        private readonly System.Collections.Concurrent.ConcurrentQueue<(string Path, byte[] Body)> _received = new();
-
-        private OtlpCollector(WebApplication web) => _web = web;
-
-        public string Endpoint => _web.Urls.Single();
-
-        public static async Task<OtlpCollector> StartAsync()
-        {
-            var builder = WebApplication.CreateSlimBuilder();
-            builder.WebHost.UseUrls("http://127.0.0.1:0");
-            builder.Logging.ClearProviders();
-            var collector = new OtlpCollector(builder.Build());
-            collector._web.MapPost("/v1/{signal}", async context =>
-            {
-                using var body = new MemoryStream();
-                await context.Request.Body.CopyToAsync(body);
-                collector._received.Enqueue((context.Request.Path.Value!, body.ToArray()));
-                context.Response.ContentType = "application/x-protobuf";
-            });
-            await collector._web.StartAsync();
-            return collector;
-        }
-
-        public bool Received(string path, string text)
-        {
-            var bytes = System.Text.Encoding.UTF8.GetBytes(text);
-            return _received.Any(r => r.Path == path && r.Body.AsSpan().IndexOf(bytes) >= 0);
-        }
-
-        public async ValueTask DisposeAsync()
-        {
-            await _web.StopAsync();
-            await _web.DisposeAsync();
-        }
-    }
-
     private static IConfiguration Config(params (string Key, string? Value)[] values) =>
         new ConfigurationBuilder().AddInMemoryCollection(values.Where(v => v.Value is not null).Select(v => new KeyValuePair<string, string?>(v.Key, v.Value))).Build();
 

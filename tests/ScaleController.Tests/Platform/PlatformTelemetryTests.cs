@@ -154,7 +154,7 @@ public sealed class PlatformTelemetryTests : IAsyncLifetime
         Assert.False(File.Exists(file), "a stopped platform left its targets file behind");
     }
 
-    [Fact(Skip = "Failed once in a fresh-clone CI run beside a CPU hog (2026-11-27 22:57): the instance exported no span of the trace within 60 s, though it passed in the run before; cause not found yet (the instance's OTLP batch export under load is the suspect). Skipped until it is fixed, not retried.")]
+    [Fact]
     public async Task A_forwarded_invocation_is_a_frontend_span_whose_child_is_the_instances_span_with_its_worker_call()
     {
         await using var collector = await OtlpCollector.StartAsync();
@@ -187,11 +187,18 @@ public sealed class PlatformTelemetryTests : IAsyncLifetime
         Assert.Equal("frontend traced", frontend!.DisplayName);
         Assert.Equal("traced", frontend.GetTagItem("faast.app"));
 
-        // OTLP/protobuf: a span's trace_id is field 1 (16 bytes), its parent_span_id field 4 (8 bytes); names are plain UTF-8.
-        byte[] traceField = [0x0A, 0x10, .. Bytes(traceId.ToHexString())];
-        byte[] parentField = [0x22, 0x08, .. Bytes(frontend.SpanId.ToHexString())];
-        await Eventually.TrueAsync(() => collector.Received("/v1/traces", traceField, parentField, "invoke Work"u8.ToArray(), "worker"u8.ToArray()),
-            "the instance to export a span of the same trace under the frontend's, with its invocation and worker call", () => Output);
+        // The instance's HTTP server span is the frontend span's child, its invocation span the server span's child, and
+        // the worker call the invocation's. They may arrive in different exports (the exporter batches every 100 ms and a
+        // child ends first), so the collector decodes every span it received rather than looking in one body.
+        var trace = traceId.ToHexString();
+        await Eventually.TrueAsync(() =>
+        {
+            var received = collector.Spans().Where(s => s.TraceId == trace).ToList();
+            return received.Where(s => s.ParentSpanId == frontend.SpanId.ToHexString())
+                .SelectMany(server => received.Where(s => s.Name == "invoke Work" && s.ParentSpanId == server.SpanId))
+                .Any(invocation => received.Any(s => s.Name == "worker" && s.ParentSpanId == invocation.SpanId));
+        }, "the instance to export its server span under the frontend's, its invocation under that and the worker call under the invocation",
+            () => $"frontend span {frontend.SpanId}; " + collector.Describe() + "\n" + Output);
     }
 
     private static async Task<AppStatus> StatusAsync(HttpClient client, string app) =>
@@ -216,42 +223,4 @@ public sealed class PlatformTelemetryTests : IAsyncLifetime
     }
 
     private static byte[] Bytes(string hex) => Convert.FromHexString(hex);
-
-    /// <summary>An OTLP/HTTP collector on loopback that keeps what it is sent (as tests/Runtime.Tests' TelemetryTests has).</summary>
-    private sealed class OtlpCollector : IAsyncDisposable
-    {
-        private readonly WebApplication _web;
-        private readonly ConcurrentQueue<(string Path, byte[] Body)> _received = new();
-
-        private OtlpCollector(WebApplication web) => _web = web;
-
-        public string Endpoint => _web.Urls.Single();
-
-        public static async Task<OtlpCollector> StartAsync()
-        {
-            var builder = WebApplication.CreateSlimBuilder();
-            builder.WebHost.UseUrls("http://127.0.0.1:0");
-            builder.Logging.ClearProviders();
-            var collector = new OtlpCollector(builder.Build());
-            collector._web.MapPost("/v1/{signal}", async context =>
-            {
-                using var body = new MemoryStream();
-                await context.Request.Body.CopyToAsync(body);
-                collector._received.Enqueue((context.Request.Path.Value!, body.ToArray()));
-                context.Response.ContentType = "application/x-protobuf";
-            });
-            await collector._web.StartAsync();
-            return collector;
-        }
-
-        /// <summary>Whether one export to <paramref name="path"/> held every one of <paramref name="parts"/>.</summary>
-        public bool Received(string path, params byte[][] parts) =>
-            _received.Any(r => r.Path == path && parts.All(p => r.Body.AsSpan().IndexOf(p) >= 0));
-
-        public async ValueTask DisposeAsync()
-        {
-            await _web.StopAsync();
-            await _web.DisposeAsync();
-        }
-    }
 }
