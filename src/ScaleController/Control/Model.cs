@@ -72,8 +72,38 @@ public enum ScaleDecisionKind
     Unload,
 }
 
-/// <summary>One decision of the controller for one app: the instance count to have, the change, why.</summary>
-public sealed record ScaleDecision(int Target, int Delta, string Reason, ScaleDecisionKind Kind, DateTimeOffset At)
+/// <summary>
+/// What decided a change, as the platform's metrics count it (faast_platform_decisions_total's "dimension"): one of
+/// Faa$T's three policies (compute, cache-size, bandwidth), or a rule of the controller's own. Carried by the decision
+/// from where it is made, not read back out of the reason text.
+/// </summary>
+public static class ScaleDimension
+{
+    public const string Compute = PolicyNames.Compute;
+    public const string CacheSize = PolicyNames.CacheSize;
+    public const string Bandwidth = PolicyNames.Bandwidth;
+    /// <summary>Invocations queued at the frontend with no ready instance.</summary>
+    public const string FrontendQueue = "frontend-queue";
+    /// <summary>No invocation for the keep-alive: unload.</summary>
+    public const string KeepAlive = "keep-alive";
+    /// <summary>minInstances or maxInstances.</summary>
+    public const string Bounds = "bounds";
+    /// <summary>An instance's unrequested vote (a bandwidth scale-out of a large object).</summary>
+    public const string Unrequested = "unrequested";
+    /// <summary>Every vote of every instance said in.</summary>
+    public const string AllIn = "all-in";
+    /// <summary>A vote of a policy this platform does not know (a newer instance's): counted, not named.</summary>
+    public const string Other = "other";
+    /// <summary>Nothing decided (a hold with no vote either way).</summary>
+    public const string None = "none";
+
+    /// <summary>The dimension of an out vote of <paramref name="policy"/>: the policy's name if it is one of the three.</summary>
+    public static string OfPolicy(string policy) => policy is Compute or CacheSize or Bandwidth ? policy : Other;
+}
+
+/// <summary>One decision of the controller for one app: the instance count to have, the change, why, and what decided
+/// (<see cref="ScaleDimension"/>).</summary>
+public sealed record ScaleDecision(int Target, int Delta, string Reason, ScaleDecisionKind Kind, DateTimeOffset At, string Dimension)
 {
     /// <summary>Whether the decision changes the instance count.</summary>
     public bool Changes => Kind != ScaleDecisionKind.Hold;
@@ -83,4 +113,5 @@ public sealed record ScaleDecision(int Target, int Delta, string Reason, ScaleDe
 /// decided it.</summary>
 /// <param name="Delta">+n out, −1 in, 0 keep.</param>
 /// <param name="Reason">Names the deciding instance and policy with its own reason.</param>
-public sealed record CombinedVote(int Delta, string Reason);
+/// <param name="Dimension">What decided (<see cref="ScaleDimension"/>).</param>
+public sealed record CombinedVote(int Delta, string Reason, string Dimension);

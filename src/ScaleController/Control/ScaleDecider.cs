@@ -61,7 +61,7 @@ public sealed class ScaleDecider
         if (current == 0)
         {
             _allInRounds = 0;
-            return Hold(0, "unloaded; the next invocation loads the app", now);
+            return Hold(0, "unloaded; the next invocation loads the app", ScaleDimension.None, now);
         }
         var idle = now - lastInvocation;
         if (idle >= _policy.KeepAlive && load.InFlight == 0 && load.Queued == 0)
@@ -70,19 +70,19 @@ public sealed class ScaleDecider
             _pendingTarget = 0;
             _pendingReason = null;
             return Change(0, current, ScaleDecisionKind.Unload,
-                F($"no invocation for {Seconds(idle)} (keepAlive {Seconds(_policy.KeepAlive)})"), now);
+                F($"no invocation for {Seconds(idle)} (keepAlive {Seconds(_policy.KeepAlive)})"), ScaleDimension.KeepAlive, now);
         }
         if (current < _policy.MinInstances)
         {
             _allInRounds = 0;
             return Change(_policy.MinInstances, current, ScaleDecisionKind.Out,
-                F($"{current} instance(s), below minInstances {_policy.MinInstances}"), now);
+                F($"{current} instance(s), below minInstances {_policy.MinInstances}"), ScaleDimension.Bounds, now);
         }
         if (current > _policy.MaxInstances)
         {
             _allInRounds = 0;
             return Change(_policy.MaxInstances, current, ScaleDecisionKind.In,
-                F($"{current} instance(s), above maxInstances {_policy.MaxInstances}"), now);
+                F($"{current} instance(s), above maxInstances {_policy.MaxInstances}"), ScaleDimension.Bounds, now);
         }
         if (_pendingReason is not null)
         {
@@ -96,7 +96,7 @@ public sealed class ScaleDecider
                 _pendingReason = null;
                 _allInRounds = 0;
                 _lastImmediate = now;
-                return Change(target, current, ScaleDecisionKind.Out, reason, now);
+                return Change(target, current, ScaleDecisionKind.Out, reason, ScaleDimension.Unrequested, now);
             }
         }
 
@@ -106,29 +106,29 @@ public sealed class ScaleDecider
             _allInRounds = 0;
             var target = Math.Min(current + combined.Delta, _policy.MaxInstances);
             if (target == current)
-                return Hold(current, F($"at maxInstances {_policy.MaxInstances}; {combined.Reason}"), now);
+                return Hold(current, F($"at maxInstances {_policy.MaxInstances}; {combined.Reason}"), ScaleDimension.Bounds, now);
             if (_lastChange is { } last && now - last < _policy.ScaleOutCooldown)
             {
-                return Hold(current, F($"out by {combined.Delta} wanted, scale-out cool-down for {Seconds(_policy.ScaleOutCooldown - (now - last))} more; {combined.Reason}"), now);
+                return Hold(current, F($"out by {combined.Delta} wanted, scale-out cool-down for {Seconds(_policy.ScaleOutCooldown - (now - last))} more; {combined.Reason}"), combined.Dimension, now);
             }
-            return Change(target, current, ScaleDecisionKind.Out, combined.Reason, now);
+            return Change(target, current, ScaleDecisionKind.Out, combined.Reason, combined.Dimension, now);
         }
         if (combined.Delta < 0)
         {
             _allInRounds++;
             if (_allInRounds < _policy.ScaleInRounds)
-                return Hold(current, F($"all-in round {_allInRounds} of {_policy.ScaleInRounds}; {combined.Reason}"), now);
+                return Hold(current, F($"all-in round {_allInRounds} of {_policy.ScaleInRounds}; {combined.Reason}"), combined.Dimension, now);
             if (current <= _policy.MinInstances)
-                return Hold(current, F($"at minInstances {_policy.MinInstances}; {combined.Reason}"), now);
+                return Hold(current, F($"at minInstances {_policy.MinInstances}; {combined.Reason}"), ScaleDimension.Bounds, now);
             if (_lastChange is { } last && now - last < _policy.ScaleInCooldown)
             {
-                return Hold(current, F($"in wanted, scale-in cool-down for {Seconds(_policy.ScaleInCooldown - (now - last))} more; {combined.Reason}"), now);
+                return Hold(current, F($"in wanted, scale-in cool-down for {Seconds(_policy.ScaleInCooldown - (now - last))} more; {combined.Reason}"), combined.Dimension, now);
             }
             _allInRounds = 0;
-            return Change(current - 1, current, ScaleDecisionKind.In, combined.Reason, now);
+            return Change(current - 1, current, ScaleDecisionKind.In, combined.Reason, combined.Dimension, now);
         }
         _allInRounds = 0;
-        return Hold(current, combined.Reason, now);
+        return Hold(current, combined.Reason, combined.Dimension, now);
     }
 
     /// <summary>
@@ -150,23 +150,23 @@ public sealed class ScaleDecider
         var cut = granted < target ? F($" (cut from {target} to maxInstances {_policy.MaxInstances})") : "";
         var promised = Math.Max(current, _pendingReason is null ? 0 : _pendingTarget);
         if (granted <= promised)
-            return Hold(promised, F($"unrequested {granted}{cut} already met: {promised} instance(s) ({reason})"), now);
+            return Hold(promised, F($"unrequested {granted}{cut} already met: {promised} instance(s) ({reason})"), ScaleDimension.Unrequested, now);
         if (current == 0)
         {
             // Unloaded: loading is the frontend's cold start; remember the target for the first round after it.
             SetPending(granted, reason, cut);
-            return Hold(granted, F($"unloaded; {granted} instance(s) once the app is loaded ({reason})"), now);
+            return Hold(granted, F($"unloaded; {granted} instance(s) once the app is loaded ({reason})"), ScaleDimension.Unrequested, now);
         }
         if (InImmediateCooldown(now))
         {
             SetPending(granted, reason, cut);
-            return Hold(granted, F($"unrequested {granted}{cut} collapsed into the next decision after the scale-out cool-down ({reason})"), now);
+            return Hold(granted, F($"unrequested {granted}{cut} collapsed into the next decision after the scale-out cool-down ({reason})"), ScaleDimension.Unrequested, now);
         }
         _pendingReason = null;
         _allInRounds = 0;
         _lastImmediate = now;
         _lastSeen = current;
-        return Change(granted, current, ScaleDecisionKind.Out, F($"unrequested: {reason}{cut}"), now);
+        return Change(granted, current, ScaleDecisionKind.Out, F($"unrequested: {reason}{cut}"), ScaleDimension.Unrequested, now);
     }
 
     private void SetPending(int granted, string reason, string cut)
@@ -181,15 +181,15 @@ public sealed class ScaleDecider
     private bool InImmediateCooldown(DateTimeOffset now) =>
         _lastImmediate is { } last && now - last < _policy.ScaleOutCooldown;
 
-    private ScaleDecision Change(int target, int current, ScaleDecisionKind kind, string reason, DateTimeOffset now)
+    private ScaleDecision Change(int target, int current, ScaleDecisionKind kind, string reason, string dimension, DateTimeOffset now)
     {
         _lastChange = now;
         _lastSeen = target;
-        return new ScaleDecision(target, target - current, reason, kind, now);
+        return new ScaleDecision(target, target - current, reason, kind, now, dimension);
     }
 
-    private static ScaleDecision Hold(int current, string reason, DateTimeOffset now) =>
-        new(current, 0, reason, ScaleDecisionKind.Hold, now);
+    private static ScaleDecision Hold(int current, string reason, string dimension, DateTimeOffset now) =>
+        new(current, 0, reason, ScaleDecisionKind.Hold, now, dimension);
 
     private static string Seconds(TimeSpan t) => t.TotalSeconds.ToString("0.###", CultureInfo.InvariantCulture) + " s";
 

@@ -23,7 +23,7 @@ public static class VoteCombiner
         ArgumentNullException.ThrowIfNull(enabled);
         ArgumentNullException.ThrowIfNull(load);
         if (load.Queued > 0 && votes.Count == 0)
-            return new CombinedVote(1, F($"frontend: {load.Queued} invocation(s) queued with no ready instance"));
+            return new CombinedVote(1, F($"frontend: {load.Queued} invocation(s) queued with no ready instance"), ScaleDimension.FrontendQueue);
 
         (string Instance, PolicyVoteEntry Vote)? largestOut = null;
         (string Instance, PolicyVoteEntry Vote)? firstIn = null;
@@ -63,14 +63,14 @@ public static class VoteCombiner
         }
 
         if (largestOut is { } o)
-            return new CombinedVote(o.Vote.Delta, F($"instance {o.Instance} {o.Vote.Policy} votes +{o.Vote.Delta}: {o.Vote.Reason}"));
+            return new CombinedVote(o.Vote.Delta, F($"instance {o.Instance} {o.Vote.Policy} votes +{o.Vote.Delta}: {o.Vote.Reason}"), ScaleDimension.OfPolicy(o.Vote.Policy));
         if (votes.Count == 0)
-            return new CombinedVote(0, "no ready instance to ask");
+            return new CombinedVote(0, "no ready instance to ask", ScaleDimension.None);
         if (blocker is null && firstIn is { } i)
         {
-            return new CombinedVote(-1, F($"all {counted} vote(s) of {votes.Count} instance(s) say in (instance {i.Instance} {i.Vote.Policy}: {i.Vote.Reason})"));
+            return new CombinedVote(-1, F($"all {counted} vote(s) of {votes.Count} instance(s) say in (instance {i.Instance} {i.Vote.Policy}: {i.Vote.Reason})"), ScaleDimension.AllIn);
         }
-        return new CombinedVote(0, F($"no policy says out, not all say in ({blocker})"));
+        return new CombinedVote(0, F($"no policy says out, not all say in ({blocker})"), ScaleDimension.None);
     }
 
     /// <summary>Whether <c>scale.votes</c> counts a policy; a policy it does not name (a newer instance's) is counted.</summary>

@@ -40,7 +40,7 @@ internal sealed class PlatformMetrics
         meter.CreateObservableGauge("faast.platform.votes", ObserveVotes, "{vote}",
             "The controller's last round: instances voting out, keep or in, by app and policy (compute, cache-size, bandwidth; none: no answer)");
         meter.CreateObservableCounter("faast.platform.decisions", ObserveDecisions, "{decision}",
-            "The controller's decisions that changed the instance count, by app, kind (out, in, unload) and the dimension that decided (compute, cache-size, bandwidth, frontend-queue, keep-alive, bounds, unrequested, all-in, none)");
+            "The controller's decisions that changed the instance count, by app, kind (out, in, unload) and the dimension that decided (compute, cache-size, bandwidth, frontend-queue, keep-alive, bounds, unrequested, all-in, other, none)");
         meter.CreateObservableGauge("faast.platform.frontend.in_flight", () => _apps().Select(a => new Measurement<long>(a.LastStats.InFlight, Tag("app", a.App))), "{invocation}",
             "Invocations the frontend was forwarding at the controller's last round, by app");
         meter.CreateObservableGauge("faast.platform.queue.length", () => _apps().Select(a => new Measurement<long>(a.LastStats.Queued, Tag("app", a.App))), "{invocation}",
@@ -95,7 +95,7 @@ internal sealed class PlatformMetrics
                 {
                     if (d.At <= seen)
                         continue;
-                    var key = (app.App, d.Kind.ToString().ToLowerInvariant(), DimensionOf(d));
+                    var key = (app.App, d.Kind.ToString().ToLowerInvariant(), d.Dimension);
                     _decisions[key] = _decisions.GetValueOrDefault(key) + 1;
                     seen = d.At;
                 }
@@ -104,33 +104,6 @@ internal sealed class PlatformMetrics
             return _decisions.Select(d => new Measurement<long>(d.Value, Tag("app", d.Key.App), Tag("kind", d.Key.Kind), Tag("dimension", d.Key.Dimension))).ToArray();
         }
     }
-
-    /// <summary>
-    /// What decided: the policy named by the deciding vote (VoteCombiner's reasons: "instance I POLICY votes +n"), else the
-    /// rule of ScaleDecider that did (keep-alive, min/maxInstances, an instance's unrequested vote, the frontend's queue).
-    /// </summary>
-    internal static string DimensionOf(ScaleDecision d)
-    {
-        var r = d.Reason;
-        if (d.Kind == ScaleDecisionKind.Unload)
-            return "keep-alive";
-        if (r.StartsWith("unrequested", StringComparison.Ordinal))
-            return "unrequested";
-        if (r.Contains("minInstances", StringComparison.Ordinal) || r.Contains("maxInstances", StringComparison.Ordinal))
-            return "bounds";
-        if (r.Contains("frontend:", StringComparison.Ordinal))
-            return "frontend-queue";
-        if (r.Contains(" say in ", StringComparison.Ordinal))
-            return "all-in";
-        foreach (var policy in Policies)
-        {
-            if (r.Contains($" {policy} votes +", StringComparison.Ordinal))
-                return policy;
-        }
-        return "none";
-    }
-
-    private static readonly string[] Policies = [PolicyNames.Compute, PolicyNames.CacheSize, PolicyNames.Bandwidth];
 
     private static readonly InstanceState[] States = Enum.GetValues<InstanceState>();
 

@@ -38,6 +38,7 @@ public sealed class ScaleDeciderTests
         Assert.Equal(5, decision.Target);
         Assert.Equal(3, decision.Delta);
         Assert.Contains("instance i0 compute votes +3", decision.Reason);
+        Assert.Equal(ScaleDimension.Compute, decision.Dimension);
     }
 
     [Fact]
@@ -102,6 +103,7 @@ public sealed class ScaleDeciderTests
         Assert.Equal(ScaleDecisionKind.In, third.Kind);
         Assert.Equal(2, third.Target);
         Assert.Equal(-1, third.Delta);
+        Assert.Equal(ScaleDimension.AllIn, third.Dimension);
     }
 
     [Fact]
@@ -209,6 +211,29 @@ public sealed class ScaleDeciderTests
         Assert.Equal(ScaleDecisionKind.Unload, decision.Kind);
         Assert.Equal(0, decision.Target);
         Assert.Contains("no invocation for 600 s", decision.Reason);
+        Assert.Equal(ScaleDimension.KeepAlive, decision.Dimension);
+    }
+
+    [Theory]
+    [InlineData(PolicyNames.Compute, ScaleDimension.Compute)]
+    [InlineData(PolicyNames.CacheSize, ScaleDimension.CacheSize)]
+    [InlineData(PolicyNames.Bandwidth, ScaleDimension.Bandwidth)]
+    [InlineData("gpu", ScaleDimension.Other)]
+    public void An_out_decision_carries_the_policy_that_decided_it_and_a_policy_it_does_not_know_counts_as_other(string policy, string dimension)
+    {
+        var decision = Round(NewDecider(), 2, [Votes.Instance("i0", (policy, 2)), All("i1", 0)]);
+
+        Assert.Equal(ScaleDecisionKind.Out, decision.Kind);
+        Assert.Equal(dimension, decision.Dimension);
+    }
+
+    [Fact]
+    public void Decisions_of_the_controllers_own_rules_carry_the_rule_that_decided()
+    {
+        Assert.Equal(ScaleDimension.Bounds, Round(NewDecider(), 9, AllKeep(9)).Dimension);
+        Assert.Equal(ScaleDimension.FrontendQueue, Round(NewDecider(), 1, [], FrontendLoad.Idle with { Queued = 3 }).Dimension);
+        Assert.Equal(ScaleDimension.Unrequested, NewDecider().RequestImmediate(1, 4, "a large object").Dimension);
+        Assert.Equal(ScaleDimension.None, Round(NewDecider(), 2, AllKeep(2)).Dimension);
     }
 
     [Fact]
