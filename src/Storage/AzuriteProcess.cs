@@ -121,7 +121,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     /// Without <paramref name="port"/> a free port is chosen, and another one if that port was taken meanwhile.
     /// </summary>
     /// <exception cref="FileNotFoundException">Azurite is not installed (run npm ci).</exception>
-    /// <exception cref="InvalidOperationException">Azurite exited or did not come up in time.</exception>
+    /// <exception cref="InvalidOperationException">Azurite exited or did not come up in time (<paramref name="startupTimeout"/>, default 120 s).</exception>
     /// <param name="dataDirectory">Where Azurite keeps blobs across runs (made 0700, its files 0600); null keeps them in memory.</param>
     /// <param name="account">The only account Azurite serves; null: the emulator's public devstoreaccount1.</param>
     /// <param name="https">Serve HTTPS with this certificate (and, if it says so, accept OAuth bearer tokens); null: HTTP.</param>
@@ -141,7 +141,10 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
                 $"Azurite is not installed: '{launcher}' is missing. Run `npm ci` in {repoRoot}.", launcher);
         }
 
-        var timeout = startupTimeout ?? TimeSpan.FromSeconds(30);
+        // 120 s by default: Azurite is a Node process, and on a busy 2-core machine (CI beside a CPU hog, load ~25) it was
+        // seen to take over 30 s to answer its first request. Its exit is seen at once, so the wait is long only for an
+        // Azurite that is alive but slow, never for one that failed.
+        var timeout = startupTimeout ?? TimeSpan.FromSeconds(120);
         const int maxPortTries = 5;
         for (var tryNo = 1; ; tryNo++)
         {
