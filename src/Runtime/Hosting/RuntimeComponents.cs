@@ -54,6 +54,7 @@ internal static class RuntimeComponents
         {
             services.AddLifecycleComponent<PeersComponent>();
             services.AddFromExisting<IHostMembership, PeersComponent>();
+            services.AddLifecycleComponent<FaaST.Runtime.Bandwidth.BandwidthComponent>();
         }
         else
             services.AddSingleton<IHostMembership>(NoPeers.Instance);

@@ -1,10 +1,9 @@
 using System.Net;
+using FaaST.Cachelet;
 using FaaST.Cachelet.Peers;
 using FaaST.Hosting;
 using FaaST.Membership;
 using FaaST.Peers;
-using FaaST.Runtime.Bandwidth;
-using FaaST.Scaling;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
 using Microsoft.Extensions.Options;
@@ -38,13 +37,11 @@ internal sealed class PeersComponent : ILifecycleParticipant, IHostMembership
     private PeerClient? _client;
     private PeerAuth? _credentials;
     private MembershipService? _membership;
-    private ScaleControlScaler? _scaler;
 
-    /// <summary>
-    /// This instance's bandwidth profile (T_Load, BW_BS, BW_Inst; Faa$T §4), measured by the cache's
-    /// transfers: what its bandwidth planning uses and its votes report.
-    /// </summary>
-    public ProfiledBandwidth Bandwidth { get; } = new();
+    /// <summary>Raised (under the component's lock, so never after the host began to stop) when this instance has joined
+    /// its app's view and connected the cache to its peers: what builds on the view connects to the cache here.</summary>
+    public event Action<BlobCache>? Adopted;
+
     private Task _joining = Task.CompletedTask;
     private bool _stopped;
 
@@ -98,15 +95,12 @@ internal sealed class PeersComponent : ILifecycleParticipant, IHostMembership
     {
         _credentials = new PeerAuth(PeerSecret.Resolve(_app, _storage.Accounts.ConnectionString("AzureWebJobsStorage")), _app.Name);
         _client = new PeerClient(new PeerOptions { Credentials = _credentials, Timeout = _options.Timeout, FetchTimeout = _options.FetchTimeout });
-        _scaler = ScaleControlScaler.FromEnvironment(Environment.GetEnvironmentVariable(ScaleControlScaler.Variable), _app.Name,
-            () => Volatile.Read(ref _membership)?.Self.Id ?? "", _credentials);
         return Task.CompletedTask;
     }
 
     private Task StopTransport(CancellationToken ct)
     {
         _client?.Dispose();
-        _scaler?.Dispose();
         return Task.CompletedTask;
     }
 
@@ -202,9 +196,7 @@ internal sealed class PeersComponent : ILifecycleParticipant, IHostMembership
             Volatile.Write(ref _membership, membership);
             var cache = _cache.Started;
             cache.ConnectPeers(new RingOwnerDirectory(membership), Client);
-            // Large misses are fetched by several instances at once; without a scale controller
-            // (FAAST_SCALE_CONTROLLER unset) only by those already in the view.
-            cache.ConnectBandwidthScaling(new ProfiledBandwidthPlanner(Bandwidth, _options.Bandwidth.MaxInstances), _scaler, _options.Bandwidth);
+            Adopted?.Invoke(cache);
         }
         Log.InstanceServing(_logger, membership.Self.Id, membership.Self.PeerAddress, membership.Members.Count);
         return true;

@@ -3,6 +3,7 @@ using FaaST.Hosting;
 using FaaST.Membership;
 using FaaST.Peers;
 using FaaST.Protos.Scale;
+using FaaST.Runtime.Bandwidth;
 using FaaST.Runtime.Http;
 using FaaST.Runtime.Scaling;
 using FaaST.Runtime.Telemetry;
@@ -30,6 +31,7 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
     private readonly ServingOptions _serving;
     private readonly ServingComponent _web;
     private readonly PeersComponent _peers;
+    private readonly BandwidthComponent _bandwidth;
     private readonly CacheComponent _cache;
     private readonly HttpFunctionsComponent _functions;
     private readonly ILogger _logger;
@@ -42,7 +44,7 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
     private TimeSpan _drainDeadline;
 
     /// <param name="lifecycle">Stopped after a drain when <see cref="ScalingHostOptions.StopRequested"/> is null (a host in a test's process).</param>
-    public ScalingComponent(FunctionApp app, IOptions<ScalingHostOptions> options, IOptions<ServingOptions> serving, ServingComponent web, PeersComponent peers,
+    public ScalingComponent(FunctionApp app, IOptions<ScalingHostOptions> options, IOptions<ServingOptions> serving, ServingComponent web, PeersComponent peers, BandwidthComponent bandwidth,
         CacheComponent cache, HttpFunctionsComponent functions, WorkersComponent workers, HostLifecycle lifecycle, ILoggerFactory loggers)
     {
         _eventLoops = new EventLoopLoad(() => workers.Pool?.EventLoops() ?? []);
@@ -53,6 +55,7 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
         _serving = serving.Value;
         _web = web;
         _peers = peers;
+        _bandwidth = bandwidth;
         _cache = cache;
         _logger = loggers.CreateLogger("FaaST.Scaling");
         var service = new InstanceScalingService(this);
@@ -89,7 +92,7 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
         // bandwidth planner's profile takes as one observation (a repeat is not one, or the average would
         // be pulled towards whatever the controller happened to repeat most).
         if (request.InstanceLoadSeconds > 0 && Interlocked.Exchange(ref _loadSeconds, request.InstanceLoadSeconds) != request.InstanceLoadSeconds)
-            _peers.Bandwidth.ObserveLoad(TimeSpan.FromSeconds(request.InstanceLoadSeconds));
+            _bandwidth.Profile.ObserveLoad(TimeSpan.FromSeconds(request.InstanceLoadSeconds));
 
         var votes = _options.Votes;
         var metrics = Metrics;
@@ -132,7 +135,7 @@ internal sealed class ScalingComponent : ILifecycleParticipant, IInstanceLoadTim
     /// </summary>
     private BandwidthProfile CurrentProfile()
     {
-        var profile = _peers.Bandwidth;
+        var profile = _bandwidth.Profile;
         var (_, storage, instance) = profile.Observations;
         return new BandwidthProfile
         {
