@@ -49,6 +49,9 @@ public sealed record HostLaunchOptions
     /// <summary>How long the host has to write its ready file. Default 90 s.</summary>
     public TimeSpan StartupTimeout { get; init; } = TimeSpan.FromSeconds(90);
 
+    /// <summary>How long disposing the host waits after SIGTERM before it kills the process tree. Default 20 s.</summary>
+    public TimeSpan StopGrace { get; init; } = TimeSpan.FromSeconds(20);
+
     /// <summary>Receives each line the host writes to stdout or stderr, as written (it carries the functions' output: escape it before showing it).</summary>
     public Action<string>? Output { get; init; }
 }
@@ -93,10 +96,12 @@ public sealed class LaunchedHost : IAsyncDisposable
     private readonly ConcurrentQueue<string> _tail;
     private readonly string _readyFile;
     private readonly string? _ownedDirectory;
+    private readonly TimeSpan _stopGrace;
     private int _disposed;
 
-    private LaunchedHost(Process process, ReadyFile ready, TimeSpan loadTime, ConcurrentQueue<string> tail, string readyFile, string? ownedDirectory)
+    private LaunchedHost(Process process, ReadyFile ready, TimeSpan loadTime, ConcurrentQueue<string> tail, string readyFile, string? ownedDirectory, TimeSpan stopGrace)
     {
+        _stopGrace = stopGrace;
         Process = process;
         Ready = ready;
         LoadTime = loadTime;
@@ -115,9 +120,6 @@ public sealed class LaunchedHost : IAsyncDisposable
 
     /// <summary>The host's last output lines, escaped (for error messages).</summary>
     public IReadOnlyList<string> LastLines => _tail.ToArray();
-
-    /// <summary>How long <see cref="DisposeAsync"/> waits after SIGTERM before it kills the process tree.</summary>
-    public TimeSpan StopGrace { get; init; } = TimeSpan.FromSeconds(20);
 
     /// <summary>
     /// Starts the host and waits for its ready file, racing the process's exit and the start timeout. Throws
@@ -155,7 +157,7 @@ public sealed class LaunchedHost : IAsyncDisposable
             var ready = await WaitForReadyAsync(process, readyFile, options, label, tail, ct);
             // Read: what it says is kept here, and a folder of ready files holds only hosts still starting.
             Cleanup(readyFile, null);
-            return new LaunchedHost(process, ready, clock.Elapsed, tail, readyFile, owned);
+            return new LaunchedHost(process, ready, clock.Elapsed, tail, readyFile, owned, options.StopGrace);
         }
         catch
         {
@@ -299,14 +301,14 @@ public sealed class LaunchedHost : IAsyncDisposable
         }
     }
 
-    /// <summary>Stops the host (SIGTERM, then kill after <see cref="StopGrace"/>) and deletes its ready file (and folder, when the launcher made it).</summary>
+    /// <summary>Stops the host (SIGTERM, then kill after <see cref="HostLaunchOptions.StopGrace"/>) and deletes its ready file (and folder, when the launcher made it).</summary>
     public async ValueTask DisposeAsync()
     {
         if (Interlocked.Exchange(ref _disposed, 1) != 0)
             return;
         try
         {
-            await StopAsync(StopGrace);
+            await StopAsync(_stopGrace);
         }
         catch (InvalidOperationException)
         {
