@@ -3,11 +3,12 @@ namespace FaaST.AppModel;
 /// <summary>
 /// Waits for a ready file to appear: woken by inotify (a FileSystemWatcher on its folder) the moment the host renames
 /// it into place, with a slow poll behind it in case an event is lost. Where no watcher can be had (the user's
-/// inotify instances are used up), a 50 ms poll.
+/// inotify instances are used up), a 50 ms poll. Measured (load 11, 2 cores, 30 rounds each): rename to wake-up
+/// 0.6-1.1 ms p50 watched, 21-25 ms p50 polled at 50 ms, which a host's timed start (the bench's host_start_ms) counts.
 /// </summary>
 internal static class ReadyFileWatch
 {
-    private static readonly TimeSpan WatchedPoll = TimeSpan.FromSeconds(1);
+    private static readonly TimeSpan WatchedPoll = TimeSpan.FromMilliseconds(250);
     private static readonly TimeSpan UnwatchedPoll = TimeSpan.FromMilliseconds(50);
 
     /// <summary>Set FAAST_READY_POLL=1 to wait by polling only (to compare the two).</summary>
