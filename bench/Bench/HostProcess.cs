@@ -4,18 +4,15 @@ using FaaST.Hosting.Status;
 
 namespace FaaST.Bench;
 
-/// <summary>A runtime host in its own process, as in production, started from the Release build.</summary>
+/// <summary>A runtime host in its own process, as in production, started from the Release build (<see cref="LaunchedHost"/>; SIGTERM, then kill after 15 s).</summary>
 public sealed class HostProcess : IAsyncDisposable
 {
-    private readonly Process _process;
+    private readonly LaunchedHost _host;
 
-    private HostProcess(Process process, Uri baseAddress)
-    {
-        _process = process;
-        BaseAddress = baseAddress;
-    }
+    private HostProcess(LaunchedHost host) => _host = host;
 
-    public Uri BaseAddress { get; }
+    /// <summary>Where the host serves, as its ready file says.</summary>
+    public Uri BaseAddress => _host.Ready.Http;
 
     /// <summary>What the host wrote (warnings and errors: the bench runs hosts at Warning), for a scenario's error message.</summary>
     public string Output => string.Join("\n", _output ?? new());
@@ -62,38 +59,51 @@ public sealed class HostProcess : IAsyncDisposable
     private static async Task<(HostProcess Host, double StartMs)> StartCoreAsync(string home, string appDirectory, int workers,
         IDictionary<string, string> environment, string[] extraArguments, string? firstRequest)
     {
-        var port = FreePort();
         var dll = Path.Combine(home, "src", "Runtime", "bin", "Release", "net10.0", "FaaST.Runtime.dll");
         if (!File.Exists(dll))
             throw new FileNotFoundException($"{dll} is missing; run ./faast setup", dll);
-        var info = new ProcessStartInfo("dotnet")
+        var variables = new Dictionary<string, string>(environment)
         {
-            RedirectStandardOutput = true,
-            RedirectStandardError = true,
-            UseShellExecute = false,
+            ["FAAST_HOME"] = home,
+            ["Logging__LogLevel__Default"] = "Warning",
         };
-        foreach (var a in new[] { dll, appDirectory, "--port", port.ToString(System.Globalization.CultureInfo.InvariantCulture), "--workers", workers.ToString(System.Globalization.CultureInfo.InvariantCulture), "--azurite-in-memory" })
-            info.ArgumentList.Add(a);
-        foreach (var a in extraArguments)
-            info.ArgumentList.Add(a);
-        foreach (var (k, v) in environment)
-            info.Environment[k] = v;
-        info.Environment["FAAST_HOME"] = home;
-        info.Environment["Logging__LogLevel__Default"] = "Warning";
-        var started = Stopwatch.GetTimestamp();
-        var process = Process.Start(info)!;
         var output = new System.Collections.Concurrent.ConcurrentQueue<string>();
-        process.OutputDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
-        process.ErrorDataReceived += (_, e) => { if (e.Data is not null) output.Enqueue(e.Data); };
-        process.BeginOutputReadLine();
-        process.BeginErrorReadLine();
-        var host = new HostProcess(process, new Uri($"http://127.0.0.1:{port}")) { _output = output };
+        var timeout = TimeSpan.FromSeconds(60);
+        var started = Stopwatch.GetTimestamp();
+        LaunchedHost launched;
+        try
+        {
+            launched = await LaunchedHost.StartAsync(new HostLaunchOptions
+            {
+                RuntimeDll = dll,
+                AppDirectory = appDirectory,
+                Arguments = ["--port", "0", "--workers", workers.ToString(System.Globalization.CultureInfo.InvariantCulture), "--azurite-in-memory", .. extraArguments],
+                Environment = variables,
+                StartupTimeout = timeout,
+                StopGrace = TimeSpan.FromSeconds(15),
+                Output = output.Enqueue,
+            });
+        }
+        catch (HostStartException e) when (e.Failure == HostStartFailure.TimedOut)
+        {
+            throw new TimeoutException($"the host did not start within 60 s:\n{string.Join("\n", output)}", e);
+        }
+        catch (HostStartException e)
+        {
+            throw new InvalidOperationException($"{e.Message}\nall its output:\n{string.Join("\n", output)}", e);
+        }
+        var host = new HostProcess(launched) { _output = output };
+        // Ready (its ready file) is the host's lifecycle at Started; the bench also waits for its workers, and the timed
+        // start is the first answered request (polled every 5 ms), what a cold instance costs before it serves.
         using var client = new HttpClient { Timeout = TimeSpan.FromSeconds(2) };
-        var deadline = DateTime.UtcNow.AddSeconds(60);
+        var deadline = DateTime.UtcNow + timeout - Stopwatch.GetElapsedTime(started);
         while (DateTime.UtcNow < deadline)
         {
-            if (process.HasExited)
-                throw new InvalidOperationException($"the host exited with {process.ExitCode}:\n{string.Join("\n", output)}");
+            if (launched.Process.HasExited)
+            {
+                await host.DisposeAsync();
+                throw new InvalidOperationException($"the host exited with {launched.Process.ExitCode}:\n{string.Join("\n", output)}");
+            }
             try
             {
                 if (firstRequest is not null)
@@ -111,7 +121,7 @@ public sealed class HostProcess : IAsyncDisposable
             }
             catch (HttpRequestException)
             {
-                // not listening yet
+                // not answering yet
             }
             catch (TaskCanceledException)
             {
@@ -123,29 +133,5 @@ public sealed class HostProcess : IAsyncDisposable
         throw new TimeoutException($"the host did not get {workers} workers ready within 60 s:\n{string.Join("\n", output)}");
     }
 
-    private static int FreePort()
-    {
-        using var l = new System.Net.Sockets.TcpListener(System.Net.IPAddress.Loopback, 0);
-        l.Start();
-        return ((System.Net.IPEndPoint)l.LocalEndpoint).Port;
-    }
-
-    public async ValueTask DisposeAsync()
-    {
-        if (!_process.HasExited)
-        {
-            // SIGTERM: the host stops its workers gracefully.
-            Process.Start("kill", ["-TERM", _process.Id.ToString(System.Globalization.CultureInfo.InvariantCulture)])?.WaitForExit();
-            using var cts = new CancellationTokenSource(TimeSpan.FromSeconds(15));
-            try
-            {
-                await _process.WaitForExitAsync(cts.Token);
-            }
-            catch (OperationCanceledException)
-            {
-                _process.Kill(entireProcessTree: true);
-            }
-        }
-        _process.Dispose();
-    }
+    public async ValueTask DisposeAsync() => await _host.DisposeAsync();
 }

@@ -1,7 +1,6 @@
 using System.Diagnostics;
 using System.Globalization;
 using System.Net;
-using System.Net.Sockets;
 using FaaST.Hosting.Status;
 using FaaST.Cachelet;
 
@@ -76,10 +75,9 @@ public sealed class InstanceGroup : IAsyncDisposable
         var group = new InstanceGroup(options);
         try
         {
-            var ports = Enumerable.Range(0, options.Count).Select(i => options.FirstPort > 0 ? options.FirstPort + i : FreePort()).ToArray();
-            await Task.WhenAll(Enumerable.Range(0, options.Count).Select(i => options.FirstPort > 0
-                ? group.StartInstanceAsync(i, ports[i], ct)
-                : group.StartOnFreePortAsync(i, ports[i], ct)));
+            // Without FirstPort each instance takes a free port (--port 0) and reports it in its ready file: no port is
+            // looked at first and then taken by another process before the instance binds it.
+            await Task.WhenAll(Enumerable.Range(0, options.Count).Select(i => group.StartInstanceAsync(i, options.FirstPort > 0 ? options.FirstPort + i : 0, ct)));
             await group.WaitForViewAsync(options.ExpectedMembers ?? options.Count, ct);
             return group;
         }
@@ -95,19 +93,32 @@ public sealed class InstanceGroup : IAsyncDisposable
     /// app next starts.</summary>
     public async Task KillAsync(int index)
     {
-        var instance = this[index];
+        _ = this[index];
         _instances[index] = null;
-        instance.Process.Kill(entireProcessTree: true);
-        await instance.Process.WaitForExitAsync();
+        await Launched(index).KillAsync();
         BlobCache.CleanStaleSegments(FunctionApp.NameOf(_options.AppDirectory));
     }
 
     /// <summary>Stops instance <paramref name="index"/> cleanly (SIGTERM: it leaves the view and flushes).</summary>
     public async Task StopAsync(int index)
     {
-        var instance = this[index];
+        _ = this[index];
         _instances[index] = null;
-        await TerminateAsync(instance.Process);
+        await Launched(index).StopAsync(StopGrace);
+    }
+
+    /// <summary>How long an instance has to exit on SIGTERM before it is killed.</summary>
+    private static readonly TimeSpan StopGrace = TimeSpan.FromSeconds(30);
+
+    // Every host the group started, by index (the last one of each): stopped and disposed with the group. Their
+    // Process objects stay valid after a kill or stop, for callers that still hold a GroupInstance.
+    private readonly List<LaunchedHost> _launched = [];
+    private readonly Dictionary<int, LaunchedHost> _current = [];
+
+    private LaunchedHost Launched(int index)
+    {
+        lock (_launched)
+            return _current[index];
     }
 
     /// <summary>Starts instance <paramref name="index"/> again on its old port.</summary>
@@ -116,7 +127,7 @@ public sealed class InstanceGroup : IAsyncDisposable
         if (_instances[index] is not null)
             throw new InvalidOperationException($"instance {index} is running");
         int port;
-        lock (_lastPorts)
+        lock (_launched)
             port = _lastPorts[index];
         return await StartInstanceAsync(index, port, ct);
     }
@@ -142,44 +153,8 @@ public sealed class InstanceGroup : IAsyncDisposable
         }
     }
 
-    /// <summary>
-    /// A free port is only free when it was looked at: another process (a parallel test, another group) may bind it
-    /// before the instance does, and the host then exits with code 4 (its port check). Such a start is retried on
-    /// another free port, up to three times.
-    /// </summary>
-    private async Task<GroupInstance> StartOnFreePortAsync(int index, int port, CancellationToken ct)
-    {
-        for (var attempt = 1; ; attempt++)
-        {
-            try
-            {
-                return await StartInstanceAsync(index, port, ct);
-            }
-            catch (PortTakenException) when (attempt < 3)
-            {
-                port = FreePort();
-            }
-        }
-    }
-
-    private sealed class PortTakenException(string message) : InvalidOperationException(message);
-
     private async Task<GroupInstance> StartInstanceAsync(int index, int port, CancellationToken ct)
     {
-        lock (_lastPorts)
-            _lastPorts[index] = port;
-        var info = new ProcessStartInfo("dotnet")
-        {
-            RedirectStandardOutput = true,
-            RedirectStandardError = true,
-            UseShellExecute = false,
-        };
-        foreach (var arg in new[] { _options.RuntimeDll, _options.AppDirectory, "--port", port.ToString(CultureInfo.InvariantCulture) }.Concat(_options.Arguments))
-            info.ArgumentList.Add(arg);
-        info.Environment["AzureWebJobsStorage"] = _options.StorageConnectionString;
-        foreach (var (name, value) in _options.Environment)
-            info.Environment[name] = value;
-        var process = Process.Start(info) ?? throw new InvalidOperationException("dotnet did not start");
         Action<string> sink;
         if (_options.LogDirectory is { } dir)
         {
@@ -197,32 +172,43 @@ public sealed class InstanceGroup : IAsyncDisposable
         {
             sink = line => _options.Output?.Invoke($"[{index}] {line}");
         }
-        process.OutputDataReceived += (_, e) => { if (e.Data is not null) sink(e.Data); };
-        process.ErrorDataReceived += (_, e) => { if (e.Data is not null) sink(e.Data); };
-        process.BeginOutputReadLine();
-        process.BeginErrorReadLine();
-
-        var address = new Uri($"http://127.0.0.1:{port}/");
-        var deadline = DateTime.UtcNow + _options.StartupTimeout;
-        while (true)
+        var environment = new Dictionary<string, string> { ["AzureWebJobsStorage"] = _options.StorageConnectionString };
+        foreach (var (name, value) in _options.Environment)
+            environment[name] = value;
+        LaunchedHost host;
+        try
         {
-            if (process.HasExited)
-                throw process.ExitCode == 4
-                    ? new PortTakenException($"instance {index} exited with code 4 while starting: port {port} was taken (see its output)")
-                    : new InvalidOperationException($"instance {index} exited with code {process.ExitCode} while starting (see its output)");
-            if (await TryStatusAsync(address, ct) is { Instance: { } self })
+            host = await LaunchedHost.StartAsync(new HostLaunchOptions
             {
-                var instance = new GroupInstance(index, process, address, self.Id, self.PeerAddress);
-                _instances[index] = instance;
-                return instance;
-            }
-            if (DateTime.UtcNow > deadline)
-            {
-                process.Kill(entireProcessTree: true);
-                throw new TimeoutException($"instance {index} did not start within {_options.StartupTimeout.TotalSeconds:0} s");
-            }
-            await Task.Delay(100, ct);
+                RuntimeDll = _options.RuntimeDll,
+                AppDirectory = _options.AppDirectory,
+                Arguments = ["--port", port.ToString(CultureInfo.InvariantCulture), .. _options.Arguments],
+                Environment = environment,
+                Label = $"instance {index}",
+                StartupTimeout = _options.StartupTimeout,
+                Output = sink,
+            }, ct);
         }
+        catch (HostStartException e) when (e.Failure == HostStartFailure.TimedOut)
+        {
+            throw new TimeoutException(e.Message, e);
+        }
+        catch (HostStartException e)
+        {
+            throw new InvalidOperationException(e.Message, e);
+        }
+        lock (_launched)
+        {
+            _launched.Add(host);
+            _current[index] = host;
+            _lastPorts[index] = host.Ready.Http.Port;
+        }
+        if (host.Ready.Peer is not { } peer)
+            throw new InvalidOperationException($"instance {index} serves no peer endpoint (a group's instances share their cache through peers; drop --no-peers)");
+        // Loopback, as the instances are asked for their status (they may listen on a wildcard address).
+        var instance = new GroupInstance(index, host.Process, new Uri($"http://127.0.0.1:{host.Ready.Http.Port}/"), host.Ready.Instance, peer);
+        _instances[index] = instance;
+        return instance;
     }
 
     private string? _masterKey;
@@ -268,37 +254,18 @@ public sealed class InstanceGroup : IAsyncDisposable
         return (await Http.FunctionKeys.FromStorageAsync(store, app, _ => { }, ct)).Master;
     }
 
-    private static int FreePort()
-    {
-        using var socket = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
-        socket.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        return ((IPEndPoint)socket.LocalEndPoint!).Port;
-    }
-
-    private static async Task TerminateAsync(Process process)
-    {
-        if (process.HasExited)
-            return;
-        try
-        {
-            Process.Start("kill", ["-TERM", process.Id.ToString(CultureInfo.InvariantCulture)])?.WaitForExit();
-            await process.WaitForExitAsync().WaitAsync(TimeSpan.FromSeconds(30));
-        }
-        catch (TimeoutException)
-        {
-            process.Kill(entireProcessTree: true);
-            await process.WaitForExitAsync();
-        }
-    }
-
     /// <summary>Stops every instance cleanly (SIGTERM), killing any that do not exit in 30 s.</summary>
     public async ValueTask DisposeAsync()
     {
-        var running = _instances.OfType<GroupInstance>().ToArray();
         Array.Clear(_instances);
-        await Task.WhenAll(running.Select(i => TerminateAsync(i.Process)));
-        foreach (var i in running)
-            i.Process.Dispose();
+        LaunchedHost[] launched;
+        lock (_launched)
+            launched = [.. _launched];
+        await Task.WhenAll(launched.Select(async h =>
+        {
+            await h.StopAsync(StopGrace);
+            await h.DisposeAsync();
+        }));
         _http.Dispose();
         lock (_logs)
             foreach (var log in _logs)

@@ -40,7 +40,7 @@ public sealed record LocalProcessOptions
 }
 
 /// <summary>
-/// Instances as local processes: each is the runtime host (<c>dotnet FaaST.Runtime.dll APPDIR --port 0</c>), on a
+/// Instances as local processes (<see cref="LaunchedHost"/>): each is the runtime host (<c>dotnet FaaST.Runtime.dll APPDIR --port 0</c>), on a
 /// free loopback port it reports itself. Ready means the host wrote its ready file (<c>--ready-file</c>, in
 /// <see cref="LocalProcessOptions.RunDirectory"/>), which it does once its lifecycle reached Started (workers up,
 /// functions loaded, peers joined), with its id, addresses and pid; never what it prints, which carries the
@@ -51,7 +51,9 @@ public sealed record LocalProcessOptions
 public sealed partial class LocalProcessProvider(LocalProcessOptions options) : IInstanceProvider
 {
     private readonly ConcurrentDictionary<string, Tracked> _running = new();
-    private readonly ConcurrentDictionary<int, Process> _starting = new();
+    // The starts under way: disposing cancels them (each kills its process) and waits for them.
+    private readonly ConcurrentDictionary<Task<LaunchedHost>, byte> _starting = new();
+    private readonly CancellationTokenSource _disposing = new();
     private volatile bool _disposed;
     private int _sequence;
     private string? _runDirectory;
@@ -64,100 +66,66 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
 
     public async Task<InstanceHandle> StartAsync(InstanceSpec spec, CancellationToken ct)
     {
-        if (!File.Exists(options.RuntimeDll))
-            throw new FileNotFoundException($"the runtime {options.RuntimeDll} does not exist; build it first (./faast setup)", options.RuntimeDll);
         var n = Interlocked.Increment(ref _sequence);
         // The platform names the instance, so that it finds the instance in the membership view and in its logs.
         var id = $"{spec.App}-v{spec.Version}-{n}-{Guid.NewGuid().ToString("N")[..8]}";
         var label = $"{spec.App} v{spec.Version} #{n}";
-        var readyFile = Path.Combine(RunDirectory(), id + ".ready");
-        var command = options.CommandPrefix.Concat(["dotnet", options.RuntimeDll, spec.AppDirectory,
-            "--port", "0", "--listen", options.ListenAddress, "--instance-id", id]).Concat(spec.Arguments)
-            .Concat(["--ready-file", readyFile]).ToArray();
         // Tied to the platform: all instances (the platform's own Azurite), or this app's (its Azurite is the platform's).
         var tied = options.TiedToPlatform || spec.Environment.GetValueOrDefault(HostCommandLine.ExitWithStdinVariable) == "1";
-        var info = new ProcessStartInfo(command[0])
-        {
-            RedirectStandardOutput = true,
-            RedirectStandardError = true,
-            RedirectStandardInput = tied,
-            UseShellExecute = false,
-        };
         // An allow-list of the platform's environment, not all of it: the operator's AzureWebJobsStorage, a secret in
         // their shell must not reach a tenant's instance (and would override its local.settings.json there).
-        info.Environment.Clear();
-        foreach (var (name, value) in InstanceEnvironment(Environment.GetEnvironmentVariables()))
-            info.Environment[name] = value;
+        var environment = new Dictionary<string, string>(InstanceEnvironment(Environment.GetEnvironmentVariables()));
         if (tied)
-            info.Environment[HostCommandLine.ExitWithStdinVariable] = "1";
-        foreach (var a in command.Skip(1))
-            info.ArgumentList.Add(a);
+            environment[HostCommandLine.ExitWithStdinVariable] = "1";
         foreach (var (name, value) in spec.Environment)
-            info.Environment[name] = value;
-        var started = DateTimeOffset.UtcNow;
-        var clock = Stopwatch.StartNew();
-        ObjectDisposedException.ThrowIf(_disposed, this);
-        var process = Process.Start(info) ?? throw new InvalidOperationException("dotnet did not start");
-        // Tracked from its first moment: a provider disposed while an instance starts must not leave it running.
-        _starting[process.Id] = process;
-        var tail = new ConcurrentQueue<string>();
-        void OnLine(string? line)
+            environment[name] = value;
+        var launch = new HostLaunchOptions
         {
-            if (line is null)
-                return;
+            RuntimeDll = options.RuntimeDll,
+            AppDirectory = spec.AppDirectory,
+            InstanceId = id,
+            Arguments = ["--port", "0", "--listen", options.ListenAddress, .. spec.Arguments],
+            Wrapper = options.CommandPrefix,
+            Environment = environment,
+            InheritEnvironment = false,
+            HoldStandardInput = tied,
+            ReadyDirectory = RunDirectory(),
+            Label = $"instance {label}",
+            StartupTimeout = options.StartupTimeout,
             // An instance's output carries its workers' (tenants' code): shown escaped, on the terminal and in errors.
-            tail.Enqueue(LogText.EscapeOutput(line));
-            while (tail.Count > 20)
-                tail.TryDequeue(out _);
-            options.Output?.Invoke(label, LogText.EscapeOutput(line));
-        }
-        process.OutputDataReceived += (_, e) => OnLine(e.Data);
-        process.ErrorDataReceived += (_, e) => OnLine(e.Data);
-        process.BeginOutputReadLine();
-        process.BeginErrorReadLine();
-
-        using var timeout = CancellationTokenSource.CreateLinkedTokenSource(ct);
-        timeout.CancelAfter(options.StartupTimeout);
-        var exited = process.WaitForExitAsync(timeout.Token);
-        var ready = WaitForReadyFileAsync(readyFile, id, process, timeout.Token);
+            Output = options.Output is { } output ? line => output(label, LogText.EscapeOutput(line)) : null,
+        };
+        var started = DateTimeOffset.UtcNow;
+        ObjectDisposedException.ThrowIf(_disposed, this);
+        using var starting = CancellationTokenSource.CreateLinkedTokenSource(ct, _disposing.Token);
+        // Tracked from its first moment: a provider disposed while an instance starts must not leave it running.
+        var start = LaunchedHost.StartAsync(launch, starting.Token);
+        _starting[start] = 0;
+        LaunchedHost host;
         try
         {
-            var first = await Task.WhenAny(ready, exited);
-            if (first != ready || ready.IsCanceled)
+            host = await start;
+        }
+        catch (HostStartException e)
+        {
+            throw new InstanceStartException(e.Failure switch
             {
-                await exited; // throws when it was the timeout or the caller
-                throw new InstanceStartException($"instance {label} exited with code {process.ExitCode} while starting; its last lines:{Environment.NewLine}  {string.Join(Environment.NewLine + "  ", tail)}");
-            }
+                HostStartFailure.TimedOut => $"instance {label} did not start within {options.StartupTimeout.TotalSeconds:0} s; its last lines:{Environment.NewLine}  {string.Join(Environment.NewLine + "  ", e.LastLines)}",
+                HostStartFailure.BadReadyFile => $"instance {label} wrote a ready file the platform cannot use: {e.Detail}",
+                _ => e.Message,
+            });
         }
-        catch (OperationCanceledException) when (!ct.IsCancellationRequested)
+        catch (OperationCanceledException) when (_disposing.IsCancellationRequested && !ct.IsCancellationRequested)
         {
-            Kill(process);
-            throw new InstanceStartException($"instance {label} did not start within {options.StartupTimeout.TotalSeconds:0} s; its last lines:{Environment.NewLine}  {string.Join(Environment.NewLine + "  ", tail)}");
-        }
-        catch
-        {
-            Kill(process);
-            throw;
+            throw new ObjectDisposedException(nameof(LocalProcessProvider), $"the provider was disposed while instance {label} started; it was stopped");
         }
         finally
         {
-            _starting.TryRemove(process.Id, out _);
-            timeout.Cancel(); // ends the polling when the exit came first
-            TryDelete(readyFile);
-            TryDelete(readyFile + ".tmp");
+            _starting.TryRemove(start, out _);
         }
-        ReadyFile report;
-        try
-        {
-            report = await ready;
-        }
-        catch (InvalidDataException e)
-        {
-            Kill(process);
-            throw new InstanceStartException($"instance {label} wrote a ready file the platform cannot use: {e.Message}");
-        }
-        var handle = new InstanceHandle(id, spec.App, spec.Version, report.Http, report.Peer, process.Id, started) { LoadTime = clock.Elapsed };
-        var tracked = new Tracked(handle, process);
+        var report = host.Ready;
+        var handle = new InstanceHandle(id, spec.App, spec.Version, report.Http, report.Peer, host.Process.Id, started) { LoadTime = host.LoadTime };
+        var tracked = new Tracked(handle, host.Process, host);
         _running[id] = tracked;
         if (_disposed)
         {
@@ -240,7 +208,7 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         {
             return null;
         }
-        var tracked = new Tracked(recorded, process);
+        var tracked = new Tracked(recorded, process, null);
         if (!_running.TryAdd(recorded.Id, tracked))
             return _running[recorded.Id].Handle;
         _ = WatchAsync(tracked);
@@ -256,32 +224,37 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         if (!_running.TryGetValue(instance.Id, out var tracked))
             return;
         tracked.Stopping = true;
-        var process = tracked.Process;
-        if (!process.HasExited)
+        // SIGTERM: the host's own drain (lifecycle Draining: 503 with Retry-After to new requests, in-flight
+        // invocations finish), then it leaves membership and exits. The host gives in-flight work 5 s, then stops
+        // workers and flushes; allow for that beyond the deadline before killing it.
+        if (tracked.Launched is { } launched)
         {
-            // SIGTERM: the host's own drain (lifecycle Draining: 503 with Retry-After to new requests, in-flight
-            // invocations finish), then it leaves membership and exits.
-            try
-            {
-                Process.Start("kill", ["-TERM", process.Id.ToString(CultureInfo.InvariantCulture)])?.WaitForExit();
-            }
-            catch (System.ComponentModel.Win32Exception)
-            {
-                process.Kill(entireProcessTree: true);
-            }
-            try
-            {
-                // The host gives in-flight work 5 s, then stops workers and flushes; allow for that beyond the deadline.
-                await process.WaitForExitAsync(ct).WaitAsync(deadline + TimeSpan.FromSeconds(10), ct);
-            }
-            catch (TimeoutException)
-            {
-                Kill(process);
-                await process.WaitForExitAsync(CancellationToken.None);
-            }
+            await launched.StopAsync(deadline + TimeSpan.FromSeconds(10), ct);
+            await launched.DisposeAsync();
+        }
+        else
+        {
+            await StopAdoptedAsync(tracked.Process, deadline + TimeSpan.FromSeconds(10), ct);
         }
         _running.TryRemove(instance.Id, out _);
-        process.Dispose();
+        tracked.Process.Dispose();
+    }
+
+    /// <summary>An instance a previous platform started (not this process's child): SIGTERM, then kill at the deadline.</summary>
+    private static async Task StopAdoptedAsync(Process process, TimeSpan deadline, CancellationToken ct)
+    {
+        if (process.HasExited)
+            return;
+        LaunchedHost.Terminate(process);
+        try
+        {
+            await process.WaitForExitAsync(ct).WaitAsync(deadline, ct);
+        }
+        catch (TimeoutException)
+        {
+            Kill(process);
+            await process.WaitForExitAsync(CancellationToken.None);
+        }
     }
 
     private async Task WatchAsync(Tracked tracked)
@@ -334,10 +307,21 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
     public async ValueTask DisposeAsync()
     {
         _disposed = true;
-        foreach (var starting in _starting.Values)
-            Kill(starting);
+        await _disposing.CancelAsync();
+        foreach (var start in _starting.Keys)
+        {
+            try
+            {
+                await start;
+            }
+            catch (Exception e) when (e is OperationCanceledException or HostStartException or InvalidOperationException or IOException)
+            {
+                // cancelled: its process is killed; the start's caller hears why
+            }
+        }
         var all = _running.Values.ToArray();
         await Task.WhenAll(all.Select(t => StopAsync(t.Handle, TimeSpan.FromSeconds(20), CancellationToken.None)));
+        _disposing.Dispose();
         if (_ownsRunDirectory && _runDirectory is { } run)
         {
             try
@@ -351,29 +335,16 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
         }
     }
 
-    private sealed class Tracked(InstanceHandle handle, Process process)
+    private sealed class Tracked(InstanceHandle handle, Process process, LaunchedHost? launched)
     {
         public InstanceHandle Handle { get; } = handle;
 
         public Process Process { get; } = process;
 
-        public volatile bool Stopping;
-    }
+        /// <summary>Null for an adopted instance (another platform process started it).</summary>
+        public LaunchedHost? Launched { get; } = launched;
 
-    /// <summary>
-    /// Polls for the instance's ready file every 50 ms (the caller races it with the process's exit and the start
-    /// timeout). The file is the host's only readiness report; it must name this instance and this process.
-    /// </summary>
-    private static async Task<ReadyFile> WaitForReadyFileAsync(string path, string id, Process process, CancellationToken ct)
-    {
-        while (!File.Exists(path))
-            await Task.Delay(50, ct);
-        var report = ReadyFile.Read(path);
-        if (report.Instance != id)
-            throw new InvalidDataException($"{path}: instance is \"{report.Instance}\", not \"{id}\"");
-        if (report.Pid != process.Id)
-            throw new InvalidDataException($"{path}: pid is {report.Pid}, not the instance's {process.Id}");
-        return report;
+        public volatile bool Stopping;
     }
 
     /// <summary>The ready files' folder: created 0700 on first use (an existing one is made 0700; a link is refused).</summary>
@@ -403,18 +374,6 @@ public sealed partial class LocalProcessProvider(LocalProcessOptions options) : 
             }
             Volatile.Write(ref _runDirectory, dir);
             return dir;
-        }
-    }
-
-    private static void TryDelete(string path)
-    {
-        try
-        {
-            File.Delete(path);
-        }
-        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
-        {
-            // best effort: the next start of the same id never happens (ids are unique)
         }
     }
 }
