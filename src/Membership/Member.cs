@@ -56,7 +56,7 @@ public sealed record MembershipChange(IReadOnlyList<Member> Joined, IReadOnlyLis
     public IReadOnlyList<Member> StateChanged { get; init; } = [];
 }
 
-/// <summary>Settings of <see cref="MembershipService"/> and <see cref="MembershipObserver"/>.</summary>
+/// <summary>Settings of <see cref="MembershipService"/> (and of the tests' MembershipObserver).</summary>
 public sealed record MembershipOptions
 {
     /// <summary>The container holding "{app}/instances/{memberId}" blobs (created if missing).</summary>

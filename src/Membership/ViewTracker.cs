@@ -5,7 +5,7 @@ namespace FaaST.Membership;
 
 /// <summary>
 /// The view of an app's instances as one reader builds it from listings of "{app}/instances/" — shared by the members
-/// (<see cref="MembershipService"/>) and by observers (<see cref="MembershipObserver"/>), so both judge liveness alike.
+/// (<see cref="MembershipService"/>) and by observers (the tests' MembershipObserver), so both judge liveness alike.
 /// A peer whose ETag has not changed for <see cref="MembershipOptions.MissedHeartbeats"/> intervals of the reader's
 /// clock is dead, provided the reader's own yardstick (a member's heartbeats, an observer's listings) advanced as
 /// many times meanwhile: storage too slow or down for the reader was so for the peer too, and proves nothing.

@@ -124,6 +124,21 @@ internal static partial class Log
     [LoggerMessage(EventId = 5032, Level = LogLevel.Warning, Message = "Worker {WorkerId} sent an unexpected {Kind} message; ignored")]
     public static partial void UnexpectedWorkerMessage(ILogger logger, string workerId, object kind);
 
+    // A worker's own lines, at the level the worker (RpcLog) or its stream (stdout, stderr) gives them, on the
+    // function logger's category; the callers escape the text first.
+
+    /// <summary>An RpcLog line of one invocation.</summary>
+    [LoggerMessage(EventId = 5040, Message = "[{Function} {InvocationId}] {Message}{Detail}")]
+    public static partial void WorkerInvocationLine(ILogger logger, LogLevel level, string function, string invocationId, string message, string detail);
+
+    /// <summary>An RpcLog line outside any invocation.</summary>
+    [LoggerMessage(EventId = 5041, Message = "[worker] {Message}{Detail}")]
+    public static partial void WorkerLine(ILogger logger, LogLevel level, string message, string detail);
+
+    /// <summary>A line of the worker process's stdout (Information) or stderr (Warning).</summary>
+    [LoggerMessage(EventId = 5042, Message = "[{Worker}] {Line}")]
+    public static partial void WorkerOutputLine(ILogger logger, LogLevel level, string worker, string line);
+
     /// <summary>Per request: gated.</summary>
     [LoggerMessage(EventId = 5050, Level = LogLevel.Warning,
         Message = "function {Function} answered with status {Status}, which is not a final HTTP status; 500 sent instead")]

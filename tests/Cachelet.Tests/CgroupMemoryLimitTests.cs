@@ -1,5 +1,5 @@
 using FaaST.Cachelet.Daemon;
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 
 namespace FaaST.Cachelet.Tests;
 

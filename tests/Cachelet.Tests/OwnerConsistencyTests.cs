@@ -1,6 +1,6 @@
 using System.Collections.Concurrent;
 using FaaST.Cachelet.Index;
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 
 namespace FaaST.Cachelet.Tests;
 

@@ -1,5 +1,5 @@
 using System.Runtime.Versioning;
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 
 namespace FaaST.Cachelet.Tests;
 

@@ -1,4 +1,4 @@
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 
 namespace FaaST.Runtime.Tests;
 

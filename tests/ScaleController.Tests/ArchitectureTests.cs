@@ -15,6 +15,16 @@ public sealed class ArchitectureTests
     }
 
     [Fact]
+    public void The_platform_reads_the_policy_file_from_the_app_model_not_from_the_cachelet()
+    {
+        // The compiler records only the assemblies whose types the platform uses: the cachelet still comes
+        // along as the peer transport's dependency (PeerAuth), but nothing of the platform's own uses it.
+        var references = typeof(PlatformHost).Assembly.GetReferencedAssemblies().Select(a => a.Name).ToList();
+        Assert.DoesNotContain("FaaST.Cachelet", references);
+        Assert.Equal("FaaST.AppModel", typeof(FaaST.AppModel.Policy.CachePolicyFile).Assembly.GetName().Name);
+    }
+
+    [Fact]
     public void The_runtime_host_does_not_reference_the_platform()
     {
         var runtime = Assembly.LoadFrom(Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll"));

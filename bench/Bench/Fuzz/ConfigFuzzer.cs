@@ -1,6 +1,6 @@
 using System.Collections;
 using System.Text;
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 using FaaST.Runtime.Bindings;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Routing;
@@ -325,7 +325,7 @@ public sealed class ConfigFuzzer : IDisposable
         }
         try
         {
-            policy.WithCgroupLimit(null, file, out _);
+            policy.WithMemoryCgroup(null, null, file, out _);
         }
         catch (PolicyFileException e)
         {

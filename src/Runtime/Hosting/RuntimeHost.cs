@@ -1,6 +1,6 @@
 using FaaST.Cachelet;
 using FaaST.Cachelet.Daemon;
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 using FaaST.Hosting;
 using FaaST.Hosting.Status;
 using FaaST.Membership;
@@ -167,12 +167,7 @@ public sealed class RuntimeHost : IAsyncDisposable
     {
         builder.AddConfiguration(configuration.GetSection("Logging"));
         builder.SetMinimumLevel(options.MinimumLogLevel);
-        builder.AddFilter("Microsoft", LogLevel.Warning);
-        builder.AddSimpleConsole(c =>
-        {
-            c.SingleLine = true;
-            c.TimestampFormat = "HH:mm:ss.fff ";
-        });
+        builder.AddFaaSTConsole();
         if (options.LoggerProvider is { } extra)
             builder.AddProvider(extra);
     });

@@ -331,9 +331,9 @@ internal sealed partial class WorkerPool : IAsyncDisposable
         // escaped so that a client's CR or LF cannot forge log lines; a stack trace keeps its lines.
         var detail = log.Exception is { } e ? $"\n{LogText.Escape(e.Message)}\n{LogText.EscapeKeepingLines(e.StackTrace)}" : "";
         if (log.InvocationId.Length > 0)
-            _functionLogger.Log(level, "[{Function} {InvocationId}] {Message}{Detail}", functionName ?? log.Category, log.InvocationId, LogText.Escape(log.Message), detail);
+            Log.WorkerInvocationLine(_functionLogger, level, functionName ?? log.Category, log.InvocationId, LogText.Escape(log.Message), detail);
         else
-            _functionLogger.Log(level, "[worker] {Message}{Detail}", LogText.Escape(log.Message), detail);
+            Log.WorkerLine(_functionLogger, level, LogText.Escape(log.Message), detail);
     }
 
     public async ValueTask DisposeAsync()

@@ -293,7 +293,7 @@ internal sealed partial class WorkerPool
         {
             // A function's print() reaches the operator's terminal: its CR and escape sequences are shown, not obeyed.
             if (line is not null)
-                pool._functionLogger.Log(level, "[{Worker}] {Line}", workerId.Split('-', 3)[0] + "-" + index, LogText.EscapeOutput(line));
+                Log.WorkerOutputLine(pool._functionLogger, level, workerId.Split('-', 3)[0] + "-" + index, LogText.EscapeOutput(line));
         }
 
         /// <summary>Kills the current worker (it hung); the loop starts a new one.</summary>

@@ -1,5 +1,5 @@
 using System.Globalization;
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 
 namespace FaaST.ScaleController.Control;
 

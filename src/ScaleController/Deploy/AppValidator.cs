@@ -1,6 +1,6 @@
 using System.Collections;
 using System.Text.RegularExpressions;
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 
 namespace FaaST.ScaleController.Deploy;
 

@@ -1,4 +1,4 @@
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 using FaaST.Peers;
 using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;

@@ -1,4 +1,4 @@
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Frontend;
 using FaaST.ScaleController.Providers;

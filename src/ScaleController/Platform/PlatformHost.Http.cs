@@ -1,6 +1,6 @@
 using System.Collections.Immutable;
 using System.Net;
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 using FaaST.Hosting;
 using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;

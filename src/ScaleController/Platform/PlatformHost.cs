@@ -1,6 +1,6 @@
 using System.Collections.Immutable;
 using System.Net;
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 using FaaST.Hosting;
 using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;
@@ -113,13 +113,8 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
             throw new ArgumentException($"PlatformOptions.AppLifecycleTimeout is {options.AppLifecycleTimeout}; it must be positive (default 5 s)", nameof(options));
         var builder = WebApplication.CreateSlimBuilder();
         builder.Logging.ClearProviders();
-        builder.Logging.AddFilter("Microsoft", LogLevel.Warning);
+        builder.Logging.AddFaaSTConsole();
         builder.Logging.AddFilter("Grpc", LogLevel.Warning);
-        builder.Logging.AddSimpleConsole(c =>
-        {
-            c.SingleLine = true;
-            c.TimestampFormat = "HH:mm:ss.fff ";
-        });
         logging?.Invoke(builder.Logging);
         builder.WebHost.ConfigureKestrel(k =>
         {

@@ -1,4 +1,4 @@
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 using FaaST.ScaleController.Control;
 using Microsoft.Extensions.Time.Testing;
 using static FaaST.ScaleController.Tests.Control.Votes;

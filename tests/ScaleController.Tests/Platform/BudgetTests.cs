@@ -15,47 +15,37 @@ namespace FaaST.ScaleController.Tests.Platform;
 /// </summary>
 public sealed class BudgetTests : IAsyncLifetime
 {
-    private Storage.AzuriteProcess _azurite = null!;
-    private readonly TempDirectory _state = new("faast-budget-state-");
-    private readonly TempDirectory _apps = new("faast-budget-apps-");
+    private PlatformTestBed _bed = null!;
     private readonly ListLogger _log = new(LogLevel.Information);
-    private PlatformHost? _platform;
 
-    public async Task InitializeAsync() => _azurite = await Storage.AzuriteProcess.StartAsync(Repo.Root);
+    public async Task InitializeAsync() => _bed = await PlatformTestBed.StartAsync("budget");
 
     public async Task DisposeAsync()
     {
-        if (_platform is not null)
-            await _platform.DisposeAsync();
-        await _azurite.DisposeAsync();
-        _state.Dispose();
-        _apps.Dispose();
+        if (_bed is not null)
+            await _bed.DisposeAsync();
     }
 
     private async Task<(PlatformHost Platform, FakeProvider Provider)> StartAsync(int maxInstances, int maxWorkers = 128, params string[] arguments)
     {
         var provider = new FakeProvider();
-        _platform = await PlatformHost.StartAsync(new PlatformOptions
+        var platform = await _bed.StartPlatformAsync(_bed.Options() with
         {
-            Port = 0,
-            StateDirectory = _state.Path,
-            StorageConnectionString = _azurite.ConnectionString,
-            DevelopmentStorage = true,
             InstanceArguments = arguments,
             MaxInstances = maxInstances,
             MaxWorkers = maxWorkers,
-        }, provider, logging: l =>
+        }, l =>
         {
             l.ClearProviders();
             l.AddProvider(_log);
-        });
-        return (_platform, provider);
+        }, provider: provider);
+        return (platform, provider);
     }
 
     /// <summary>samples/python-app as app <paramref name="name"/>, allowed up to 8 instances by its own policy.</summary>
     private MemoryStream App(string name)
     {
-        var dir = Repo.CopySample("python-app", Path.Combine(_apps.Path, name));
+        var dir = _bed.CopyApp("python-app", name);
         File.WriteAllText(Path.Combine(dir, "faast.json"), """{ "scale": { "minInstances": 1, "maxInstances": 8, "keepAlive": "01:00:00" } }""");
         var zip = new MemoryStream();
         Packager.Zip(dir, zip, includeSettings: true);
@@ -107,7 +97,7 @@ public sealed class BudgetTests : IAsyncLifetime
             Assert.Contains("MaxInstances", error.Error, StringComparison.Ordinal);
         }
         Assert.False(platform.Apps.ContainsKey("gamma"));
-        using var store = new Storage.BlobStore(_azurite.ConnectionString);
+        using var store = new Storage.BlobStore(_bed.Azurite.ConnectionString);
         Assert.Null(await new DeploymentStore(store, platform.Keys).CurrentAsync("gamma"));
         Assert.Equal(2, provider.Running);
 
@@ -146,7 +136,7 @@ public sealed class BudgetTests : IAsyncLifetime
         using (var refused = await DeployAsync(platform, "alpha", App("alpha")))
             Assert.Equal(HttpStatusCode.ServiceUnavailable, refused.StatusCode);
         Assert.Equal(1, platform.Apps["alpha"].Deployment.Version);
-        using var store = new Storage.BlobStore(_azurite.ConnectionString);
+        using var store = new Storage.BlobStore(_bed.Azurite.ConnectionString);
         Assert.Equal(1, (await new DeploymentStore(store, platform.Keys).CurrentAsync("alpha"))!.Version);
         Assert.Equal(1, provider.Running);
     }

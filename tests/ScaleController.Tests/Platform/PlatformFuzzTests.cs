@@ -1,7 +1,6 @@
 using System.Collections.Concurrent;
 using FaaST.Bench.Fuzz;
 using FaaST.ScaleController.Platform;
-using FaaST.ScaleController.Providers;
 using Microsoft.Extensions.Logging;
 
 namespace FaaST.ScaleController.Tests.Platform;
@@ -17,46 +16,28 @@ public sealed class PlatformFuzzTests : IAsyncLifetime
     private const int Seed = 20261127;
     private const int Inputs = 300;
 
-    private Storage.AzuriteProcess _azurite = null!;
-    private readonly TempDirectory _state = new("faast-platform-fuzz-");
+    private PlatformTestBed _bed = null!;
     private readonly ExceptionLog _log = new();
-    private PlatformHost? _platform;
 
-    public async Task InitializeAsync() => _azurite = await Storage.AzuriteProcess.StartAsync(Repo.Root);
+    public async Task InitializeAsync() => _bed = await PlatformTestBed.StartAsync("platform-fuzz");
 
     public async Task DisposeAsync()
     {
-        if (_platform is not null)
-            await _platform.DisposeAsync();
-        await _azurite.DisposeAsync();
-        _state.Dispose();
+        if (_bed is not null)
+            await _bed.DisposeAsync();
     }
 
     private async Task<PlatformTarget> StartAsync()
     {
-        var output = new ConcurrentQueue<string>();
-        _platform = await PlatformHost.StartAsync(new PlatformOptions
-        {
-            Port = 0,
-            StateDirectory = _state.Path,
-            StorageConnectionString = _azurite.ConnectionString,
-            DevelopmentStorage = true,
-            InstanceArguments = ["--isolation", "off"],
-            DrainDeadline = TimeSpan.FromSeconds(5),
-            InstanceOutput = (label, line) => output.Enqueue($"[{label}] {line}"),
-        }, new LocalProcessProvider(new LocalProcessOptions
-        {
-            RuntimeDll = Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll"),
-            Output = (label, line) => output.Enqueue($"[{label}] {line}"),
-        }), logging: l =>
+        var platform = await _bed.StartPlatformAsync(_bed.Options() with { DrainDeadline = TimeSpan.FromSeconds(5) }, l =>
         {
             l.ClearProviders();
             l.AddProvider(_log);
         });
         // The admin key file of issue 19's contract (STATE/keys/admin); a platform without one is fuzzed without a key.
-        var keyFile = Path.Combine(_state.Path, "keys", "admin");
+        var keyFile = Path.Combine(_bed.StatePath, "keys", "admin");
         var key = File.Exists(keyFile) ? File.ReadAllText(keyFile).Trim() : null;
-        return new PlatformTarget(_platform.Address.Port, key, () => true, _log.Take);
+        return new PlatformTarget(platform.Address.Port, key, () => true, _log.Take);
     }
 
     private static string Describe(TargetResult result) =>

@@ -2,9 +2,7 @@ using System.Collections.Concurrent;
 using System.Net;
 using System.Net.Sockets;
 using FaaST.Hosting;
-using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Platform;
-using FaaST.ScaleController.Providers;
 using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Logging;
 
@@ -23,52 +21,30 @@ public sealed class PlatformLifecycleTests : IAsyncLifetime
         PlatformLifecycleStage.Controller, PlatformLifecycleStage.Keda, PlatformLifecycleStage.Serving,
     ];
 
-    private Storage.AzuriteProcess _azurite = null!;
-    private readonly TempDirectory _state = new("faast-lifecycle-state-");
-    private readonly TempDirectory _apps = new("faast-lifecycle-apps-");
-    private readonly ConcurrentQueue<string> _output = new();
+    private PlatformTestBed _bed = null!;
     private readonly ListLogger _log = new(LogLevel.Information);
-    private readonly List<PlatformHost> _platforms = [];
 
-    public async Task InitializeAsync() => _azurite = await Storage.AzuriteProcess.StartAsync(Repo.Root);
+    public async Task InitializeAsync() => _bed = await PlatformTestBed.StartAsync("lifecycle");
 
     public async Task DisposeAsync()
     {
-        foreach (var p in _platforms)
-            await p.DisposeAsync();
-        await _azurite.DisposeAsync();
-        _state.Dispose();
-        _apps.Dispose();
+        if (_bed is not null)
+            await _bed.DisposeAsync();
     }
 
-    private PlatformOptions Options(int port = 0, string? storage = null) => new()
+    private PlatformOptions Options(int port = 0, string? storage = null) => _bed.Options() with
     {
         Port = port,
-        StateDirectory = _state.Path,
-        StorageConnectionString = storage ?? _azurite.ConnectionString,
-        DevelopmentStorage = true,
-        InstanceArguments = ["--isolation", "off"],
-        InstanceOutput = (label, line) => _output.Enqueue($"[{label}] {line}"),
+        StorageConnectionString = storage ?? _bed.Azurite.ConnectionString,
         AppLifecycleTimeout = TimeSpan.FromSeconds(1),
     };
 
-    private async Task<PlatformHost> StartAsync(PlatformOptions options, Action<IServiceCollection>? services = null)
-    {
-        var platform = await PlatformHost.StartAsync(options, Provider(), logging: l =>
+    private Task<PlatformHost> StartAsync(PlatformOptions options, Action<IServiceCollection>? services = null) =>
+        _bed.StartPlatformAsync(options, l =>
         {
             l.ClearProviders();
             l.AddProvider(_log);
-        }, services: services);
-        _platforms.Add(platform);
-        return platform;
-    }
-
-    private LocalProcessProvider Provider() => new(new LocalProcessOptions
-    {
-        RuntimeDll = Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll"),
-        RunDirectory = Path.Combine(_state.Path, "run"),
-        Output = (label, line) => _output.Enqueue($"[{label}] {line}"),
-    });
+        }, services);
 
     private static bool Listening(int port)
     {
@@ -132,15 +108,7 @@ public sealed class PlatformLifecycleTests : IAsyncLifetime
         var seen = new ConcurrentQueue<AppLifecycleEvent>();
         var platform = await StartAsync(Options(), s => s.AddSingleton<ILifecycleParticipant>(sp => new HandlerComponent(sp.GetRequiredService<IAppLifecycle>(), seen)));
         using var client = AdminKey.Client(platform.Address, platform.Keys.AdminKey);
-        var dir = Repo.CopySample(Path.Combine("..", "bench", "apps", "scale-bench"), Path.Combine(_apps.Path, "moody"));
-        File.WriteAllText(Path.Combine(dir, "faast.json"), """{ "scale": { "keepAlive": "00:00:03", "interval": "00:00:01" } }""");
-        using (var zip = new MemoryStream())
-        {
-            Packager.Zip(dir, zip, includeSettings: true);
-            zip.Position = 0;
-            using var deployed = await client.PutAsync("admin/platform/apps/moody", new StreamContent(zip));
-            Assert.True(deployed.IsSuccessStatusCode, await deployed.Content.ReadAsStringAsync() + Output);
-        }
+        await _bed.DeployAsync(client, "moody", _bed.ScaleBench("moody", """{ "keepAlive": "00:00:03", "interval": "00:00:01" }"""));
         Assert.Equal("ok", await client.GetStringAsync("moody/api/work/1"));
 
         // The unload goes through although two of the three handlers fail on every event.
@@ -170,7 +138,7 @@ public sealed class PlatformLifecycleTests : IAsyncLifetime
         }
     }
 
-    private string Output => "\n" + string.Join('\n', _output.TakeLast(40));
+    private string Output => _bed.Tail();
 
     /// <summary>Joins every platform stage, recording each start and stop and whether the frontend's port answers then.</summary>
     private sealed class StageRecorder(int port) : ILifecycleParticipant

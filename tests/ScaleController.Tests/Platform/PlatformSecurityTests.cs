@@ -10,7 +10,6 @@ using FaaST.Protos.Scale;
 using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Platform;
-using FaaST.ScaleController.Providers;
 using Grpc.Core;
 using Grpc.Net.Client;
 using Microsoft.Extensions.Logging;
@@ -25,46 +24,24 @@ namespace FaaST.ScaleController.Tests.Platform;
 [System.Runtime.Versioning.UnsupportedOSPlatform("windows")]
 public sealed class PlatformSecurityTests : IAsyncLifetime
 {
-    private Storage.AzuriteProcess _azurite = null!;
-    private readonly TempDirectory _state = new("faast-platform-sec-");
-    private readonly TempDirectory _apps = new("faast-platform-sec-apps-");
-    private readonly ConcurrentQueue<string> _output = new();
-    private readonly List<PlatformHost> _platforms = [];
+    private PlatformTestBed _bed = null!;
 
-    public async Task InitializeAsync() => _azurite = await Storage.AzuriteProcess.StartAsync(Repo.Root);
+    public async Task InitializeAsync() => _bed = await PlatformTestBed.StartAsync("platform-sec");
 
     public async Task DisposeAsync()
     {
-        foreach (var p in _platforms)
-            await p.DisposeAsync();
-        await _azurite.DisposeAsync();
-        _state.Dispose();
-        _apps.Dispose();
+        if (_bed is not null)
+            await _bed.DisposeAsync();
     }
 
-    private async Task<PlatformHost> StartPlatformAsync(Func<PlatformOptions, PlatformOptions>? configure = null)
+    private Task<PlatformHost> StartPlatformAsync(Func<PlatformOptions, PlatformOptions>? configure = null)
     {
-        var options = new PlatformOptions
-        {
-            Port = 0,
-            StateDirectory = _state.Path,
-            StorageConnectionString = _azurite.ConnectionString,
-            DevelopmentStorage = true,
-            InstanceArguments = ["--isolation", "off"],
-            InstanceOutput = (label, line) => _output.Enqueue($"[{label}] {line}"),
-        };
-        var provider = new LocalProcessProvider(new LocalProcessOptions
-        {
-            RuntimeDll = Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll"),
-            Output = (label, line) => _output.Enqueue($"[{label}] {line}"),
-        });
-        var platform = await PlatformHost.StartAsync(configure?.Invoke(options) ?? options, provider,
-            logging: l => l.ClearProviders().AddProvider(new QueueLogger(_output)));
-        _platforms.Add(platform);
-        return platform;
+        var options = _bed.Options();
+        return _bed.StartPlatformAsync(configure?.Invoke(options) ?? options,
+            logging: l => l.ClearProviders().AddProvider(new QueueLogger(_bed.Lines)));
     }
 
-    private string CopySample(string name) => Repo.CopySample("python-app", Path.Combine(_apps.Path, name));
+    private string CopySample(string name) => _bed.CopyApp("python-app", name);
 
     private static byte[] Zip(string directory)
     {
@@ -73,7 +50,7 @@ public sealed class PlatformSecurityTests : IAsyncLifetime
         return zip.ToArray();
     }
 
-    private string Output => string.Join('\n', _output.TakeLast(60));
+    private string Output => _bed.Tail(60);
 
     /// <summary>A client that sends exactly the headers a test sets (no admin key of its own).</summary>
     private static HttpClient Bare(Uri address) => new() { BaseAddress = address, Timeout = TimeSpan.FromSeconds(60) };
@@ -131,9 +108,9 @@ public sealed class PlatformSecurityTests : IAsyncLifetime
             Assert.Contains("Authorization: Bearer KEY", (await ErrorOf(response)).Error, StringComparison.Ordinal);
         }
         Assert.Empty((await StatusAsync(platform)).Apps);
-        using var store = new Storage.BlobStore(_azurite.ConnectionString);
+        using var store = new Storage.BlobStore(_bed.Azurite.ConnectionString);
         Assert.Empty(await new DeploymentStore(store, PlatformKeys.Ephemeral()).ListAppsAsync());
-        Assert.Contains(_output, l => l.Contains("Refused PUT /admin/platform/apps/intruder from 127.0.0.1: 401", StringComparison.Ordinal));
+        Assert.Contains(_bed.Lines, l => l.Contains("Refused PUT /admin/platform/apps/intruder from 127.0.0.1: 401", StringComparison.Ordinal));
     }
 
     [Fact]
@@ -256,7 +233,7 @@ public sealed class PlatformSecurityTests : IAsyncLifetime
         var file = LocalCredentials.PathFor(Repo.Root, platform.Address);
 
         Assert.Equal(platform.Keys.AdminKey, LocalCredentials.Find(Repo.Root, platform.Address));
-        Assert.Equal(platform.Keys.AdminKey, File.ReadAllText(PlatformKeys.AdminKeyFile(_state.Path)).Trim());
+        Assert.Equal(platform.Keys.AdminKey, File.ReadAllText(PlatformKeys.AdminKeyFile(_bed.StatePath)).Trim());
         Assert.Equal(UnixFileMode.UserRead | UnixFileMode.UserWrite, File.GetUnixFileMode(file));
         await platform.DisposeAsync();
         Assert.False(File.Exists(file), file);
@@ -284,7 +261,7 @@ public sealed class PlatformSecurityTests : IAsyncLifetime
     public async Task A_second_deploy_of_an_app_in_progress_is_409_one_over_the_platforms_capacity_is_503_and_work_files_are_private()
     {
         // Left by a crash: removed at start.
-        var work = Path.Combine(_state.Path, "work");
+        var work = Path.Combine(_bed.StatePath, "work");
         Directory.CreateDirectory(Path.Combine(work, "faast-deploy-left-over"));
         File.WriteAllText(Path.Combine(work, "faast-deploy-left-over", "package.zip"), "old");
         var platform = await StartPlatformAsync(o => o with { Deploy = new DeployOptions { MaxConcurrentDeploys = 1 } });

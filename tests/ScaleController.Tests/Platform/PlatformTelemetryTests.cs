@@ -4,9 +4,7 @@ using System.Globalization;
 using System.Net;
 using System.Net.Http.Json;
 using System.Text.Json.Nodes;
-using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Platform;
-using FaaST.ScaleController.Providers;
 using FaaST.ScaleController.Telemetry;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Hosting;
@@ -23,50 +21,23 @@ namespace FaaST.ScaleController.Tests.Platform;
 /// </summary>
 public sealed class PlatformTelemetryTests : IAsyncLifetime
 {
-    private Storage.AzuriteProcess _azurite = null!;
-    private readonly TempDirectory _state = new("faast-telemetry-state-");
-    private readonly TempDirectory _apps = new("faast-telemetry-apps-");
-    private readonly ConcurrentQueue<string> _output = new();
-    private readonly List<PlatformHost> _platforms = [];
+    private PlatformTestBed _bed = null!;
 
-    public async Task InitializeAsync() => _azurite = await Storage.AzuriteProcess.StartAsync(Repo.Root);
+    public async Task InitializeAsync() => _bed = await PlatformTestBed.StartAsync("telemetry");
 
     public async Task DisposeAsync()
     {
-        foreach (var p in _platforms)
-            await p.DisposeAsync();
-        await _azurite.DisposeAsync();
-        _state.Dispose();
-        _apps.Dispose();
+        if (_bed is not null)
+            await _bed.DisposeAsync();
     }
 
-    private async Task<PlatformHost> StartAsync(int? initialInstances = null, Action<TracerProviderBuilder>? tracing = null)
-    {
-        var platform = await PlatformHost.StartAsync(new PlatformOptions
-        {
-            Port = 0,
-            StateDirectory = _state.Path,
-            StorageConnectionString = _azurite.ConnectionString,
-            DevelopmentStorage = true,
-            InstanceArguments = ["--isolation", "off"],
-            InstanceOutput = (label, line) => _output.Enqueue($"[{label}] {line}"),
-            InitialInstances = initialInstances,
-            Tracing = tracing,
-        }, new LocalProcessProvider(new LocalProcessOptions
-        {
-            RuntimeDll = Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll"),
-            RunDirectory = Path.Combine(_state.Path, "run"),
-            Output = (label, line) => _output.Enqueue($"[{label}] {line}"),
-        }), logging: l => l.ClearProviders());
-        _platforms.Add(platform);
-        return platform;
-    }
+    private Task<PlatformHost> StartAsync(int? initialInstances = null, Action<TracerProviderBuilder>? tracing = null) =>
+        _bed.StartPlatformAsync(_bed.Options() with { InitialInstances = initialInstances, Tracing = tracing });
 
     /// <summary>bench/apps/scale-bench (GET /api/work/{ms} answers "ok") as app <paramref name="name"/>, deployed.</summary>
     private async Task DeployAsync(HttpClient client, string name, string scale, Dictionary<string, string>? settings = null)
     {
-        var dir = Repo.CopySample(Path.Combine("..", "bench", "apps", "scale-bench"), Path.Combine(_apps.Path, name));
-        File.WriteAllText(Path.Combine(dir, "faast.json"), $$"""{ "scale": {{scale}} }""");
+        var dir = _bed.ScaleBench(name, scale);
         if (settings is not null)
         {
             var file = Path.Combine(dir, "local.settings.json");
@@ -77,14 +48,10 @@ public sealed class PlatformTelemetryTests : IAsyncLifetime
             root["Values"] = values;
             File.WriteAllText(file, root.ToJsonString());
         }
-        using var zip = new MemoryStream();
-        Packager.Zip(dir, zip, includeSettings: true);
-        zip.Position = 0;
-        using var deployed = await client.PutAsync($"admin/platform/apps/{name}", new StreamContent(zip));
-        Assert.True(deployed.IsSuccessStatusCode, await deployed.Content.ReadAsStringAsync() + Output);
+        await _bed.DeployAsync(client, name, dir);
     }
 
-    private string Output => "\n" + string.Join('\n', _output.TakeLast(40));
+    private string Output => _bed.Tail();
 
     [Fact]
     public async Task The_platforms_own_metrics_show_its_instances_requests_and_deploys_by_app_and_are_refused_without_the_admin_key()
@@ -131,7 +98,7 @@ public sealed class PlatformTelemetryTests : IAsyncLifetime
         var platform = await StartAsync();
         using var client = AdminKey.Client(platform.Address, platform.Keys.AdminKey);
         await DeployAsync(client, "scraped", """{ "minInstances": 2, "maxInstances": 2, "keepAlive": "00:00:05", "interval": "00:00:01" }""");
-        var file = PrometheusTargets.PathIn(_state.Path);
+        var file = PrometheusTargets.PathIn(_bed.StatePath);
 
         var status = await StatusAsync(client, "scraped");
         Assert.Equal(2, status.Instances.Count);

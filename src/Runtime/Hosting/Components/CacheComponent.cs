@@ -1,7 +1,7 @@
 using System.Globalization;
 using FaaST.Cachelet;
 using FaaST.Cachelet.Daemon;
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 using FaaST.Cachelet.Sources;
 using FaaST.Hosting;
 using FaaST.Runtime.Bindings;
@@ -22,8 +22,8 @@ internal sealed class CacheComponent(FunctionApp app, IOptions<CacheHostOptions>
     StorageComponent storage, IEnumerable<IBlobSource> tiers, IEnumerable<IEvictionSink> evictionSinks, ILoggerFactory loggers)
     : ILifecycleParticipant, IHostCache
 {
-    private readonly CacheHostOptions options = cacheOptions.Value;
-    private readonly WorkerIdentity? owner = workers.Value.Identity;
+    private readonly CacheHostOptions _options = cacheOptions.Value;
+    private readonly WorkerIdentity? _owner = workers.Value.Identity;
     private readonly ILogger _logger = loggers.CreateLogger("FaaST.Host");
     private MemoryDaemon? _memoryDaemon;
     private IBlobBindingProvider? _bindings;
@@ -33,7 +33,7 @@ internal sealed class CacheComponent(FunctionApp app, IOptions<CacheHostOptions>
     public BlobCache? Cache { get; private set; }
 
     /// <summary>The cachelet, for what runs only with it (peers, their endpoints): from the cache stage on, when the policy enables it.</summary>
-    public BlobCache Started => Cache ?? throw new InvalidOperationException(options.Policy.Enabled
+    public BlobCache Started => Cache ?? throw new InvalidOperationException(_options.Policy.Enabled
         ? "the cache stage has not started" : "the cache is off (faast.json's cache.enabled, or --no-cache)");
 
     /// <summary>The blob bindings of invocations and triggers, once started.</summary>
@@ -58,13 +58,13 @@ internal sealed class CacheComponent(FunctionApp app, IOptions<CacheHostOptions>
 
     private Task Start(CancellationToken ct)
     {
-        var policy = options.Policy;
+        var policy = _options.Policy;
         if (!policy.Enabled)
         {
             _bindings = new StorageBlobBindingProvider(storage.Accounts);
             return Task.CompletedTask;
         }
-        var cache = Cache = new BlobCache(app.Name, policy, loggers.CreateLogger("FaaST.Cachelet"), owner: owner?.Owner,
+        var cache = Cache = new BlobCache(app.Name, policy, loggers.CreateLogger("FaaST.Cachelet"), owner: _owner?.Owner,
             tiers: tiers.ToArray(), evictionSinks: evictionSinks.ToArray());
         _bindings = new CachingBlobBindingProvider(storage.Accounts, cache);
         WorkerCapabilities = new Dictionary<string, string>
@@ -74,10 +74,10 @@ internal sealed class CacheComponent(FunctionApp app, IOptions<CacheHostOptions>
             [Workers.WorkerCapabilities.SharedMemoryMinBytes] = policy.InlineThreshold.ToString(CultureInfo.InvariantCulture),
             [Workers.WorkerCapabilities.SharedMemoryRelease] = "1",
         };
-        if (options.Warning is not null)
-            Log.CachePolicyWarning(_logger, Path.Combine(app.Directory, CachePolicyFile.FileName), options.Warning);
+        if (_options.Warning is not null)
+            Log.CachePolicyWarning(_logger, Path.Combine(app.Directory, CachePolicyFile.FileName), _options.Warning);
         Log.CacheletOn(_logger, policy.Consistency, policy.MaxCachedBytes, cache.Directory, policy.MemoryLimit,
-            policy.MemoryLimitSource == MemoryLimitSource.Cgroup ? options.Cgroup!.File : policy.MemoryLimitSource.ToString());
+            policy.MemoryLimitSource == MemoryLimitSource.Cgroup ? _options.Cgroup!.File : policy.MemoryLimitSource.ToString());
         // The workers' processes are read through the delegate, so the daemon counts them once they exist.
         _memoryDaemon = new MemoryDaemon(() => _workerProcessIds().Append(Environment.ProcessId),
             policy.MemoryLimit, policy.Headroom, () => cache.ReservedBytes, cache.Evict);

@@ -13,7 +13,7 @@ namespace FaaST.Runtime.Hosting.Components;
 internal sealed class KeysComponent(FunctionApp app, IOptions<ServingOptions> serving, StorageComponent storage, HttpKeyCheck check, ILoggerFactory loggers)
     : ILifecycleParticipant
 {
-    private readonly ServingOptions options = serving.Value;
+    private readonly ServingOptions _options = serving.Value;
     private readonly ILogger _logger = loggers.CreateLogger("FaaST.Http");
 
     /// <summary>What the HTTP functions and the admin endpoints ask about each request (one instance, in the registry).</summary>
@@ -26,13 +26,13 @@ internal sealed class KeysComponent(FunctionApp app, IOptions<ServingOptions> se
     {
         if (!Check.Enforced)
         {
-            Log.KeysNotEnforced(_logger, options.ListenAddress.ToString(), HttpKeyCheck.EnforceSetting);
+            Log.KeysNotEnforced(_logger, _options.ListenAddress.ToString(), HttpKeyCheck.EnforceSetting);
             return;
         }
         var keys = app.Settings[HttpKeyCheck.StorageTypeSetting]?.Equals("kubernetes", StringComparison.OrdinalIgnoreCase) == true
             ? FunctionKeys.FromSettings(app.Settings)
             : await FunctionKeys.FromStorageAsync(storage.Accounts.Get("AzureWebJobsStorage"), app, blob => Log.KeysCreated(_logger, blob), ct);
         Check.Keys = keys;
-        Log.KeysEnforced(_logger, options.ListenAddress.ToString(), keys.Source);
+        Log.KeysEnforced(_logger, _options.ListenAddress.ToString(), keys.Source);
     }
 }

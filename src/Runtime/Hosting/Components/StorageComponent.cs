@@ -12,8 +12,8 @@ namespace FaaST.Runtime.Hosting.Components;
 /// </summary>
 internal sealed class StorageComponent(FunctionApp app, IOptions<StorageHostOptions> storageOptions, ILoggerFactory loggers) : ILifecycleParticipant
 {
-    private readonly StorageHostOptions options = storageOptions.Value;
-    private readonly ILogger logger = loggers.CreateLogger("FaaST.Host");
+    private readonly StorageHostOptions _options = storageOptions.Value;
+    private readonly ILogger _logger = loggers.CreateLogger("FaaST.Host");
     private AzuriteProcess? _azurite;
     private DevelopmentStorageFile? _published;
     private StorageAccounts? _accounts;
@@ -28,7 +28,7 @@ internal sealed class StorageComponent(FunctionApp app, IOptions<StorageHostOpti
     /// The connection string of the app's development storage: the Azurite this host started, or the one the platform
     /// started for the app (<see cref="StorageHostOptions.DevelopmentConnectionString"/>); null when the app uses none.
     /// </summary>
-    public string? DevelopmentConnectionString => _azurite?.ConnectionString ?? options.DevelopmentConnectionString;
+    public string? DevelopmentConnectionString => _azurite?.ConnectionString ?? _options.DevelopmentConnectionString;
 
     /// <summary>Every setting that names development storage, resolved to it: the workers get these instead of the literal value.</summary>
     public IReadOnlyDictionary<string, string> DevelopmentSettings => StorageAccounts.DevelopmentSettings(app.Settings, DevelopmentConnectionString);
@@ -38,24 +38,24 @@ internal sealed class StorageComponent(FunctionApp app, IOptions<StorageHostOpti
 
     private async Task StartAsync(CancellationToken ct)
     {
-        if (options.StartsAzurite)
+        if (_options.StartsAzurite)
         {
-            Log.AzuriteStarting(logger);
+            Log.AzuriteStarting(_logger);
             // An account of the app's own, so its workers hold no key that opens another app's Azurite;
             // kept beside persisted data, since that data is filed under the account's name.
-            var account = options.AzuriteDataDirectory is null ? AzuriteAccount.Generate()
+            var account = _options.AzuriteDataDirectory is null ? AzuriteAccount.Generate()
                 : AzuriteAccount.LoadOrCreate(Path.Combine(app.Directory, ".faast", "azurite-account"));
-            _azurite = await AzuriteProcess.StartAsync(options.Home, ct: ct, dataDirectory: options.AzuriteDataDirectory, account: account, queues: true);
-            Log.AzuriteListening(logger, _azurite.BlobEndpoint);
-            Log.AzuriteQueuesListening(logger, _azurite.QueueEndpoint!);
-            _published = PublishDevelopmentStorage(app.Directory, _azurite.ConnectionString, logger);
+            _azurite = await AzuriteProcess.StartAsync(_options.Home, ct: ct, dataDirectory: _options.AzuriteDataDirectory, account: account, queues: true);
+            Log.AzuriteListening(_logger, _azurite.BlobEndpoint);
+            Log.AzuriteQueuesListening(_logger, _azurite.QueueEndpoint!);
+            _published = PublishDevelopmentStorage(app.Directory, _azurite.ConnectionString, _logger);
         }
-        else if (options.DevelopmentConnectionString is not null)
+        else if (_options.DevelopmentConnectionString is not null)
         {
             // The platform's Azurite for this app: it publishes it for `./faast blob` itself (instances come and go).
-            Log.DevelopmentStorageGiven(logger, StorageAccounts.DevelopmentStorageVariable);
+            Log.DevelopmentStorageGiven(_logger, StorageAccounts.DevelopmentStorageVariable);
         }
-        _accounts = new StorageAccounts(app.Settings, DevelopmentConnectionString, options.Blob, logger: logger);
+        _accounts = new StorageAccounts(app.Settings, DevelopmentConnectionString, _options.Blob, logger: _logger);
     }
 
     private async Task StopAsync(CancellationToken ct)

@@ -1,4 +1,4 @@
-namespace FaaST.Cachelet.Policy;
+namespace FaaST.AppModel.Policy;
 
 /// <summary>
 /// An application's cache policy: what <c>faast.json</c> (beside <c>host.json</c>, read once at start)
@@ -22,7 +22,7 @@ public sealed record CachePolicy
 
     /// <summary><c>cache.memoryLimit</c>: the instance's whole memory (host, workers and cache) that
     /// the memory daemon keeps under. At least 1 MiB. Default 1 GiB (1,073,741,824), or the memory
-    /// cgroup's limit when the host runs under one (<see cref="WithCgroupLimit"/>).</summary>
+    /// cgroup's limit when the host runs under one (<see cref="WithMemoryCgroup"/>).</summary>
     public long MemoryLimit { get; init; } = 1L << 30;
 
     /// <summary>Where <see cref="MemoryLimit"/> came from.</summary>
@@ -33,17 +33,19 @@ public sealed record CachePolicy
     public long? CacheCapacity { get; init; }
 
     /// <summary>
-    /// Fits the policy to the memory cgroup the instance runs in: without <c>cache.memoryLimit</c> in
-    /// faast.json the cgroup's limit is the memory limit; a larger value from the file, or a larger
-    /// <c>cache.cacheCapacity</c>, is cut to it, since the kernel would stop the instance there
-    /// anyway. <paramref name="warning"/> says what was cut, or is null. Without a cgroup, a
+    /// Fits the policy to the memory cgroup the instance runs in (<paramref name="cgroupBytes"/>, its limit,
+    /// read from <paramref name="cgroupFile"/>; both null without a cgroup): without <c>cache.memoryLimit</c>
+    /// in faast.json the cgroup's limit is the memory limit; a larger value from the file, or a larger
+    /// <c>cache.cacheCapacity</c>, is cut to it, since the kernel would stop the instance there anyway.
+    /// <paramref name="warning"/> says what was cut, or is null. Without a cgroup, a
     /// <c>cache.cacheCapacity</c> above the default 1 GiB limit is an error in
-    /// <paramref name="policyFile"/> (<see cref="PolicyFileException"/>).
+    /// <paramref name="policyFile"/> (<see cref="PolicyFileException"/>). The cachelet finds the cgroup
+    /// (its <c>WithCgroupLimit</c>); the rule lives here, beside the defaults it applies to.
     /// </summary>
-    public CachePolicy WithCgroupLimit(Daemon.CgroupMemoryLimit? cgroup, string policyFile, out string? warning)
+    public CachePolicy WithMemoryCgroup(long? cgroupBytes, string? cgroupFile, string policyFile, out string? warning)
     {
         warning = null;
-        if (cgroup is null)
+        if (cgroupBytes is not { } limit)
         {
             if (CacheCapacity is { } wanted && wanted > MemoryLimit)
             {
@@ -55,12 +57,12 @@ public sealed record CachePolicy
         }
         var policy = this;
         if (MemoryLimitSource != MemoryLimitSource.PolicyFile)
-            policy = policy with { MemoryLimit = cgroup.Bytes, MemoryLimitSource = MemoryLimitSource.Cgroup };
-        else if (MemoryLimit > cgroup.Bytes)
+            policy = policy with { MemoryLimit = limit, MemoryLimitSource = MemoryLimitSource.Cgroup };
+        else if (MemoryLimit > limit)
         {
             warning = $"cache.memoryLimit ({ByteSize.Format(MemoryLimit)}) is more than the memory cgroup allows "
-                + $"({ByteSize.Format(cgroup.Bytes)}, {cgroup.File}); using {ByteSize.Format(cgroup.Bytes)}";
-            policy = policy with { MemoryLimit = cgroup.Bytes, MemoryLimitSource = MemoryLimitSource.Cgroup };
+                + $"({ByteSize.Format(limit)}, {cgroupFile}); using {ByteSize.Format(limit)}";
+            policy = policy with { MemoryLimit = limit, MemoryLimitSource = MemoryLimitSource.Cgroup };
         }
         if (policy.CacheCapacity is { } capacity && capacity > policy.MemoryLimit)
         {

@@ -2,7 +2,7 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Text.Json;
 
-namespace FaaST.Cachelet.Policy;
+namespace FaaST.AppModel.Policy;
 
 /// <summary>
 /// Reads <c>faast.json</c>, the per-application cache policy beside <c>host.json</c>:
@@ -316,7 +316,7 @@ public static class CachePolicyFile
                 };
             }
             // Without memoryLimit here the limit is known only at start (a memory cgroup may set it):
-            // WithCgroupLimit checks the capacity then.
+            // WithMemoryCgroup checks the capacity then.
             if (policy.CacheCapacity is { } capacity && capacity > policy.MemoryLimit && policy.MemoryLimitSource == MemoryLimitSource.PolicyFile)
             {
                 throw new PolicyFileException(file, "cache.cacheCapacity",

@@ -1,8 +1,8 @@
 using System.Text.Json;
 using System.Text.RegularExpressions;
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 
-namespace FaaST.Cachelet.Tests;
+namespace FaaST.AppModel.Tests;
 
 /// <summary>faast.json: defaults, every key, every kind of error, sizes, presets, globs, and agreement
 /// with schemas/faast.schema.json.</summary>

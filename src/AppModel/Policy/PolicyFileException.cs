@@ -1,4 +1,4 @@
-namespace FaaST.Cachelet.Policy;
+namespace FaaST.AppModel.Policy;
 
 /// <summary>
 /// <c>faast.json</c> is not valid. The message reads <c>FILE: KEY.PATH: reason</c>, or

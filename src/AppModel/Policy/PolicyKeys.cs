@@ -1,6 +1,6 @@
 using System.Text.RegularExpressions;
 
-namespace FaaST.Cachelet.Policy;
+namespace FaaST.AppModel.Policy;
 
 /// <summary>What a key's value must be.</summary>
 internal enum PolicyValueKind

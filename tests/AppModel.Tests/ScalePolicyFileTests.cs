@@ -1,6 +1,6 @@
-using FaaST.Cachelet.Policy;
+using FaaST.AppModel.Policy;
 
-namespace FaaST.Cachelet.Tests;
+namespace FaaST.AppModel.Tests;
 
 /// <summary>faast.json's <c>scale</c> section: defaults, ranges, the rules between keys, and errors that
 /// name the file and the key.</summary>

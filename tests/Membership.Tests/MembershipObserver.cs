@@ -2,10 +2,11 @@ using FaaST.Storage;
 using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Logging.Abstractions;
 
-namespace FaaST.Membership;
+namespace FaaST.Membership.Tests;
 
 /// <summary>
-/// Reads an app's view without joining it — for the frontend and the scale controller. It lists the instance blobs
+/// Reads an app's view without joining it, as the tests watch the members (nothing in the product does: the platform
+/// asks the instances themselves, over scale.proto). It lists the instance blobs
 /// every <see cref="MembershipOptions.HeartbeatInterval"/> and judges liveness as the members do (its yardstick is
 /// its own successful listings), so it sees joins, leaves, expiries and state changes, and it re-reads a record
 /// whenever it changed, so that <see cref="Member.Load"/> is as fresh as the instances' heartbeats. It writes
