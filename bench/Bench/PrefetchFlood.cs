@@ -1,7 +1,7 @@
 using System.Diagnostics;
 using FaaST.Cachelet;
 using FaaST.Cachelet.Index;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Storage;
 
 namespace FaaST.Bench;

@@ -2,7 +2,7 @@ using FaaST.Cachelet.Bandwidth;
 using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Memory;
 using FaaST.Cachelet.Peers;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Cachelet.Reads;
 using FaaST.Cachelet.Sources;
 using FaaST.Cachelet.Telemetry;

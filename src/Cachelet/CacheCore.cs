@@ -3,7 +3,7 @@ using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Memory;
 using FaaST.Cachelet.Ownership;
 using FaaST.Cachelet.Peers;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Cachelet.Reads;
 using FaaST.Cachelet.Telemetry;
 using Microsoft.Extensions.Logging;

@@ -10,8 +10,8 @@ public sealed record PeerOptions
 
     /// <summary>Longest wait for any one message of a peer call (the header, each chunk, the reply);
     /// a peer that dies or hangs mid-transfer is given up after this, and the read goes to storage.
-    /// Default faast.json's (<see cref="FaaST.AppModel.Policy.CachePolicy.DefaultPeerTimeout"/>).</summary>
-    public TimeSpan Timeout { get; init; } = FaaST.AppModel.Policy.CachePolicy.DefaultPeerTimeout;
+    /// Default faast.json's (<see cref="FaaST.Policy.CachePolicy.DefaultPeerTimeout"/>).</summary>
+    public TimeSpan Timeout { get; init; } = FaaST.Policy.CachePolicy.DefaultPeerTimeout;
 
     /// <summary>Bytes per data message of a transfer, default 1 MiB: large enough for throughput,
     /// small enough that other calls on the connection interleave with a big transfer.</summary>
@@ -19,8 +19,8 @@ public sealed record PeerOptions
 
     /// <summary>Longest a bulk Get waits for an owner that says it is still fetching the object from
     /// storage (a remote miss of a large object at storage speed). Default faast.json's
-    /// (<see cref="FaaST.AppModel.Policy.CachePolicy.DefaultPeerFetchTimeout"/>).</summary>
-    public TimeSpan FetchTimeout { get; init; } = FaaST.AppModel.Policy.CachePolicy.DefaultPeerFetchTimeout;
+    /// (<see cref="FaaST.Policy.CachePolicy.DefaultPeerFetchTimeout"/>).</summary>
+    public TimeSpan FetchTimeout { get; init; } = FaaST.Policy.CachePolicy.DefaultPeerFetchTimeout;
 
     /// <summary>Gets that do not fit the Lookup stream go over the peer port's bulk framing (default),
     /// or, if false, over the gRPC Get method.</summary>

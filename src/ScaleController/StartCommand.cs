@@ -47,11 +47,11 @@ internal static class StartCommand
                 return 4;
             }
             app = FunctionApp.Load(options.AppDirectory);
-            FaaST.AppModel.Policy.CachePolicyFile.Load(options.AppDirectory);
+            FaaST.Policy.CachePolicyFile.Load(options.AppDirectory);
             if (app.Functions.Count == 0 && ProgrammingModel.Unsupported(app.Directory) is { } model)
                 await Console.Error.WriteLineAsync($"faast: warning: {model}");
         }
-        catch (Exception e) when (e is AppConfigException or FaaST.AppModel.Policy.PolicyFileException)
+        catch (Exception e) when (e is AppConfigException or FaaST.Policy.PolicyFileException)
         {
             await Console.Error.WriteLineAsync($"faast: the app cannot start: {e.Message}");
             return 3;

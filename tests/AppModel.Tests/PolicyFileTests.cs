@@ -1,6 +1,6 @@
 using System.Text.Json;
 using System.Text.RegularExpressions;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 
 namespace FaaST.AppModel.Tests;
 

@@ -2,7 +2,7 @@ using System.Collections.Concurrent;
 using System.Security.Cryptography;
 using FaaST.Cachelet.Bandwidth;
 using FaaST.Cachelet.Peers;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Cachelet.Telemetry;
 using FaaST.Peers;
 using FaaST.Protos.Peer;

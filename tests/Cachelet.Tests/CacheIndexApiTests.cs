@@ -1,5 +1,5 @@
 using FaaST.Cachelet.Index;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Cachelet.Telemetry;
 using Microsoft.Extensions.Logging;
 

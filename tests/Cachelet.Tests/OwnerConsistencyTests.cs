@@ -1,6 +1,6 @@
 using System.Collections.Concurrent;
 using FaaST.Cachelet.Index;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 
 namespace FaaST.Cachelet.Tests;
 

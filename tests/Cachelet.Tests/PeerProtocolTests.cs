@@ -3,7 +3,7 @@ using System.Security.Cryptography;
 using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Peers;
 using FaaST.Peers;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Cachelet.Telemetry;
 using FaaST.Protos.Peer;
 using Grpc.Core;

@@ -6,7 +6,7 @@ using System.Net.Sockets;
 using System.Security.Cryptography;
 using FaaST.Cachelet.Peers;
 using FaaST.Peers;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Protos.Peer;
 using Grpc.Core;
 using FaaST.Storage;

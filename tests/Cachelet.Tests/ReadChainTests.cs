@@ -1,7 +1,7 @@
 using System.Collections.Concurrent;
 using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Memory;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Cachelet.Sources;
 using FaaST.Cachelet.Telemetry;
 

@@ -1,5 +1,5 @@
 using System.Runtime.Versioning;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 
 namespace FaaST.Cachelet.Tests;
 

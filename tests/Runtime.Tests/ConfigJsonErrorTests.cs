@@ -1,4 +1,4 @@
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 
 namespace FaaST.Runtime.Tests;
 

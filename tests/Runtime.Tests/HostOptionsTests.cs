@@ -1,6 +1,6 @@
 using FaaST.Peers;
 using FaaST.Cachelet.Peers;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Runtime.Hosting;
 using Microsoft.Extensions.Logging.Abstractions;
 

@@ -1,6 +1,6 @@
 using System.Collections;
 using System.Text;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Runtime.Bindings;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Routing;

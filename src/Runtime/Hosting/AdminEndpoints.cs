@@ -1,5 +1,5 @@
 using FaaST.Cachelet;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Cachelet.Telemetry;
 using FaaST.Hosting.Status;
 

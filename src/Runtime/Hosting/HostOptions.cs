@@ -1,6 +1,6 @@
 using System.Net;
 using FaaST.Cachelet.Daemon;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Membership;
 using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Workers;
@@ -265,7 +265,7 @@ internal sealed record PeerHostOptions
     /// <c>votes.bandwidth</c> is false), with <see cref="BandwidthMinObjectSizeVariable"/> applied, if set.
     /// </summary>
     /// <exception cref="InvalidOperationException">It is set but not a whole number of bytes >= 1.</exception>
-    public static FaaST.Cachelet.Bandwidth.BandwidthScalingOptions BandwidthOf(FaaST.AppModel.Policy.ScalePolicy scale, string? minObjectSize)
+    public static FaaST.Cachelet.Bandwidth.BandwidthScalingOptions BandwidthOf(FaaST.Policy.ScalePolicy scale, string? minObjectSize)
     {
         var policy = new FaaST.Cachelet.Bandwidth.BandwidthScalingOptions
         {

@@ -1,6 +1,6 @@
 using FaaST.Cachelet;
 using FaaST.Cachelet.Daemon;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Hosting;
 using FaaST.Hosting.Status;
 using FaaST.Membership;

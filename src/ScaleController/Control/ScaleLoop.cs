@@ -1,5 +1,5 @@
 using System.Collections.Immutable;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Peers;
 using Microsoft.Extensions.Logging;
 

@@ -1,5 +1,5 @@
 using System.Globalization;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 
 namespace FaaST.ScaleController.Control;
 

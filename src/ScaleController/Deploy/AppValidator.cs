@@ -1,6 +1,6 @@
 using System.Collections;
 using System.Text.RegularExpressions;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 
 namespace FaaST.ScaleController.Deploy;
 

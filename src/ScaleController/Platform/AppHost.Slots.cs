@@ -1,4 +1,4 @@
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Peers;
 using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;

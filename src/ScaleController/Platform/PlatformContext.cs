@@ -1,4 +1,4 @@
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Frontend;
 using FaaST.ScaleController.Providers;

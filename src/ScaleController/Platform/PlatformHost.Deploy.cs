@@ -1,6 +1,6 @@
 using System.Collections.Immutable;
 using System.Net;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Hosting;
 using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;

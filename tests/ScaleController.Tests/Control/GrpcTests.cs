@@ -1,6 +1,6 @@
 using System.Net;
 using System.Text;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Peers;
 using FaaST.Protos.Scale;
 using FaaST.ScaleController.Control;

@@ -1,4 +1,4 @@
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.ScaleController.Control;
 using Microsoft.Extensions.Time.Testing;
 using static FaaST.ScaleController.Tests.Control.Votes;

@@ -19,7 +19,7 @@ public sealed class AppValidatorTests : IDisposable
         Assert.Equal(sample, app.Name);
         Assert.Equal(runtime, app.WorkerRuntime);
         Assert.Equal(["Hello", "Ingest", "Normalize", "WordCount"], app.Functions);
-        Assert.Equal(FaaST.AppModel.Policy.CachePolicy.Default, app.Policy);
+        Assert.Equal(FaaST.Policy.CachePolicy.Default, app.Policy);
     }
 
     [Fact]

@@ -1,7 +1,7 @@
 using System.Globalization;
 using FaaST.Cachelet;
 using FaaST.Cachelet.Daemon;
-using FaaST.AppModel.Policy;
+using FaaST.Policy;
 using FaaST.Cachelet.Sources;
 using FaaST.Hosting;
 using FaaST.Runtime.Bindings;

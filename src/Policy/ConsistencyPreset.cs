@@ -1,6 +1,6 @@
 using System.Diagnostics.CodeAnalysis;
 
-namespace FaaST.AppModel.Policy;
+namespace FaaST.Policy;
 
 /// <summary>Where a write must arrive, or where a read takes its version from (Faa$T Table 3).</summary>
 public enum DataTarget

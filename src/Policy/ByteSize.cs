@@ -1,6 +1,6 @@
 using System.Globalization;
 
-namespace FaaST.AppModel.Policy;
+namespace FaaST.Policy;
 
 /// <summary>Sizes in <c>faast.json</c>: a whole number of bytes, or a string such as <c>"512MiB"</c>,
 /// <c>"1.5GB"</c> or <c>"12 KB"</c>. B, KB, MB, GB are powers of 1000; KiB, MiB, GiB powers of 1024;

@@ -1,4 +1,4 @@
-namespace FaaST.AppModel.Policy;
+namespace FaaST.Policy;
 
 /// <summary>
 /// <c>faast.json</c>'s <c>scale</c> section: how the platform's scale controller sizes the app (Faa$T §4;

@@ -1,4 +1,4 @@
-namespace FaaST.AppModel.Policy;
+namespace FaaST.Policy;
 
 /// <summary>
 /// An application's cache policy: what <c>faast.json</c> (beside <c>host.json</c>, read once at start)

@@ -2,7 +2,7 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Text.Json;
 
-namespace FaaST.AppModel.Policy;
+namespace FaaST.Policy;
 
 /// <summary>
 /// Reads <c>faast.json</c>, the per-application cache policy beside <c>host.json</c>:

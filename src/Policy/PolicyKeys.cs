@@ -1,6 +1,6 @@
 using System.Text.RegularExpressions;
 
-namespace FaaST.AppModel.Policy;
+namespace FaaST.Policy;
 
 /// <summary>What a key's value must be.</summary>
 internal enum PolicyValueKind

@@ -1,6 +1,6 @@
 using System.Diagnostics.CodeAnalysis;
 
-namespace FaaST.AppModel.Policy;
+namespace FaaST.Policy;
 
 /// <summary>
 /// Globs over a blob's <c>container/blob</c> path, compiled once: <c>*</c> matches any run of characters

@@ -1,4 +1,4 @@
-namespace FaaST.AppModel.Policy;
+namespace FaaST.Policy;
 
 /// <summary>
 /// <c>faast.json</c> is not valid. The message reads <c>FILE: KEY.PATH: reason</c>, or
