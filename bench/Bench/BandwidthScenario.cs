@@ -5,7 +5,6 @@ using System.Text;
 using System.Text.Json.Nodes;
 using FaaST.Cachelet;
 using FaaST.Cachelet.Index;
-using FaaST.Cachelet.Peers;
 using FaaST.Membership;
 using FaaST.Peers;
 using FaaST.Runtime.Hosting;

@@ -1,7 +1,6 @@
 using System.Diagnostics;
 using System.Globalization;
 using System.Net;
-using System.Net.Http.Json;
 using System.Net.Sockets;
 using System.Text;
 using BenchmarkDotNet.Configs;
@@ -13,7 +12,6 @@ using FaaST.Peers;
 using FaaST.Protos.Peer;
 using FaaST.Runtime.Hosting;
 using FaaST.Storage;
-using FaaST.Hosting.Status;
 
 namespace FaaST.Bench;
 

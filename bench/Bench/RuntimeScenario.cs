@@ -1,4 +1,3 @@
-using System.Text.Json.Nodes;
 using FaaST.Storage;
 
 namespace FaaST.Bench;

@@ -4,7 +4,6 @@ using FaaST.Cachelet.Memory;
 using FaaST.Cachelet.Ownership;
 using FaaST.Cachelet.Peers;
 using FaaST.Policy;
-using FaaST.Cachelet.Reads;
 using FaaST.Cachelet.Telemetry;
 using Microsoft.Extensions.Logging;
 

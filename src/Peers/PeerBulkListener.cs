@@ -3,14 +3,12 @@ using System.Buffers.Binary;
 using System.IO.Pipelines;
 using System.Net.Sockets;
 using FaaST.Cachelet;
-using FaaST.Cachelet.Peers;
 using FaaST.Protos.Peer;
 using Grpc.Core;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Connections;
 using Microsoft.AspNetCore.Connections.Features;
 using Microsoft.AspNetCore.Server.Kestrel.Core;
-using Microsoft.Extensions.Logging;
 
 namespace FaaST.Peers;
 

@@ -1,5 +1,3 @@
-using FaaST.Cachelet.Peers;
-
 namespace FaaST.Peers;
 
 /// <summary>How a cachelet talks to its peers.</summary>

@@ -1,4 +1,3 @@
-using FaaST.Cachelet;
 using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Peers;
 using FaaST.Protos.Peer;

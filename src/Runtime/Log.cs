@@ -1,5 +1,3 @@
-using FaaST.Cachelet;
-
 namespace FaaST.Runtime;
 
 /// <summary>

@@ -1,4 +1,3 @@
-using System.Globalization;
 using FaaST.Runtime.Hosting;
 
 namespace FaaST.Runtime;

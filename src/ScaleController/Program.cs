@@ -1,8 +1,6 @@
 using System.Globalization;
-using System.Net.Http.Json;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Platform;
-using FaaST.Storage;
 
 namespace FaaST.ScaleController;
 

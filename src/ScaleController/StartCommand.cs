@@ -1,5 +1,4 @@
 using System.Globalization;
-using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Platform;
 using FaaST.Storage;
 

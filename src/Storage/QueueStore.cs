@@ -1,7 +1,6 @@
 using Azure;
 using Azure.Core;
 using Azure.Storage.Queues;
-using Azure.Storage.Queues.Models;
 using Microsoft.Extensions.Logging;
 
 namespace FaaST.Storage;

@@ -3,7 +3,6 @@ using System.Security.Cryptography;
 using FaaST.Cachelet.Bandwidth;
 using FaaST.Cachelet.Peers;
 using FaaST.Policy;
-using FaaST.Cachelet.Telemetry;
 using FaaST.Peers;
 using FaaST.Protos.Peer;
 using FaaST.Storage;

@@ -1,6 +1,5 @@
 using FaaST.Cachelet.Index;
 using FaaST.Policy;
-using FaaST.Cachelet.Telemetry;
 using Microsoft.Extensions.Logging;
 
 namespace FaaST.Cachelet.Tests;

@@ -1,5 +1,3 @@
-using FaaST.Cachelet;
-
 namespace FaaST.Cachelet.Tests;
 
 /// <summary>The per-kind log rate limit, driven by explicit timestamps (no clock, no sleeps).</summary>

@@ -1,5 +1,4 @@
 using System.Collections.Concurrent;
-using FaaST.Cachelet.Index;
 using FaaST.Policy;
 
 namespace FaaST.Cachelet.Tests;

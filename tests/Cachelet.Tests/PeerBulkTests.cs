@@ -1,7 +1,5 @@
 using System.Net.Sockets;
-using FaaST.Cachelet.Peers;
 using FaaST.Peers;
-using FaaST.Cachelet.Telemetry;
 using FaaST.Protos.Peer;
 
 namespace FaaST.Cachelet.Tests;

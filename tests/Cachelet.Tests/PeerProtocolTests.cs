@@ -4,11 +4,9 @@ using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Peers;
 using FaaST.Peers;
 using FaaST.Policy;
-using FaaST.Cachelet.Telemetry;
 using FaaST.Protos.Peer;
 using Grpc.Core;
 using Grpc.Net.Client;
-using FaaST.Storage;
 using Google.Protobuf;
 
 namespace FaaST.Cachelet.Tests;

@@ -1,6 +1,5 @@
 using System.Net;
 using System.Net.Sockets;
-using FaaST.Cachelet.Peers;
 using FaaST.Peers;
 using FaaST.Protos.Peer;
 

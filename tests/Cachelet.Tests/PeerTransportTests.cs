@@ -1,7 +1,6 @@
 using System.Collections.Concurrent;
 using System.Diagnostics.Metrics;
 using FaaST.Cachelet.Peers;
-using FaaST.Cachelet.Telemetry;
 using FaaST.Peers;
 using FaaST.Protos.Peer;
 

@@ -3,7 +3,6 @@ using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Memory;
 using FaaST.Policy;
 using FaaST.Cachelet.Sources;
-using FaaST.Cachelet.Telemetry;
 
 namespace FaaST.Cachelet.Tests;
 

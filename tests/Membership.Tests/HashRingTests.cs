@@ -1,7 +1,6 @@
 using System.Globalization;
 using System.Security.Cryptography;
 using System.Text;
-using FaaST.Membership;
 using Xunit.Abstractions;
 
 namespace FaaST.Membership.Tests;

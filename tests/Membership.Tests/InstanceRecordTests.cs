@@ -1,5 +1,4 @@
 using System.Text;
-using FaaST.Membership;
 
 namespace FaaST.Membership.Tests;
 

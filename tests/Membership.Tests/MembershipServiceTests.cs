@@ -1,9 +1,7 @@
 using System.Collections.Concurrent;
 using System.Globalization;
 using System.Text.Json;
-using FaaST.Membership;
 using FaaST.Storage;
-using Microsoft.Extensions.Time.Testing;
 using Xunit.Abstractions;
 
 namespace FaaST.Membership.Tests;

@@ -1,9 +1,6 @@
-using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Runtime.CompilerServices;
-using FaaST.Membership;
 using FaaST.Storage;
-using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Time.Testing;
 
 namespace FaaST.Membership.Tests;

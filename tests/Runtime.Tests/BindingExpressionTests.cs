@@ -1,5 +1,4 @@
 using System.Text;
-using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Invocation;
 
 namespace FaaST.Runtime.Tests;

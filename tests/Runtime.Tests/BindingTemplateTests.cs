@@ -1,5 +1,3 @@
-using FaaST.Runtime.Bindings;
-
 namespace FaaST.Runtime.Tests;
 
 public class BindingTemplateTests

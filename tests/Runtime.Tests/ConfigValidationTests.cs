@@ -1,5 +1,4 @@
 using System.Text;
-using FaaST.Runtime.Http;
 
 namespace FaaST.Runtime.Tests;
 

@@ -1,4 +1,3 @@
-using System.Diagnostics;
 using FaaST.Hosting.Status;
 using FaaST.Runtime.Workers;
 

@@ -1,6 +1,5 @@
 using System.Text;
 using System.Text.Json;
-using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Hosting;
 
 namespace FaaST.Runtime.Tests;

@@ -1,7 +1,6 @@
 using System.Net;
 using System.Text;
 using System.Text.Json;
-using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Http;
 using FaaST.Runtime.Hosting;
 using Microsoft.Extensions.Logging.Abstractions;

@@ -1,5 +1,4 @@
 using FaaST.Peers;
-using FaaST.Cachelet.Peers;
 using FaaST.Policy;
 using FaaST.Runtime.Hosting;
 using Microsoft.Extensions.Logging.Abstractions;

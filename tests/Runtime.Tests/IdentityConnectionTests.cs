@@ -1,5 +1,4 @@
 using System.Text;
-using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Hosting;
 using FaaST.Storage.Tests;
 

@@ -1,6 +1,5 @@
 using System.Diagnostics;
 using FaaST.Hosting.Status;
-using FaaST.Runtime.Workers;
 
 namespace FaaST.Runtime.Tests;
 

@@ -3,7 +3,6 @@ using System.Globalization;
 using System.Net;
 using FaaST.Runtime.Telemetry;
 using Microsoft.AspNetCore.Builder;
-using Microsoft.AspNetCore.Hosting;
 using Microsoft.AspNetCore.Http;
 using Microsoft.Extensions.Configuration;
 using Microsoft.Extensions.DependencyInjection;

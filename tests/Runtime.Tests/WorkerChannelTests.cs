@@ -1,5 +1,4 @@
 using FaaST.Protos.Worker;
-using FaaST.Runtime.Workers;
 using Google.Protobuf;
 using Grpc.Core;
 using Grpc.Net.Client;

@@ -1,5 +1,3 @@
-using FaaST.Scaling;
-
 namespace FaaST.Scaling.Tests;
 
 public sealed class BandwidthPlannerTests

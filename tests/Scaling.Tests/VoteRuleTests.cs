@@ -1,5 +1,4 @@
 using FaaST.Protos.Scale;
-using FaaST.Scaling;
 
 namespace FaaST.Scaling.Tests;
 

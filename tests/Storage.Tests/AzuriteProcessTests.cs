@@ -1,6 +1,5 @@
 using System.Net;
 using System.Net.Sockets;
-using FaaST.Storage;
 
 namespace FaaST.Storage.Tests;
 

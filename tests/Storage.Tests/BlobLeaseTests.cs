@@ -1,5 +1,4 @@
 using System.Text;
-using FaaST.Storage;
 
 namespace FaaST.Storage.Tests;
 

@@ -1,5 +1,3 @@
-using FaaST.Storage;
-
 namespace FaaST.Storage.Tests;
 
 /// <summary>Container and blob names: checked before any request, and encoded per path segment in blob URIs.</summary>

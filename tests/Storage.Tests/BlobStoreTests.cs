@@ -2,7 +2,6 @@ using System.Net;
 using System.Security.Cryptography;
 using System.Text;
 using Azure.Storage.Blobs.Specialized;
-using FaaST.Storage;
 
 namespace FaaST.Storage.Tests;
 

@@ -1,5 +1,3 @@
-using FaaST.Storage;
-
 namespace FaaST.Storage.Tests;
 
 /// <summary>

@@ -3,7 +3,6 @@ using System.Diagnostics;
 using System.Net;
 using Azure.Core;
 using Azure.Core.Pipeline;
-using FaaST.Storage;
 
 namespace FaaST.Storage.Tests;
 

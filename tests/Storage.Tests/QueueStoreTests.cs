@@ -1,5 +1,3 @@
-using FaaST.Storage;
-
 namespace FaaST.Storage.Tests;
 
 /// <summary>The queue store against a real Azurite serving blobs and queues.</summary>

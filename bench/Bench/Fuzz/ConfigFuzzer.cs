@@ -1,7 +1,6 @@
 using System.Collections;
 using System.Text;
 using FaaST.Policy;
-using FaaST.Runtime.Bindings;
 using FaaST.Storage;
 using Microsoft.AspNetCore.Routing;
 using Microsoft.AspNetCore.Routing.Patterns;

@@ -2,7 +2,6 @@ using System.Buffers.Binary;
 using System.Diagnostics;
 using System.Net.Sockets;
 using System.Text;
-using FaaST.Cachelet.Peers;
 using FaaST.Peers;
 using FaaST.Protos.Peer;
 using Google.Protobuf;

@@ -1,7 +1,6 @@
 using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Memory;
 using FaaST.Cachelet.Peers;
-using FaaST.Cachelet.Telemetry;
 using FaaST.Storage;
 
 namespace FaaST.Cachelet.Sources;

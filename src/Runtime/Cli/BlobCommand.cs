@@ -1,5 +1,4 @@
 using System.Globalization;
-using FaaST.Runtime.Bindings;
 using FaaST.Storage;
 
 namespace FaaST.Runtime.Cli;

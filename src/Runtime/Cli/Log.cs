@@ -1,5 +1,3 @@
-using Microsoft.Extensions.Logging;
-
 namespace FaaST.Runtime.Cli;
 
 /// <summary>The command line's log messages (event ids 5500-5599 of the Runtime's block), source-generated.</summary>

@@ -2,7 +2,6 @@ using System.Net;
 using FaaST.Cachelet.Daemon;
 using FaaST.Policy;
 using FaaST.Membership;
-using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Workers;
 using FaaST.Scaling;
 using FaaST.Storage;

@@ -4,7 +4,6 @@ using FaaST.Policy;
 using FaaST.Hosting;
 using FaaST.Hosting.Status;
 using FaaST.Membership;
-using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Hosting.Components;
 
 namespace FaaST.Runtime.Hosting;

@@ -2,9 +2,7 @@ using System.Buffers;
 using System.Net;
 using System.Runtime.InteropServices;
 using System.Security.Cryptography;
-using System.Text;
 using System.Text.Json;
-using FaaST.Runtime.Bindings;
 using FaaST.Storage;
 
 namespace FaaST.Runtime.Http;

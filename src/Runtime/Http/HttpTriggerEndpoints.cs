@@ -1,8 +1,6 @@
-using System.Buffers;
 using System.Globalization;
 using System.Text;
 using FaaST.Protos.Worker;
-using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Invocation;
 using FaaST.Runtime.Workers;
 using FaaST.Storage;

@@ -1,5 +1,3 @@
-using FaaST.Runtime.Bindings;
-
 namespace FaaST.Runtime.Invocation;
 
 /// <summary>What an invocation of one function has to do, worked out once at start-up.</summary>

@@ -1,6 +1,5 @@
 using System.Text.Json;
 using FaaST.Protos.Worker;
-using FaaST.Runtime.Bindings;
 
 namespace FaaST.Runtime.Invocation;
 

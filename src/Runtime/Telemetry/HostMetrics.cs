@@ -1,6 +1,5 @@
 using System.Diagnostics;
 using System.Diagnostics.Metrics;
-using FaaST.Runtime.Bindings;
 using FaaST.Runtime.Invocation;
 using FaaST.Runtime.Workers;
 using FaaST.Storage;

@@ -1,12 +1,9 @@
 using System.Diagnostics.Metrics;
-using FaaST.Cachelet.Peers;
 using FaaST.Peers;
 using FaaST.Cachelet.Telemetry;
-using FaaST.Runtime.Http;
 using FaaST.Runtime.Workers;
 using Microsoft.AspNetCore.Routing.Patterns;
 using Microsoft.AspNetCore.Routing.Template;
-using OpenTelemetry;
 using OpenTelemetry.Metrics;
 using OpenTelemetry.Resources;
 using OpenTelemetry.Trace;

@@ -1,6 +1,5 @@
 using System.Text;
 using System.Text.Json;
-using FaaST.Runtime.Http;
 using FaaST.Storage;
 
 namespace FaaST.Runtime.Triggers;

@@ -1,4 +1,3 @@
-using FaaST.Runtime.Http;
 using System.Collections.Concurrent;
 using System.Threading.Channels;
 using FaaST.Protos.Worker;

@@ -3,7 +3,6 @@ using System.Globalization;
 using System.Text.Json;
 using FaaST.Protos.Worker;
 using FaaST.Runtime.Bindings;
-using FaaST.Runtime.Http;
 using FaaST.Runtime.Invocation;
 using FaaST.Storage;
 using Google.Protobuf;

@@ -1,7 +1,6 @@
 using System.Diagnostics;
 using System.Globalization;
 using FaaST.Protos.Worker;
-using FaaST.Runtime.Bindings;
 
 namespace FaaST.Runtime.Workers;
 

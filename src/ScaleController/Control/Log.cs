@@ -1,5 +1,3 @@
-using Microsoft.Extensions.Logging;
-
 namespace FaaST.ScaleController.Control;
 
 /// <summary>The controller's log messages, source-generated, event ids 8100-8149.</summary>

@@ -1,7 +1,6 @@
 using FaaST.Peers;
 using FaaST.Protos.Scale;
 using Grpc.Core;
-using Microsoft.Extensions.Logging;
 
 namespace FaaST.ScaleController.Control;
 

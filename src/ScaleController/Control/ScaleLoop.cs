@@ -1,7 +1,6 @@
 using System.Collections.Immutable;
 using FaaST.Policy;
 using FaaST.Peers;
-using Microsoft.Extensions.Logging;
 
 namespace FaaST.ScaleController.Control;
 

@@ -4,7 +4,6 @@ using System.Security.Cryptography;
 using System.Text.Json;
 using FaaST.ScaleController.Platform;
 using FaaST.Storage;
-using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Logging.Abstractions;
 
 namespace FaaST.ScaleController.Deploy;

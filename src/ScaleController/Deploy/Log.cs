@@ -1,5 +1,3 @@
-using Microsoft.Extensions.Logging;
-
 namespace FaaST.ScaleController.Deploy;
 
 /// <summary>Deploy's log messages, source-generated, with event ids 8050-8099 (the platform's deploy range).</summary>

@@ -3,9 +3,7 @@ using System.Collections.Frozen;
 using System.Globalization;
 using System.Net;
 using System.Net.Http.Headers;
-using Microsoft.AspNetCore.Http;
 using Microsoft.AspNetCore.Http.Features;
-using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Primitives;
 using Microsoft.Net.Http.Headers;
 

@@ -1,5 +1,4 @@
 using System.Collections.Frozen;
-using Microsoft.AspNetCore.Http;
 
 namespace FaaST.ScaleController.Frontend;
 

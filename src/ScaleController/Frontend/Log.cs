@@ -1,5 +1,3 @@
-using Microsoft.Extensions.Logging;
-
 namespace FaaST.ScaleController.Frontend;
 
 /// <summary>The frontend's log messages, source-generated, with event ids 8000-8049.</summary>

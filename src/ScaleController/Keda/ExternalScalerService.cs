@@ -2,7 +2,6 @@ using System.Globalization;
 using System.Threading.Channels;
 using FaaST.Protos.Keda;
 using Grpc.Core;
-using Microsoft.Extensions.Logging;
 
 namespace FaaST.ScaleController.Keda;
 

@@ -1,5 +1,3 @@
-using Microsoft.Extensions.Logging;
-
 namespace FaaST.ScaleController.Keda;
 
 /// <summary>The KEDA external scaler's log messages, source-generated, event ids 8150-8199.</summary>

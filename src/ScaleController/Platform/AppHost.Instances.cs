@@ -1,6 +1,4 @@
-using FaaST.Policy;
 using FaaST.Peers;
-using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Frontend;
 using FaaST.ScaleController.Providers;

@@ -1,8 +1,5 @@
 using FaaST.Policy;
-using FaaST.Peers;
-using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;
-using FaaST.ScaleController.Frontend;
 using FaaST.ScaleController.Providers;
 
 namespace FaaST.ScaleController.Platform;

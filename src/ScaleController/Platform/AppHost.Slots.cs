@@ -1,5 +1,3 @@
-using FaaST.Policy;
-using FaaST.Peers;
 using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Frontend;

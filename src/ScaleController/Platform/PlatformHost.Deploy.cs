@@ -1,15 +1,8 @@
 using System.Collections.Immutable;
-using System.Net;
 using FaaST.Policy;
-using FaaST.Hosting;
-using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;
-using FaaST.ScaleController.Frontend;
-using FaaST.ScaleController.Keda;
 using FaaST.ScaleController.Providers;
-using FaaST.ScaleController.Telemetry;
 using FaaST.Storage;
-using Microsoft.AspNetCore.Server.Kestrel.Core;
 
 
 namespace FaaST.ScaleController.Platform;

@@ -1,6 +1,5 @@
 using System.Collections.Immutable;
 using System.Net;
-using FaaST.Policy;
 using FaaST.Hosting;
 using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;

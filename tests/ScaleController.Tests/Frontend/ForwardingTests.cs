@@ -1,5 +1,4 @@
 using System.Net;
-using FaaST.ScaleController.Frontend;
 
 namespace FaaST.ScaleController.Tests.Frontend;
 

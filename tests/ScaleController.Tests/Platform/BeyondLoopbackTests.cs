@@ -1,7 +1,6 @@
 using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Globalization;
-using System.Net;
 using FaaST.Bench.Net;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Platform;

@@ -1,6 +1,5 @@
 using System.Collections.Concurrent;
 using FaaST.Bench.Fuzz;
-using FaaST.ScaleController.Platform;
 using Microsoft.Extensions.Logging;
 
 namespace FaaST.ScaleController.Tests.Platform;

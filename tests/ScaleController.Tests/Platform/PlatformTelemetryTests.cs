@@ -1,4 +1,3 @@
-using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Globalization;
 using System.Net;
@@ -6,7 +5,6 @@ using System.Net.Http.Json;
 using System.Text.Json.Nodes;
 using FaaST.ScaleController.Platform;
 using FaaST.ScaleController.Telemetry;
-using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Hosting;
 using Microsoft.AspNetCore.Http;
 using Microsoft.Extensions.Logging;

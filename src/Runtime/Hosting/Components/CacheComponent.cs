@@ -5,7 +5,6 @@ using FaaST.Policy;
 using FaaST.Cachelet.Sources;
 using FaaST.Hosting;
 using FaaST.Runtime.Bindings;
-using FaaST.Runtime.Workers;
 using Microsoft.Extensions.Options;
 
 namespace FaaST.Runtime.Hosting.Components;

@@ -1,6 +1,4 @@
-using System.Net;
 using FaaST.Cachelet;
-using FaaST.Cachelet.Peers;
 using FaaST.Hosting;
 using FaaST.Membership;
 using FaaST.Peers;

@@ -4,7 +4,6 @@ using FaaST.Membership;
 using FaaST.Peers;
 using FaaST.Protos.Scale;
 using FaaST.Runtime.Bandwidth;
-using FaaST.Runtime.Http;
 using FaaST.Runtime.Scaling;
 using FaaST.Runtime.Telemetry;
 using FaaST.Scaling;

@@ -1,5 +1,4 @@
 using FaaST.Hosting;
-using FaaST.Runtime.Bindings;
 using FaaST.Storage;
 using Microsoft.Extensions.Options;
 
