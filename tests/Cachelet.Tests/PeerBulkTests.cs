@@ -230,8 +230,6 @@ public sealed partial class PeerProtocolTests
         Assert.Equal(3, fake.Connections);
     }
 
-    /// <summary>A bulk connection after the handshake, answered under <paramref name="credentials"/>
-    /// (<paramref name="answer"/> replaces the answer: e.g. one recorded on another connection).</summary>
     [Fact]
     public async Task A_bulk_connection_that_never_finishes_its_hello_is_closed_by_the_owner()
     {
@@ -243,6 +241,8 @@ public sealed partial class PeerProtocolTests
         Assert.Equal(0, await socket.ReceiveAsync(new byte[64]).WaitAsync(Generous));
     }
 
+    /// <summary>A bulk connection after the handshake, answered under <paramref name="credentials"/>
+    /// (<paramref name="answer"/> replaces the answer: e.g. one recorded on another connection).</summary>
     private static async Task<Socket> ConnectBulkAsync(PeerNode node, PeerAuth credentials, byte[]? answer = null, Action<byte[], byte[]>? record = null)
     {
         var socket = new Socket(SocketType.Stream, ProtocolType.Tcp) { NoDelay = true };

@@ -1,4 +1,3 @@
-using System.Diagnostics;
 using System.Runtime.CompilerServices;
 using FaaST.Storage;
 using Microsoft.Extensions.Time.Testing;

@@ -1,6 +1,3 @@
-using FaaST.Hosting.Status;
-using FaaST.Runtime.Workers;
-
 namespace FaaST.Runtime.Tests;
 
 /// <summary>

@@ -2,7 +2,6 @@ using System.Net;
 using System.Net.Http.Json;
 using System.Text;
 using System.Text.Json;
-using FaaST.Storage.Tests;
 
 namespace FaaST.Runtime.Tests;
 

@@ -12,7 +12,6 @@ public sealed class TestApp : IDisposable
 
     private readonly string _root;
 
-    /// <param name="name">The app's folder name (its name, which names its worker user), in a fresh folder; default a unique one.</param>
     /// <summary>function.json of a function at route read/{name} with the blob <paramref name="container"/>/{name} as input "inblob".</summary>
     public static string BlobReadJson(string container) => $$"""
         { "bindings": [
@@ -53,8 +52,6 @@ public sealed class TestApp : IDisposable
         Directory = directory;
     }
 
-    /// <summary>A copy of a sample app from samples/ (deleted when disposed); with <paramref name="keepName"/>
-    /// in a fresh folder under its own name.</summary>
     /// <summary>apps/counter (Faa$T Table 6's shared counter) under <paramref name="name"/>, with the given consistency preset.</summary>
     public static TestApp Counter(string preset, string name = "counter")
     {

@@ -1,6 +1,4 @@
 using System.Diagnostics;
-using System.Net.Sockets;
-using FaaST.Storage;
 
 namespace FaaST.Storage.Tests;
 

@@ -98,6 +98,6 @@ internal sealed record ConsistencyStrategy(ConsistencyPreset Preset, HitCheck Ow
     /// </summary>
     public bool ChecksCopiesWithStorage(bool ownedHere) => HitCheckFor(ownedHere) is HitCheck.StorageHead or HitCheck.StorageHeadOncePerEpoch;
 
-    /// <summary>A write goes to <paramref name="owner"/> (non-null: another instance owns the key).</summary>
+    /// <summary>A write goes to the key's owner (when <paramref name="ownedElsewhere"/>: another instance owns the key).</summary>
     public bool WritesToOwner(bool ownedElsewhere) => WriteTo == WriteDestination.Owner && ownedElsewhere;
 }

@@ -10,7 +10,7 @@ public sealed partial class CacheIndex
     /// 8 rounds, each asking for twice as many bytes as the last. False if that does not make room.
     /// With eviction sinks, the victims wait in the demotion queue with their memory still allocated;
     /// this never waits for them: when the allocation still fails, it takes back the newest demotions
-    /// not yet started (dropping them) until it succeeds (see <see cref="DemotionQueue"/>).
+    /// not yet started (dropping them) until it succeeds (see <see cref="Demotion.DemotionQueue"/>).
     /// </summary>
     public bool TryAllocate(long length, out Extent extent) =>
         WithRoom(length, (_arena, length), static ((SharedMemoryArena Arena, long Length) s, out Extent e) => s.Arena.TryAllocate(s.Length, out e),
@@ -62,7 +62,7 @@ public sealed partial class CacheIndex
         return true;
     }
 
-    /// <summary>On the pump's thread: evicts what the cached bytes are over the budget by (see <see cref="DemotionQueue"/>).</summary>
+    /// <summary>On the pump's thread: evicts what the cached bytes are over the budget by (see <see cref="Demotion.DemotionQueue"/>).</summary>
     private void EvictAhead()
     {
         var excess = _arena.Used - _demotion!.PendingBytes - _cachedBudget;

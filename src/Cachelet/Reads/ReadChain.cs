@@ -143,7 +143,7 @@ internal sealed class ReadChain
 
     /// <summary>
     /// A miss fetched on the owner's behalf (this instance owns the key): for a peer's Get, or a
-    /// prefetch. Joins a fetch of the key already running; <paramref name="mine"/> says whether this
+    /// prefetch. Joins a fetch of the key already running; the answer's Mine says whether this
     /// caller started it (then the result is its own to hand out or dispose).
     /// </summary>
     public async Task<(CachedRead? Result, Lazy<Task<CachedRead?>> Flight, bool Mine)> FetchAsOwnerAsync(IBlobStore store, BlobKey key,

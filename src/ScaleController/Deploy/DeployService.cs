@@ -6,7 +6,7 @@ namespace FaaST.ScaleController.Deploy;
 /// <summary>
 /// A deploy as the platform runs it (issue 13, item 2): the upload is unpacked into a private folder named after the
 /// app, validated completely (<see cref="AppValidator"/>), packed again deterministically from what was validated,
-/// and only then published (<see cref="DeploymentStore.PublishAsync"/>). Anything refused
+/// and only then published (<c>DeploymentStore.PublishAsync</c>). Anything refused
 /// (<see cref="DeployRefusedException"/>) is refused before the first write to storage, so the running version keeps
 /// serving and storage is unchanged. One request must not exhaust the platform (issue 19, defect 6): an upload stops
 /// being read at <see cref="DeployOptions.MaxPackageBytes"/>, each app has one deploy in progress at a time, and at
@@ -70,8 +70,6 @@ public sealed class DeployService
     }
 
     /// <summary>Deploys an uploaded package (a zip of the app folder's contents) as <paramref name="app"/>'s next version.</summary>
-    /// <param name="afterPublish">Runs once the version is published, still inside the deploy's admission (the
-    /// platform rolls its instances there, so a second deploy of the app waits for none of it: it is refused).</param>
     /// <exception cref="ArgumentException">The app name is unusable.</exception>
     /// <exception cref="DeployInProgressException">The app has a deploy in progress.</exception>
     /// <exception cref="DeployCapacityException">The platform runs as many deploys as it may.</exception>

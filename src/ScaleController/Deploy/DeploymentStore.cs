@@ -85,7 +85,7 @@ public sealed class DeploymentStore
 
     /// <summary>
     /// Stores <paramref name="zip"/> (read from its position to its end) as the app's next version, <c>v{N}.zip</c>
-    /// (create-only; losing the race for N to another deployer takes the next, as <see cref="PublishAsync"/> does),
+    /// (create-only; losing the race for N to another deployer takes the next, as <c>PublishAsync</c> does),
     /// without making it current: app.json still names the running version, so a restarted platform and every other
     /// reader keep that one. The platform starts the new version's instances from it, then calls
     /// <see cref="MakeCurrentAsync"/> once one is ready, or <see cref="DiscardAsync"/> when none started.
@@ -94,7 +94,7 @@ public sealed class DeploymentStore
         StageNextVersionAsync(app, zip, settings, source, "nothing of it was stored", static (_, _) => Task.FromResult(true), ct);
 
     /// <summary>
-    /// What <see cref="PublishAsync"/> and <see cref="StageAsync"/> share: stores the package as the app's next version,
+    /// What <c>PublishAsync</c> and <see cref="StageAsync"/> share: stores the package as the app's next version,
     /// taking the next one when another deployer took it, until <paramref name="accept"/> keeps a staged version (it is
     /// given the version and the try's number; false means that version was given up and the next is tried), up to
     /// <see cref="DeployOptions.PublishAttempts"/> times; then <see cref="DeployConflictException"/>, whose message ends
@@ -564,7 +564,7 @@ public sealed class DeploymentStore
     }
 
     /// <summary>app.json as stored: the record's fields, then <c>"signature"</c> = the records key's HMAC of
-    /// <see cref="Serialize"/> (the same fields without it).</summary>
+    /// <c>Serialize</c> (the same fields without it).</summary>
     internal byte[] SerializeSigned(Deployment d) => Serialize(d, _keys.Sign(Serialize(d)));
 
     /// <summary>The canonical bytes of a record: what its signature covers.</summary>

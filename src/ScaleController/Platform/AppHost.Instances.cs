@@ -126,7 +126,7 @@ internal sealed partial class AppHost
     }
 
     /// <summary>
-    /// Starts <paramref name="count"/> instances of <paramref name="deployment"/> at once and waits for them. Each that is
+    /// Starts an instance in each of the <paramref name="reserved"/> slots, of <paramref name="deployment"/> at once and waits for them. Each that is
     /// ready joins the frontend at once when <paramref name="join"/>, else it waits (state Starting, not routed to)
     /// for its caller's <see cref="JoinAsync"/>. Start failures are logged, not thrown: the ready ones and the last
     /// failure's message (the instance's own error and last lines) are returned.

@@ -1,6 +1,3 @@
-using FaaST.ScaleController.Control;
-using FaaST.ScaleController.Deploy;
-using FaaST.ScaleController.Frontend;
 using FaaST.ScaleController.Providers;
 
 namespace FaaST.ScaleController.Platform;

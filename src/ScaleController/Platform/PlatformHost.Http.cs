@@ -1,5 +1,4 @@
 using System.Collections.Immutable;
-using FaaST.Hosting;
 using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Keda;

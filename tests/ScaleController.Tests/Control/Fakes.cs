@@ -55,7 +55,7 @@ internal sealed class FakeVoteClient : IVoteClient
 
     public ConcurrentQueue<VoteQuery> Queries { get; } = new();
 
-    /// <summary>Every instance votes <paramref name="delta"/> on every policy unless set otherwise.</summary>
+    /// <summary>What every instance votes on every policy unless set otherwise.</summary>
     public int DefaultDelta { get; set; }
 
     public void Answer(string instance, Func<VoteEndpoint, InstanceVote> answer) => _answers[instance] = answer;

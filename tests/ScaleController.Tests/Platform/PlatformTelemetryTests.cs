@@ -5,9 +5,6 @@ using System.Net.Http.Json;
 using System.Text.Json.Nodes;
 using FaaST.ScaleController.Platform;
 using FaaST.ScaleController.Telemetry;
-using Microsoft.AspNetCore.Hosting;
-using Microsoft.AspNetCore.Http;
-using Microsoft.Extensions.Logging;
 using OpenTelemetry.Trace;
 
 namespace FaaST.ScaleController.Tests.Platform;
