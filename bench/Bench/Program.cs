@@ -44,6 +44,8 @@ public static class Program
                 case "bandwidth":
                     await BandwidthScenario.RunAsync(home, quick, args);
                     return 0;
+                case "libs":
+                    return await LibrariesScenario.RunAsync(home, args);
                 case "micro":
                     // In-process: the project file is not named after the assembly, so BenchmarkDotNet's
                     // default out-of-process toolchain cannot find it. Reports land in bench/results/micro.
