@@ -311,11 +311,11 @@ public sealed class PlatformTests : IAsyncLifetime
 
         // The first request after the kill may find no ready instance: it waits in the queue for the replacement.
         Assert.Equal("Hello, again!", await client.GetStringAsync("phoenix/api/Hello?name=again"));
-        await Eventually.TrueAsync(() => provider.Processes.Count == 1 && !provider.Processes.ContainsKey(id), "a replacement instance", () => Output);
-        var status = await client.GetFromJsonAsync("admin/platform", PlatformJsonContext.Default.PlatformStatus);
-        var instance = Assert.Single(Assert.Single(status!.Apps).Instances);
-        Assert.NotEqual(id, instance.Id);
-        Assert.Equal("ready", instance.State);
+        // On a busy machine the controller may also have added an instance for the queued request while the replacement was
+        // starting; it drains again once idle. What must hold in the end: one ready instance, not the killed one.
+        await Eventually.TrueAsync(async () => (await AppAsync(client, "phoenix")).Instances is [{ State: "ready" } only] && only.Id != id,
+            "one ready replacement instance and no other", seconds: 120);
+        Assert.False(provider.Processes.ContainsKey(id), "the killed instance's process is still tracked");
     }
 
     [Fact]
