@@ -227,7 +227,9 @@ public sealed partial class PeerProtocolTests
             Assert.Equal(data, bytes);
         }
         Assert.Equal(3, fake.Calls);
-        Assert.Equal(3, fake.Connections);
+        // Each get has a connection of its own: a pooled one seen closed is dropped before use, or (when the peer's close
+        // has not arrived yet, as on a busy machine) found dead by the request sent on it and replaced once.
+        Assert.InRange(fake.Connections, 3, 6);
     }
 
     [Fact]
