@@ -19,6 +19,9 @@ public interface IScaleTarget
     /// <summary>Instances counted now: ready and starting (not draining).</summary>
     int CurrentInstances { get; }
 
+    /// <summary>Of <see cref="CurrentInstances"/>, those still starting (not ready yet).</summary>
+    int StartingInstances { get; }
+
     /// <summary>The instances that answer invocations now; the ones asked for a vote.</summary>
     IReadOnlyList<VoteEndpoint> ReadyInstances { get; }
 

@@ -45,9 +45,10 @@ public sealed class ScaleDecider
 
     /// <summary>
     /// One round: what to do with <paramref name="current"/> instances given the votes of the ready ones,
-    /// the frontend's load and the time of the last invocation.
+    /// the frontend's load and the time of the last invocation; <paramref name="starting"/> of the
+    /// <paramref name="current"/> instances are still starting.
     /// </summary>
-    public ScaleDecision Decide(int current, IReadOnlyList<InstanceVote> votes, FrontendLoad load, DateTimeOffset lastInvocation)
+    public ScaleDecision Decide(int current, IReadOnlyList<InstanceVote> votes, FrontendLoad load, DateTimeOffset lastInvocation, int starting = 0)
     {
         ArgumentOutOfRangeException.ThrowIfNegative(current);
         ArgumentNullException.ThrowIfNull(votes);
@@ -100,6 +101,15 @@ public sealed class ScaleDecider
             }
         }
 
+        if (load.Queued > 0 && votes.Count == 0 && starting > 0)
+        {
+            // The queue's rule adds an instance only when none is on its way: a replacement for an instance that died
+            // (or the next of a scale-out) is starting, and the queued invocations go to it as soon as it is ready. Before
+            // this rule a replacement on a busy machine came with one instance more, drained again ~35 s later.
+            _allInRounds = 0;
+            return Hold(current, F($"frontend: {load.Queued} invocation(s) queued with no ready instance; {starting} instance(s) starting, the queue waits for them"),
+                ScaleDimension.FrontendQueue, now);
+        }
         var combined = VoteCombiner.Combine(votes, _policy.Votes, load);
         if (combined.Delta > 0)
         {

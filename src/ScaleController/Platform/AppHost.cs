@@ -115,6 +115,15 @@ internal sealed partial class AppHost : IScaleTarget, Scaling.IInstanceLoadTime,
         }
     }
 
+    public int StartingInstances
+    {
+        get
+        {
+            lock (_gate)
+                return _slots.Count(s => s.State == InstanceState.Starting);
+        }
+    }
+
     public IReadOnlyList<VoteEndpoint> ReadyInstances
     {
         get

@@ -10,8 +10,11 @@ internal sealed class FakeTarget(string app, TimeProvider time) : IScaleTarget
 
     public int CurrentInstances { get; set; } = 1;
 
+    /// <summary>Of <see cref="CurrentInstances"/>, how many are starting (they are not in <see cref="ReadyInstances"/>).</summary>
+    public int StartingInstances { get; set; }
+
     public IReadOnlyList<VoteEndpoint> ReadyInstances =>
-        [.. Enumerable.Range(0, CurrentInstances).Select(i => new VoteEndpoint("i" + i, new Uri($"http://127.0.0.1:{10000 + i}/")))];
+        [.. Enumerable.Range(0, CurrentInstances - StartingInstances).Select(i => new VoteEndpoint("i" + i, new Uri($"http://127.0.0.1:{10000 + i}/")))];
 
     public FrontendLoad CurrentLoad { get; set; } = FrontendLoad.Idle with { RequestsPerSecond = 5 };
 

@@ -127,6 +127,7 @@ public sealed class GrpcTests
     {
         public string App => app;
         public int CurrentInstances { get; private set; } = 1;
+        public int StartingInstances => 0;
         public IReadOnlyList<VoteEndpoint> ReadyInstances => [new VoteEndpoint("i0", address)];
         public FrontendLoad Load() => FrontendLoad.Idle;
         public DateTimeOffset LastInvocation => DateTimeOffset.UtcNow;

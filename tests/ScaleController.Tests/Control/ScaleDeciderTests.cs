@@ -237,6 +237,22 @@ public sealed class ScaleDeciderTests
     }
 
     [Fact]
+    public void Invocations_queued_while_an_instance_is_starting_wait_for_it_and_add_none()
+    {
+        var queued = FrontendLoad.Idle with { Queued = 4 };
+
+        var waiting = NewDecider().Decide(1, [], queued, _time.GetUtcNow(), starting: 1);
+        var noneOnItsWay = NewDecider().Decide(1, [], queued, _time.GetUtcNow(), starting: 0);
+
+        Assert.Equal(ScaleDecisionKind.Hold, waiting.Kind);
+        Assert.Equal(1, waiting.Target);
+        Assert.Equal(ScaleDimension.FrontendQueue, waiting.Dimension);
+        Assert.Contains("4 invocation(s) queued with no ready instance; 1 instance(s) starting", waiting.Reason);
+        Assert.Equal(ScaleDecisionKind.Out, noneOnItsWay.Kind);
+        Assert.Equal(2, noneOnItsWay.Target);
+    }
+
+    [Fact]
     public void An_app_idle_for_less_than_the_keep_alive_stays_loaded()
     {
         var decider = NewDecider();

@@ -37,6 +37,7 @@ public sealed class ScaleLoopTests
         private readonly FakeTarget _inner = new("app", time);
         public string App => _inner.App;
         public int CurrentInstances => _inner.CurrentInstances;
+        public int StartingInstances => _inner.StartingInstances;
         public IReadOnlyList<VoteEndpoint> ReadyInstances => _inner.ReadyInstances;
         public FrontendLoad Load() => _inner.Load();
         public DateTimeOffset LastInvocation => _inner.LastInvocation;
@@ -114,6 +115,26 @@ public sealed class ScaleLoopTests
         Assert.False(silent.Answered);
         Assert.Equal("no answer: no reply within 500 ms", silent.Error);
         Assert.Contains("instance i1: no answer", decision.Reason);
+    }
+
+    [Fact]
+    public async Task A_replacement_that_is_still_starting_is_waited_for_by_the_queue_not_doubled()
+    {
+        // The one instance died; its replacement is starting and invocations queue for it.
+        _target.CurrentInstances = 1;
+        _target.StartingInstances = 1;
+        _target.CurrentLoad = FrontendLoad.Idle with { Queued = 5 };
+
+        var waiting = await _loop.RoundAsync(CancellationToken.None);
+        _time.Advance(TimeSpan.FromSeconds(1));
+        _target.StartingInstances = 0; // ready: the queue went to it
+        _target.CurrentLoad = FrontendLoad.Idle with { RequestsPerSecond = 5 };
+        await _loop.RoundAsync(CancellationToken.None);
+
+        Assert.Equal(ScaleDecisionKind.Hold, waiting.Kind);
+        Assert.Contains("1 instance(s) starting", waiting.Reason);
+        Assert.Empty(_target.Actions);
+        Assert.Equal(1, _target.CurrentInstances);
     }
 
     [Fact]
