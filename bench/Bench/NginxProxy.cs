@@ -12,9 +12,9 @@ namespace FaaST.Bench;
 internal sealed class NginxProxy : IDisposable
 {
     private readonly Process _process;
-    private readonly TempDir _dir;
+    private readonly DirectoryInfo _dir;
 
-    private NginxProxy(Process process, TempDir dir, Uri address)
+    private NginxProxy(Process process, DirectoryInfo dir, Uri address)
     {
         _process = process;
         _dir = dir;
@@ -30,19 +30,19 @@ internal sealed class NginxProxy : IDisposable
         var binary = new[] { "/usr/sbin/nginx", "/usr/bin/nginx" }.FirstOrDefault(File.Exists);
         if (binary is null)
             return (null, "nginx is not installed (apt-get install nginx-light; ./faast bench installs it)");
-        var dir = new TempDir("faast-bench-nginx-");
+        var dir = Directory.CreateTempSubdirectory("faast-bench-nginx-");
         var port = PlatformProcess.FreePort();
-        var config = Path.Combine(dir.Path, "nginx.conf");
+        var config = Path.Combine(dir.FullName, "nginx.conf");
         File.WriteAllText(config, string.Create(CultureInfo.InvariantCulture, $$"""
             worker_processes 1;
             daemon off;
-            pid {{dir.Path}}/nginx.pid;
-            error_log {{dir.Path}}/error.log;
+            pid {{dir.FullName}}/nginx.pid;
+            error_log {{dir.FullName}}/error.log;
             events { worker_connections 1024; }
             http {
                 access_log off;
-                client_body_temp_path {{dir.Path}}/body;
-                proxy_temp_path {{dir.Path}}/proxy;
+                client_body_temp_path {{dir.FullName}}/body;
+                proxy_temp_path {{dir.FullName}}/proxy;
                 upstream instance { server {{upstream.Host}}:{{upstream.Port}}; keepalive 64; }
                 server {
                     listen 127.0.0.1:{{port}};
@@ -51,7 +51,7 @@ internal sealed class NginxProxy : IDisposable
             }
             """));
         var info = new ProcessStartInfo(binary) { UseShellExecute = false, RedirectStandardError = true, RedirectStandardOutput = true };
-        foreach (var a in (string[])["-c", config, "-p", dir.Path])
+        foreach (var a in (string[])["-c", config, "-p", dir.FullName])
             info.ArgumentList.Add(a);
         var process = Process.Start(info)!;
         var address = new Uri($"http://127.0.0.1:{port}/");
@@ -70,11 +70,11 @@ internal sealed class NginxProxy : IDisposable
                 // not listening yet
             }
         }
-        var error = File.Exists(Path.Combine(dir.Path, "error.log")) ? File.ReadAllText(Path.Combine(dir.Path, "error.log")) : "";
+        var error = File.Exists(Path.Combine(dir.FullName, "error.log")) ? File.ReadAllText(Path.Combine(dir.FullName, "error.log")) : "";
         if (!process.HasExited)
             process.Kill(entireProcessTree: true);
         process.Dispose();
-        dir.Dispose();
+        dir.Delete(recursive: true);
         throw new InvalidOperationException($"nginx ({binary} -c {config}) did not answer at {address} within 20 s: {error}");
     }
 
@@ -84,6 +84,6 @@ internal sealed class NginxProxy : IDisposable
             _process.Kill(entireProcessTree: true);
         _process.WaitForExit(5000);
         _process.Dispose();
-        _dir.Dispose();
+        _dir.Delete(recursive: true);
     }
 }
