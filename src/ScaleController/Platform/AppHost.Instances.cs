@@ -30,7 +30,7 @@ internal sealed partial class AppHost
             if (adopted is not null) // alive, but of an older version: a redeploy the crash interrupted
                 await _platform.Provider.StopAsync(adopted, _platform.Options.DrainDeadline, ct);
             Log.NotAdopted(_logger, App, r.Id);
-            await _platform.Registry!.ForgetAsync(r, ct);
+            await _platform.Registry.ForgetAsync(r, ct);
         }
     }
 
@@ -154,7 +154,7 @@ internal sealed partial class AppHost
                 slot.Handle = handle;
                 slot.Started = _platform.Time.GetUtcNow();
                 LoadSeconds = LoadSeconds == 0 ? handle.LoadTime.TotalSeconds : (0.7 * LoadSeconds) + (0.3 * handle.LoadTime.TotalSeconds);
-                _platform.Metrics?.InstanceStart(App, ready: true);
+                _platform.Metrics.InstanceStart(App, ready: true);
                 if (join)
                     await JoinAsync(slot, deployment);
                 return slot;
@@ -163,7 +163,7 @@ internal sealed partial class AppHost
             {
                 Unreserve(slot);
                 error = e.Message;
-                _platform.Metrics?.InstanceStart(App, ready: false);
+                _platform.Metrics.InstanceStart(App, ready: false);
                 Log.InstanceStartFailed(_logger, App, e.Message);
                 return null;
             }
@@ -216,7 +216,7 @@ internal sealed partial class AppHost
         if (Unloaded)
         {
             Log.ColdStart(_logger, App);
-            _platform.Metrics?.ColdStart(App);
+            _platform.Metrics.ColdStart(App);
         }
         await ScaleToAsync(Math.Max(Math.Max(1, Policy.MinInstances), Desired), "cold start: a request found no ready instance", ct);
     }

@@ -6,7 +6,9 @@ using FaaST.ScaleController.Providers;
 namespace FaaST.ScaleController.Platform;
 
 /// <summary>What every app on the platform shares: the options, the provider, the clock, and how an instance is set up.</summary>
-internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider provider, TimeProvider time, ILoggerFactory loggers)
+/// <remarks>One in the platform's registry (<see cref="PlatformServices"/>), which gives it its parts.</remarks>
+internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider provider, TimeProvider time, ILoggerFactory loggers,
+    PlatformKeys keys, InstanceRegistry registry, Telemetry.PlatformMetrics metrics)
 {
     public PlatformOptions Options { get; } = options;
 
@@ -17,7 +19,7 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
     public ILoggerFactory Loggers { get; } = loggers;
 
     /// <summary>The platform's keys (master, admin, and what is derived from them).</summary>
-    public PlatformKeys Keys { get; set; } = null!;
+    public PlatformKeys Keys { get; } = keys;
 
     /// <summary>The Azurite of each app on development storage (its own account, blob and queue services).</summary>
     public AppStorage AppStorage { get; } = new(options, loggers.CreateLogger("FaaST.Platform"));
@@ -26,10 +28,10 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
     public PlatformBudget Budget { get; } = new(options.MaxInstances, options.MaxWorkers);
 
     /// <summary>The platform's own instruments (cold starts, instance starts, deploys; the rest is observed).</summary>
-    public Telemetry.PlatformMetrics? Metrics { get; set; }
+    public Telemetry.PlatformMetrics Metrics { get; } = metrics;
 
     /// <summary>The instances' records in storage, for a restarted platform to take them over.</summary>
-    public InstanceRegistry? Registry { get; set; }
+    public InstanceRegistry Registry { get; } = registry;
 
     /// <summary>The control endpoint instances send unrequested votes to (set once Kestrel has bound it).</summary>
     public Uri? ControlAddress { get; set; }

@@ -22,12 +22,12 @@ internal sealed partial class PlatformHost
         {
             var staged = await _deploy.StageAsync(app, zip, ct,
                 (s, token) => LoadOrRollAsync(s.Deployment, initialInstances: null, token, staged: s));
-            _context.Metrics?.Deploy(app, "deployed");
+            _context.Metrics.Deploy(app, "deployed");
             return staged.Deployment;
         }
         catch (Exception e)
         {
-            _context.Metrics?.Deploy(app, DeployOutcome(e));
+            _context.Metrics.Deploy(app, DeployOutcome(e));
             throw;
         }
     }
@@ -49,12 +49,12 @@ internal sealed partial class PlatformHost
         {
             var staged = await _deployments.StageAsync(app.Name, zip, DeployService.SettingsOf(directory), $"./faast start {directory}", ct);
             await LoadOrRollAsync(staged.Deployment, initialInstances, ct, staged: staged);
-            _context.Metrics?.Deploy(app.Name, "deployed");
+            _context.Metrics.Deploy(app.Name, "deployed");
             return staged.Deployment;
         }
         catch (Exception e)
         {
-            _context.Metrics?.Deploy(app.Name, DeployOutcome(e));
+            _context.Metrics.Deploy(app.Name, DeployOutcome(e));
             throw;
         }
     }
@@ -96,12 +96,12 @@ internal sealed partial class PlatformHost
                 else
                 {
                     var app = new AppHost(_context, deployment, directory, policy, _context.Loggers.CreateLogger("FaaST.Platform"));
-                    ImmutableInterlocked.Update(ref _apps, a => a.SetItem(deployment.App, app));
+                    _apps.Set(deployment.App, app);
                     _router.AddApp(deployment.App);
                     try
                     {
                         if (adopt)
-                            await app.AdoptAsync(await _context.Registry!.ListAsync(deployment.App, ct), ct);
+                            await app.AdoptAsync(await _context.Registry.ListAsync(deployment.App, ct), ct);
                         // Instances taken over count: a restarted platform keeps as many as were running.
                         await app.StartAsync(Math.Max(app.CurrentInstances,
                             Math.Clamp(initialInstances ?? Options.InitialInstances ?? policy.MinInstances, 1, policy.MaxInstances)), makeCurrent, ct);
@@ -109,7 +109,7 @@ internal sealed partial class PlatformHost
                     catch when (staged is not null)
                     {
                         // A first deploy that did not start leaves no app behind (nothing of it is current).
-                        ImmutableInterlocked.Update(ref _apps, a => a.Remove(deployment.App));
+                        _apps.Remove(deployment.App);
                         if (Options.SingleApp is null && !_unavailable.ContainsKey(deployment.App)) // still answered 503, with why
                             _router.RemoveApp(deployment.App);
                         await app.DisposeAsync();

@@ -23,7 +23,6 @@ internal sealed partial class PlatformHost
                     _export.Endpoint ?? "the OTLP default endpoint");
             return Task.CompletedTask;
         }));
-        _targets.Participate(lifecycle);
         // The apps' own Azurites (started as each app loads) stop after every instance that uses them.
         lifecycle.Subscribe("platform storage", PlatformLifecycleStage.Storage, new LifecycleObserver(
             _ => Task.CompletedTask,
@@ -165,14 +164,18 @@ internal sealed partial class PlatformHost
         return removed;
     }
 
-    /// <summary>Stops the lifecycle (serving, KEDA, the apps, the provider, the frontend, deploy, storage), then frees the rest.</summary>
+    /// <summary>
+    /// Stops the lifecycle (serving, KEDA, the apps, the provider, the frontend, deploy, storage), then frees the rest:
+    /// disposing the web application disposes its registry, and with it each part the registry made (the storage
+    /// client, ...), once. What must go in order is stopped by the lifecycle first: the provider (every instance) at its
+    /// stage, before the apps' Azurites at the storage stage; the registry never disposes the provider (PlatformServices).
+    /// </summary>
     public async ValueTask DisposeAsync()
     {
         if (Interlocked.Exchange(ref _disposed, 1) != 0)
             return;
         await _lifecycle.StopAsync();
         await _web.DisposeAsync();
-        _store.Dispose();
     }
 
     /// <summary>
@@ -180,7 +183,7 @@ internal sealed partial class PlatformHost
     /// reports the same failure as one line and an exit code (`./faast platform`'s contract), so that line is left out.
     /// Everything else (a stage that fails to stop) is logged as it comes.
     /// </summary>
-    private sealed class QuietStartFailures(ILogger inner) : ILogger
+    internal sealed class QuietStartFailures(ILogger inner) : ILogger
     {
         private const int StartFailedEvent = 6000; // src/Hosting Log.StartFailed
 

@@ -1,7 +1,6 @@
 using System.Collections.Immutable;
 using System.Net;
 using FaaST.Hosting;
-using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Frontend;
 using FaaST.ScaleController.Keda;
@@ -19,7 +18,7 @@ namespace FaaST.ScaleController.Platform;
 /// app again. Its parts start and stop as components of an ordered lifecycle (<see cref="PlatformLifecycleStage"/>,
 /// wired in PlatformHost.Lifecycle.cs); its HTTP surface is PlatformHost.Http.cs, deploying PlatformHost.Deploy.cs.
 /// </summary>
-internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, IScaleLoopRegistry
+internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions
 {
     private readonly WebApplication _web;
     private readonly PlatformContext _context;
@@ -35,37 +34,36 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
     private readonly TelemetryExport _export;
     private readonly PrometheusTargets _targets;
     private readonly bool _tracing;
-    private ImmutableDictionary<string, AppHost> _apps = ImmutableDictionary<string, AppHost>.Empty.WithComparers(StringComparer.OrdinalIgnoreCase);
+    private readonly DeployedApps _apps;
     // Deployed apps this platform cannot serve: their own Azurite did not start when the platform loaded them again.
     // Each stays here, its requests answered 503 with the reason, until a deploy of it loads it.
     private ImmutableDictionary<string, UnavailableApp> _unavailable = ImmutableDictionary<string, UnavailableApp>.Empty.WithComparers(StringComparer.OrdinalIgnoreCase);
     private int _disposed;
 
-    private PlatformHost(WebApplication web, PlatformOptions options, IInstanceProvider provider, TimeProvider time, TelemetryExport export)
+    /// <summary>Takes the platform's parts from its registry (<see cref="PlatformServices.AddPlatform"/>); a part that
+    /// cannot be made (keys in the state directory) throws here, before anything started.</summary>
+    private PlatformHost(WebApplication web)
     {
-        _export = export;
-        _tracing = export.Traces || options.Tracing is not null;
+        var services = web.Services;
         _web = web;
-        var loggers = web.Services.GetRequiredService<ILoggerFactory>();
-        _logger = loggers.CreateLogger("FaaST.Platform");
-        _context = new PlatformContext(options, provider, time, loggers);
-        _context.Keys = PlatformKeys.LoadOrCreate(options.StateDirectory, options.MasterKeyFile);
-        _guard = new AdminGuard(_context.Keys, options, time, _logger);
-        _deployLimits = new RateGate(time, TimeSpan.FromSeconds(1));
-        _store = new BlobStore(options.StorageConnectionString);
-        _context.Registry = new InstanceRegistry(_store, _context.Keys, _logger);
-        _deployments = new DeploymentStore(_store, _context.Keys, time: time, logger: loggers.CreateLogger("FaaST.Deploy"));
-        _deploy = new DeployService(_deployments, (options.Deploy ?? DeployOptions.Default) with { WorkDirectory = WorkDirectoryOf(options) },
-            logger: loggers.CreateLogger("FaaST.Deploy"));
-        _router = options.SingleApp is { } single ? AppRouter.SingleApp(single) : AppRouter.MultiApp();
-        provider.Exited += (handle, reason) =>
+        _logger = services.GetRequiredService<ILoggerFactory>().CreateLogger("FaaST.Platform");
+        _context = services.GetRequiredService<PlatformContext>();
+        _export = services.GetRequiredService<TelemetryExport>();
+        _tracing = _export.Traces || _context.Options.Tracing is not null;
+        _apps = services.GetRequiredService<DeployedApps>();
+        _guard = services.GetRequiredService<AdminGuard>();
+        _deployLimits = services.GetRequiredKeyedService<RateGate>(PlatformServices.DeployLimits);
+        _store = services.GetRequiredService<BlobStore>();
+        _deployments = services.GetRequiredService<DeploymentStore>();
+        _deploy = services.GetRequiredService<DeployService>();
+        _router = services.GetRequiredService<AppRouter>();
+        _targets = services.GetRequiredService<PrometheusTargets>();
+        _lifecycle = services.GetRequiredService<HostLifecycle>();
+        _context.Provider.Exited += (handle, reason) =>
         {
             if (_apps.TryGetValue(handle.App, out var app))
                 app.OnInstanceExited(handle, reason);
         };
-        _context.Metrics = new PlatformMetrics(web.Services.GetRequiredService<System.Diagnostics.Metrics.IMeterFactory>(), () => _apps.Values);
-        _targets = new PrometheusTargets(options.StateDirectory, () => _apps.Values, _context.AppEvents, _logger);
-        _lifecycle = new HostLifecycle(new QuietStartFailures(loggers.CreateLogger("FaaST.Platform.Lifecycle")), PlatformLifecycleStage.Serving);
         Participate(_lifecycle);
     }
 
@@ -85,7 +83,7 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
     internal static string WorkDirectoryOf(PlatformOptions options) => Path.Combine(options.StateDirectory, "work");
 
     /// <summary>The deployed apps by name.</summary>
-    public IReadOnlyDictionary<string, AppHost> Apps => _apps;
+    public IReadOnlyDictionary<string, AppHost> Apps => _apps.Current;
 
     public event Action<string>? Changed;
 
@@ -132,23 +130,18 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
         {
             RequireClientCertificate = (options.Keda?.RequireClientCertificate ?? false) || tls?.ClientCa is not null,
         });
-        PlatformHost? platform = null;
-        builder.Services.AddSingleton<IScaleDecisions>(_ => platform!);
-        builder.Services.AddSingleton<IScaleLoopRegistry>(_ => platform!);
-        builder.Services.AddSingleton<ExternalScalerService>();
-        builder.Services.AddSingleton<IAppLifecycle>(_ => platform!.AppLifecycle);
         var export = builder.AddPlatformTelemetry(options);
+        builder.Services.AddPlatform(options, export, provider, time);
+        // KEDA's view is the host itself: it relays the apps' changes only from its KEDA stage on (PlatformHost.Lifecycle.cs).
+        // The scaler is resolved at KEDA's first call, over the control port, which is bound after the host exists.
+        PlatformHost? platform = null;
+        builder.Services.AddSingleton<IScaleDecisions>(_ => platform ?? throw new InvalidOperationException("KEDA's scaler was resolved before the platform was built"));
+        builder.Services.AddSingleton<ExternalScalerService>();
         services?.Invoke(builder.Services);
         var web = builder.Build();
-        provider ??= new LocalProcessProvider(new LocalProcessOptions
-        {
-            TiedToPlatform = options.DevelopmentStorage,
-            RunDirectory = Path.Combine(options.StateDirectory, "run"),
-            Output = options.InstanceOutput ?? ((label, line) => Console.WriteLine($"[{label}] {LogText.EscapeOutput(line)}")),
-        });
         try
         {
-            platform = new PlatformHost(web, options, provider, time ?? TimeProvider.System, export);
+            platform = new PlatformHost(web);
         }
         catch
         {
@@ -172,7 +165,7 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
         return platform;
     }
 
-    // --- IScaleDecisions (KEDA's view) and IScaleLoopRegistry (unrequested votes) ---
+    // --- IScaleDecisions (KEDA's view; the instances' unrequested votes find their loop in DeployedApps) ---
 
     public bool TryGetApp(string app, out AppScaleState state)
     {
@@ -185,14 +178,6 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions, 
         state = default;
         return false;
     }
-
-    public ScaleLoop? Find(string app) => _apps.TryGetValue(app, out var host) ? host.Loop : null;
-
-    /// <summary>The app's own verifier; for an app not served here, one under the secret such an app would have, so that
-    /// an unsigned call is refused the same way whether the app exists or not.</summary>
-    public Peers.PeerAuth? RequestCredentialsOf(string app) =>
-        _apps.TryGetValue(app, out var host) ? host.Loop.RequestCredentials
-            : new Peers.PeerAuth(System.Text.Encoding.UTF8.GetBytes(_context.Keys.PeerSecretOf(app)), app);
 }
 
 /// <summary>A deployed app that is not served: why (the message of what failed, naming its storage).</summary>

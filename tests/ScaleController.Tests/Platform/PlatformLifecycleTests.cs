@@ -138,6 +138,21 @@ public sealed class PlatformLifecycleTests : IAsyncLifetime
         }
     }
 
+    [Fact]
+    public async Task A_component_registered_through_the_platforms_services_gets_its_parts_injected_and_reads_a_loaded_apps_current_deployment()
+    {
+        var seen = new ConcurrentQueue<string>();
+        var platform = await StartAsync(Options(), s => s.AddSingleton(seen).AddSingleton<ILifecycleParticipant, DeploymentWatcher>());
+        using var client = AdminKey.Client(platform.Address, platform.Keys.AdminKey);
+
+        await _bed.DeployAsync(client, "watched", _bed.ScaleBench("watched", """{ "keepAlive": "00:05:00" }"""));
+
+        // At the app's Loaded the watcher, built by the platform's registry, read the deployment store it was given: the
+        // version just made current; its keys are the platform's own, and its lifecycle the platform's.
+        await Eventually.TrueAsync(() => !seen.IsEmpty, "the watcher to see the load", () => _log.All + Output);
+        Assert.Equal(["joined the platform's lifecycle", $"watched v1 loaded, current v1, deploy key {platform.Keys.DeployKeyOf("watched")}"], seen);
+    }
+
     private string Output => _bed.Tail();
 
     /// <summary>Joins every platform stage, recording each start and stop and whether the frontend's port answers then.</summary>
@@ -173,6 +188,25 @@ public sealed class PlatformLifecycleTests : IAsyncLifetime
             {
                 seen.Enqueue(e);
                 return Task.CompletedTask;
+            });
+        }
+    }
+
+    /// <summary>A component the platform's registry builds: the app lifecycle, the keys, the deployment store and the
+    /// platform's lifecycle injected; at each app's load it reads the app's current deployment.</summary>
+    private sealed class DeploymentWatcher(IAppLifecycle apps, PlatformKeys keys, FaaST.ScaleController.Deploy.DeploymentStore deployments,
+        IHostLifecycle platformLifecycle, ConcurrentQueue<string> seen) : ILifecycleParticipant
+    {
+        public void Participate(IHostLifecycle lifecycle)
+        {
+            if (ReferenceEquals(lifecycle, platformLifecycle))
+                seen.Enqueue("joined the platform's lifecycle");
+            apps.Subscribe("watcher", async (e, ct) =>
+            {
+                if (e.Kind != AppLifecycleKind.Loaded)
+                    return;
+                var current = await deployments.CurrentAsync(e.App, ct);
+                seen.Enqueue($"{e.App} v{e.Version} loaded, current v{current?.Version}, deploy key {keys.DeployKeyOf(e.App)}");
             });
         }
     }
