@@ -17,7 +17,10 @@ public static class ObjectSelector
 
     /// <summary>
     /// Merges the records unloaded within <paramref name="window"/> before <paramref name="now"/> (per key the newest
-    /// ETag and size, counts summed) and selects, ordered by accesses descending, then size ascending, then key, and
+    /// ETag and size, counts summed) and selects a key when its local or remote hit rate (hits / reads) exceeds
+    /// <see cref="SelectionRules.HitRateThreshold"/> or it was accessed (read or produced) in more than one of the
+    /// merged records (two instances unloading in one period count twice: the records do not say which period is
+    /// which); excluded keys never. Ordered by accesses descending, then size ascending, then key, and
     /// cut at <see cref="SelectionRules.MaxBytes"/> (a key that does not fit is skipped; smaller ones after it may fit).
     /// </summary>
     public static IReadOnlyList<SelectedObject> Select(IEnumerable<UnloadRecord> history, DateTimeOffset now, TimeSpan window, SelectionRules rules)
@@ -46,9 +49,10 @@ public static class ObjectSelector
                 continue;
             var hot = m.Reads > 0 && ((double)m.LocalHits / m.Reads > rules.HitRateThreshold
                                       || (double)m.RemoteHits / m.Reads > rules.HitRateThreshold);
-            var accesses = m.Reads + m.Produced;
-            if (hot || accesses > 1)
-                chosen.Add(new SelectedObject(key.Account, key.Container, key.Blob, m.Size, m.ETag, accesses));
+            // "Accessed more than once across the merged records" (§3.3): in more than one of them, i.e. reused
+            // across unload/load periods; repeats within one period are what the hit rate measures.
+            if (hot || m.Records > 1)
+                chosen.Add(new SelectedObject(key.Account, key.Container, key.Blob, m.Size, m.ETag, m.Reads + m.Produced));
         }
         chosen.Sort(static (a, b) =>
         {
@@ -104,6 +108,7 @@ public static class ObjectSelector
         public long Size;
         public string ETag = "";
         public long LocalHits, RemoteHits, Reads, Produced;
+        public int Records;
 
         public void Add(ObjectRecord o, DateTimeOffset unloadedAt)
         {
@@ -114,6 +119,8 @@ public static class ObjectSelector
                 Size = o.Size;
                 ETag = o.ETag;
             }
+            if (o.Reads + o.Produced > 0)
+                Records++;
             LocalHits += o.LocalHits;
             RemoteHits += o.RemoteHits;
             Reads += o.Reads;
