@@ -28,6 +28,12 @@ namespace FaaST.Policy;
 ///     "keepAlive": "00:10:00", "band": { "low": 0.6, "high": 0.8 }, "rareAccessesPerSecond": 1.0,
 ///     "votes": { "compute": true, "cacheSize": true, "bandwidth": true },
 ///     "bandwidth": { "minObjectSize": "64MiB" }, "queueTimeout": "00:00:30", "maxQueueLength": 1000
+///   },
+///   "prewarm": {                              // the Load Daemon (PrewarmPolicy; Faa$T §3.3, ATC'20 §4)
+///     "enabled": true, "hitRateThreshold": 0.5, "maxBytes": "256MiB", "exclude": ["tmp/*"], "reloadLead": "00:01:00",
+///     "histogram": { "binWidth": "00:01:00", "range": "04:00:00", "headPercentile": 5, "tailPercentile": 99,
+///                    "margin": 0.1, "minCv": 2, "maxOutOfBounds": 0.5, "minSamples": 5 },
+///     "history": { "maxAge": "7.00:00:00", "maxRecords": 64 }
 ///   }
 /// }
 /// </code>
@@ -148,6 +154,7 @@ public static class CachePolicyFile
                 throw new PolicyFileException(file, null, $"must hold a JSON object, not {Describe(root)}");
             var policy = CachePolicy.Default;
             ScalePolicy? scale = null;
+            PrewarmPolicy? prewarm = null;
             foreach (var (key, value) in Members(root, ""))
             {
                 switch (key.Path)
@@ -161,11 +168,92 @@ public static class CachePolicyFile
                     case "scale":
                         scale = ReadScale(value, key);
                         break;
+                    case "prewarm":
+                        prewarm = ReadPrewarm(value, key);
+                        break;
                     default:
                         throw new UnreachableException(key.Path);
                 }
             }
-            return scale is null ? policy : policy with { Scale = scale };
+            if (scale is not null)
+                policy = policy with { Scale = scale };
+            return prewarm is null ? policy : policy with { Prewarm = prewarm };
+        }
+
+        private PrewarmPolicy ReadPrewarm(JsonElement section, PolicyKey sectionKey)
+        {
+            RequireKind(section, sectionKey, JsonValueKind.Object, "an object");
+            var prewarm = PrewarmPolicy.Default;
+            foreach (var (key, value) in Members(section, sectionKey.Path))
+            {
+                prewarm = key.Name switch
+                {
+                    "enabled" => prewarm with { Enabled = ReadBoolean(value, key) },
+                    "hitRateThreshold" => prewarm with { HitRateThreshold = ReadNumber(value, key) },
+                    "maxBytes" => prewarm with { MaxBytes = ReadSize(value, key) },
+                    "exclude" => prewarm with { Exclude = ReadGlobs(value, key) },
+                    "reloadLead" => prewarm with { ReloadLead = ReadTimeSpan(value, key) },
+                    "histogram" => prewarm with { Histogram = ReadHistogram(value, key) },
+                    "history" => ReadHistory(value, key, prewarm),
+                    _ => throw new UnreachableException(key.Path),
+                };
+            }
+            return prewarm;
+        }
+
+        private PrewarmHistogramPolicy ReadHistogram(JsonElement histogram, PolicyKey histogramKey)
+        {
+            RequireKind(histogram, histogramKey, JsonValueKind.Object, "an object");
+            var h = PrewarmHistogramPolicy.Default;
+            foreach (var (key, value) in Members(histogram, histogramKey.Path))
+            {
+                h = key.Name switch
+                {
+                    "binWidth" => h with { BinWidth = ReadTimeSpan(value, key) },
+                    "range" => h with { Range = ReadTimeSpan(value, key) },
+                    "headPercentile" => h with { HeadPercentile = ReadNumber(value, key) },
+                    "tailPercentile" => h with { TailPercentile = ReadNumber(value, key) },
+                    "margin" => h with { Margin = ReadNumber(value, key) },
+                    "minCv" => h with { MinCv = ReadNumber(value, key) },
+                    "maxOutOfBounds" => h with { MaxOutOfBounds = ReadNumber(value, key) },
+                    "minSamples" => h with { MinSamples = (int)ReadInteger(value, key) },
+                    _ => throw new UnreachableException(key.Path),
+                };
+            }
+            // The error names the key the file set (a default cannot be wrong against another default).
+            string Set(string a, string b) => histogram.TryGetProperty(a, out _) ? a : b;
+            if (h.HeadPercentile >= h.TailPercentile)
+            {
+                throw new PolicyFileException(file, "prewarm.histogram." + Set("headPercentile", "tailPercentile"),
+                    $"prewarm.histogram.headPercentile ({Number(h.HeadPercentile)}) must be less than prewarm.histogram.tailPercentile "
+                    + $"({Number(h.TailPercentile)}): the pre-warm window comes before the keep-alive ends");
+            }
+            if (h.BinWidth > h.Range)
+            {
+                throw new PolicyFileException(file, "prewarm.histogram." + Set("binWidth", "range"),
+                    $"prewarm.histogram.binWidth ({Format(h.BinWidth)}) is more than prewarm.histogram.range ({Format(h.Range)}); the histogram needs at least one bin");
+            }
+            if (h.Range.Ticks / h.BinWidth.Ticks > 100_000)
+            {
+                throw new PolicyFileException(file, "prewarm.histogram." + Set("binWidth", "range"),
+                    $"prewarm.histogram.range ({Format(h.Range)}) / binWidth ({Format(h.BinWidth)}) is more than 100000 bins, kept per app");
+            }
+            return h;
+        }
+
+        private PrewarmPolicy ReadHistory(JsonElement history, PolicyKey historyKey, PrewarmPolicy prewarm)
+        {
+            RequireKind(history, historyKey, JsonValueKind.Object, "an object");
+            foreach (var (key, value) in Members(history, historyKey.Path))
+            {
+                prewarm = key.Name switch
+                {
+                    "maxAge" => prewarm with { HistoryMaxAge = ReadTimeSpan(value, key) },
+                    "maxRecords" => prewarm with { HistoryMaxRecords = (int)ReadInteger(value, key) },
+                    _ => throw new UnreachableException(key.Path),
+                };
+            }
+            return prewarm;
         }
 
         private ScalePolicy ReadScale(JsonElement section, PolicyKey sectionKey)

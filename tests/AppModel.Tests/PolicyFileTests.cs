@@ -169,6 +169,18 @@ public sealed class PolicyFileTests : IDisposable
             "bandwidth": { "minObjectSize": "128MiB" },
             "queueTimeout": "00:00:05",
             "maxQueueLength": 50
+          },
+          "prewarm": {
+            "enabled": false,
+            "hitRateThreshold": 0.75,
+            "maxBytes": "64MiB",
+            "exclude": ["tmp/*"],
+            "reloadLead": "00:02:00",
+            "histogram": {
+              "binWidth": "00:02:00", "range": "08:00:00", "headPercentile": 1, "tailPercentile": 95, "margin": 0.05,
+              "minCv": 1, "maxOutOfBounds": 0.3, "minSamples": 10
+            },
+            "history": { "maxAge": "2.00:00:00", "maxRecords": 16 }
           }
         }
         """;
@@ -211,6 +223,19 @@ public sealed class PolicyFileTests : IDisposable
         Assert.Equal(128L << 20, scale.BandwidthMinObjectSize);
         Assert.Equal(TimeSpan.FromSeconds(5), scale.QueueTimeout);
         Assert.Equal(50, scale.MaxQueueLength);
+        var prewarm = p.Prewarm;
+        Assert.False(prewarm.Enabled);
+        Assert.Equal(0.75, prewarm.HitRateThreshold);
+        Assert.Equal(64L << 20, prewarm.MaxBytes);
+        Assert.Equal(["tmp/*"], prewarm.Exclude.Patterns);
+        Assert.Equal(TimeSpan.FromMinutes(2), prewarm.ReloadLead);
+        Assert.Equal(new PrewarmHistogramPolicy
+        {
+            BinWidth = TimeSpan.FromMinutes(2), Range = TimeSpan.FromHours(8), HeadPercentile = 1, TailPercentile = 95,
+            Margin = 0.05, MinCv = 1, MaxOutOfBounds = 0.3, MinSamples = 10,
+        }, prewarm.Histogram);
+        Assert.Equal(TimeSpan.FromDays(2), prewarm.HistoryMaxAge);
+        Assert.Equal(16, prewarm.HistoryMaxRecords);
     }
 
     [Fact]
@@ -783,6 +808,7 @@ public sealed class PolicyFileTests : IDisposable
         // Keys without a default are the optional ones and the objects.
         var without = PolicyKeys.All.Select(k => k.Path).Except(withDefault).Order(StringComparer.Ordinal);
         Assert.Equal(["$schema", "cache", "cache.cacheCapacity", "cache.eviction", "cache.eviction.ttl",
+            "prewarm", "prewarm.histogram", "prewarm.history", "prewarm.maxBytes",
             "scale", "scale.band", "scale.bandwidth", "scale.votes"], without);
     }
 }
