@@ -25,7 +25,7 @@ namespace FaaST.Runtime.Prewarm;
 internal sealed class PrewarmComponent : ILifecycleParticipant, IDisposable
 {
     /// <summary>How long the unload record may take: an unload waits for it, and a lost record only costs a colder start.</summary>
-    private static readonly TimeSpan RecordTimeout = TimeSpan.FromSeconds(10);
+    private static readonly TimeSpan RecordTimeout = TimeSpan.FromSeconds(5);
 
     /// <summary>How often a paused load looks again for running invocations.</summary>
     private static readonly TimeSpan PausePoll = TimeSpan.FromMilliseconds(10);
@@ -212,6 +212,8 @@ internal sealed class PrewarmComponent : ILifecycleParticipant, IDisposable
         try
         {
             var snapshot = cache.Snapshot();
+            if (snapshot.Count == 0)
+                return; // nothing was cached: no record (an empty one would only push an older, useful one out)
             var objects = new List<ObjectRecord>(snapshot.Count);
             foreach (var e in snapshot)
             {
