@@ -146,4 +146,28 @@ public sealed class PrewarmHostTests(AzuriteFixture azurite)
         var done = await Prewarm(host);
         Assert.Equal((count, count * 2048L, 0L), (done.Objects, done.Bytes, done.Skipped));
     }
+
+    [Fact]
+    public async Task With_prewarm_disabled_a_stopped_host_leaves_no_record_and_the_next_loads_nothing()
+    {
+        using var app = App();
+        File.WriteAllText(Path.Combine(app.Directory, "faast.json"), """{ "prewarm": { "enabled": false } }""");
+        var appName = FunctionApp.NameOf(app.Directory);
+        await azurite.Store.CreateContainerIfNotExistsAsync("data");
+        var model = $"model-{Guid.NewGuid():N}";
+        await azurite.Store.UploadAsync("data", model, new byte[5000]);
+
+        await using (var first = await HostProcess.StartAsync(app.Directory, azurite.ConnectionString, ["--no-peers"]))
+        {
+            for (var i = 0; i < 3; i++)
+                Assert.Equal("5000", await first.Http.GetStringAsync($"/api/read/{model}"));
+            await first.StopAsync();
+        }
+        Assert.Empty(await RecordsOf(appName));
+
+        await using var second = await HostProcess.StartAsync(app.Directory, azurite.ConnectionString, ["--no-peers"]);
+        var status = await Prewarm(second);
+        Assert.Equal((false, true, 0L), (status.Enabled, status.Done, status.Objects));
+        Assert.Equal(0L, (await second.Http.GetCacheStatusAsync()).Objects);
+    }
 }
