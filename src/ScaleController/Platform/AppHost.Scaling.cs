@@ -72,6 +72,7 @@ internal sealed partial class AppHost
         // Awaited (bounded by PlatformOptions.AppLifecycleTimeout): its handlers run while the instances still serve.
         await RaiseAsync(new AppLifecycleEvent(AppLifecycleKind.Unloading, App, Deployment.Version, null, reason, _platform.Time.GetUtcNow()));
         await ScaleToAsync(0, reason, ct);
+        ScheduleReload();
     }
 
     /// <summary>

@@ -95,7 +95,9 @@ internal sealed partial class PlatformHost
                 }
                 else
                 {
-                    var app = new AppHost(_context, deployment, directory, policy, _context.Loggers.CreateLogger("FaaST.Platform"));
+                    var schedule = Prewarm.LoadScheduleOptions.Default;
+                    var learnt = await _loadSchedules.LoadAsync(deployment.App, schedule.Histogram, ct);
+                    var app = new AppHost(_context, deployment, directory, policy, _context.Loggers.CreateLogger("FaaST.Platform"), schedule, learnt);
                     _apps.Set(deployment.App, app);
                     _router.AddApp(deployment.App);
                     try
