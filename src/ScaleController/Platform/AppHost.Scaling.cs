@@ -84,7 +84,7 @@ internal sealed partial class AppHost
     /// and <see cref="InstanceStartException"/> carries the instance's own error (issue 19, defect 7).
     /// </summary>
     public async Task RedeployAsync(Deployment deployment, string directory, ScalePolicy policy, Func<CancellationToken, Task> makeCurrent,
-        CancellationToken ct)
+        CancellationToken ct, Prewarm.LoadScheduleOptions? loadSchedule = null)
     {
         await _changes.WaitAsync(ct);
         try
@@ -122,6 +122,8 @@ internal sealed partial class AppHost
             }
             Deployment = deployment;
             Directory = directory;
+            if (loadSchedule is not null)
+                UpdateLoadSchedule(loadSchedule);
             if (policy != Policy)
             {
                 // A new policy is a new loop (cool-downs and hysteresis start afresh under the new numbers).
