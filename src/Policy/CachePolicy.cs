@@ -120,8 +120,8 @@ public sealed record CachePolicy
     /// not a cache setting, but read from the same file at the same time, so one parse validates both).</summary>
     public ScalePolicy Scale { get; init; } = ScalePolicy.Default;
 
-    /// <summary><c>prewarm</c>: what is recorded at unload and pre-warmed at the next load (<see cref="PrewarmPolicy"/>;
-    /// read from the same file, like <see cref="Scale"/>).</summary>
+    /// <summary><c>prewarm</c>: whether and how the app is loaded ahead of its predicted invocations and its cache
+    /// pre-warmed (<see cref="PrewarmPolicy"/>; Faa$T §3.3).</summary>
     public PrewarmPolicy Prewarm { get; init; } = PrewarmPolicy.Default;
 
     /// <summary>Whether <c>container/blob</c> matches a <c>cache.doNotCache</c> glob, so it is read and

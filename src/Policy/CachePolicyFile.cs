@@ -28,12 +28,6 @@ namespace FaaST.Policy;
 ///     "keepAlive": "00:10:00", "band": { "low": 0.6, "high": 0.8 }, "rareAccessesPerSecond": 1.0,
 ///     "votes": { "compute": true, "cacheSize": true, "bandwidth": true },
 ///     "bandwidth": { "minObjectSize": "64MiB" }, "queueTimeout": "00:00:30", "maxQueueLength": 1000
-///   },
-///   "prewarm": {                              // the Load Daemon (PrewarmPolicy; Faa$T §3.3, ATC'20 §4)
-///     "enabled": true, "hitRateThreshold": 0.5, "maxBytes": "256MiB", "exclude": ["tmp/*"], "reloadLead": "00:01:00",
-///     "histogram": { "binWidth": "00:01:00", "range": "04:00:00", "headPercentile": 5, "tailPercentile": 99,
-///                    "margin": 0.1, "minCv": 2, "maxOutOfBounds": 0.5, "minSamples": 5 },
-///     "history": { "maxAge": "7.00:00:00", "maxRecords": 64 }
 ///   }
 /// }
 /// </code>
@@ -193,7 +187,7 @@ public static class CachePolicyFile
                     "maxBytes" => prewarm with { MaxBytes = ReadSize(value, key) },
                     "exclude" => prewarm with { Exclude = ReadGlobs(value, key) },
                     "reloadLead" => prewarm with { ReloadLead = ReadTimeSpan(value, key) },
-                    "histogram" => prewarm with { Histogram = ReadHistogram(value, key) },
+                    "histogram" => ReadHistogram(value, key, prewarm),
                     "history" => ReadHistory(value, key, prewarm),
                     _ => throw new UnreachableException(key.Path),
                 };
@@ -201,50 +195,47 @@ public static class CachePolicyFile
             return prewarm;
         }
 
-        private PrewarmHistogramPolicy ReadHistogram(JsonElement histogram, PolicyKey histogramKey)
+        private PrewarmPolicy ReadHistogram(JsonElement section, PolicyKey sectionKey, PrewarmPolicy prewarm)
         {
-            RequireKind(histogram, histogramKey, JsonValueKind.Object, "an object");
-            var h = PrewarmHistogramPolicy.Default;
-            foreach (var (key, value) in Members(histogram, histogramKey.Path))
+            RequireKind(section, sectionKey, JsonValueKind.Object, "an object");
+            foreach (var (key, value) in Members(section, sectionKey.Path))
             {
-                h = key.Name switch
+                prewarm = key.Name switch
                 {
-                    "binWidth" => h with { BinWidth = ReadTimeSpan(value, key) },
-                    "range" => h with { Range = ReadTimeSpan(value, key) },
-                    "headPercentile" => h with { HeadPercentile = ReadNumber(value, key) },
-                    "tailPercentile" => h with { TailPercentile = ReadNumber(value, key) },
-                    "margin" => h with { Margin = ReadNumber(value, key) },
-                    "minCv" => h with { MinCv = ReadNumber(value, key) },
-                    "maxOutOfBounds" => h with { MaxOutOfBounds = ReadNumber(value, key) },
-                    "minSamples" => h with { MinSamples = (int)ReadInteger(value, key) },
+                    "binWidth" => prewarm with { HistogramBinWidth = ReadTimeSpan(value, key) },
+                    "range" => prewarm with { HistogramRange = ReadTimeSpan(value, key) },
+                    "headPercentile" => prewarm with { HeadPercentile = ReadNumber(value, key) },
+                    "tailPercentile" => prewarm with { TailPercentile = ReadNumber(value, key) },
+                    "margin" => prewarm with { Margin = ReadNumber(value, key) },
+                    "minCv" => prewarm with { MinCv = ReadNumber(value, key) },
+                    "maxOutOfBounds" => prewarm with { MaxOutOfBounds = ReadNumber(value, key) },
+                    "minSamples" => prewarm with { MinSamples = (int)ReadInteger(value, key) },
                     _ => throw new UnreachableException(key.Path),
                 };
             }
-            // The error names the key the file set (a default cannot be wrong against another default).
-            string Set(string a, string b) => histogram.TryGetProperty(a, out _) ? a : b;
-            if (h.HeadPercentile >= h.TailPercentile)
+            // The rules between keys, each naming the key the file set (a default cannot break them alone).
+            if (prewarm.HistogramRange < prewarm.HistogramBinWidth)
             {
-                throw new PolicyFileException(file, "prewarm.histogram." + Set("headPercentile", "tailPercentile"),
-                    $"prewarm.histogram.headPercentile ({Number(h.HeadPercentile)}) must be less than prewarm.histogram.tailPercentile "
-                    + $"({Number(h.TailPercentile)}): the pre-warm window comes before the keep-alive ends");
+                throw new PolicyFileException(file, section.TryGetProperty("range", out _) ? "prewarm.histogram.range" : "prewarm.histogram.binWidth",
+                    $"the range ({Format(prewarm.HistogramRange)}) is shorter than one bin ({Format(prewarm.HistogramBinWidth)})");
             }
-            if (h.BinWidth > h.Range)
+            if (prewarm.HistogramRange.Ticks / prewarm.HistogramBinWidth.Ticks > PrewarmPolicy.MaxBins)
             {
-                throw new PolicyFileException(file, "prewarm.histogram." + Set("binWidth", "range"),
-                    $"prewarm.histogram.binWidth ({Format(h.BinWidth)}) is more than prewarm.histogram.range ({Format(h.Range)}); the histogram needs at least one bin");
+                throw new PolicyFileException(file, section.TryGetProperty("binWidth", out _) ? "prewarm.histogram.binWidth" : "prewarm.histogram.range",
+                    $"{Format(prewarm.HistogramRange)} of {Format(prewarm.HistogramBinWidth)} bins makes more than {PrewarmPolicy.MaxBins} bins; widen the bins or shorten the range");
             }
-            if (h.Range.Ticks / h.BinWidth.Ticks > 100_000)
+            if (prewarm.HeadPercentile >= prewarm.TailPercentile)
             {
-                throw new PolicyFileException(file, "prewarm.histogram." + Set("binWidth", "range"),
-                    $"prewarm.histogram.range ({Format(h.Range)}) / binWidth ({Format(h.BinWidth)}) is more than 100000 bins, kept per app");
+                throw new PolicyFileException(file, section.TryGetProperty("headPercentile", out _) ? "prewarm.histogram.headPercentile" : "prewarm.histogram.tailPercentile",
+                    $"prewarm.histogram.headPercentile ({Number(prewarm.HeadPercentile)}) must be less than prewarm.histogram.tailPercentile ({Number(prewarm.TailPercentile)})");
             }
-            return h;
+            return prewarm;
         }
 
-        private PrewarmPolicy ReadHistory(JsonElement history, PolicyKey historyKey, PrewarmPolicy prewarm)
+        private PrewarmPolicy ReadHistory(JsonElement section, PolicyKey sectionKey, PrewarmPolicy prewarm)
         {
-            RequireKind(history, historyKey, JsonValueKind.Object, "an object");
-            foreach (var (key, value) in Members(history, historyKey.Path))
+            RequireKind(section, sectionKey, JsonValueKind.Object, "an object");
+            foreach (var (key, value) in Members(section, sectionKey.Path))
             {
                 prewarm = key.Name switch
                 {

@@ -171,16 +171,10 @@ public sealed class PolicyFileTests : IDisposable
             "maxQueueLength": 50
           },
           "prewarm": {
-            "enabled": false,
-            "hitRateThreshold": 0.75,
-            "maxBytes": "64MiB",
-            "exclude": ["tmp/*"],
-            "reloadLead": "00:02:00",
-            "histogram": {
-              "binWidth": "00:02:00", "range": "08:00:00", "headPercentile": 1, "tailPercentile": 95, "margin": 0.05,
-              "minCv": 1, "maxOutOfBounds": 0.3, "minSamples": 10
-            },
-            "history": { "maxAge": "2.00:00:00", "maxRecords": 16 }
+            "enabled": false, "hitRateThreshold": 0.25, "maxBytes": "64MiB", "exclude": ["tmp/**"], "reloadLead": "00:00:30",
+            "histogram": { "binWidth": "00:00:30", "range": "02:00:00", "headPercentile": 10, "tailPercentile": 95, "margin": 0.2,
+                           "minCv": 1.5, "maxOutOfBounds": 0.75, "minSamples": 3 },
+            "history": { "maxAge": "1.00:00:00", "maxRecords": 8 }
           }
         }
         """;
@@ -225,17 +219,20 @@ public sealed class PolicyFileTests : IDisposable
         Assert.Equal(50, scale.MaxQueueLength);
         var prewarm = p.Prewarm;
         Assert.False(prewarm.Enabled);
-        Assert.Equal(0.75, prewarm.HitRateThreshold);
+        Assert.Equal(0.25, prewarm.HitRateThreshold);
         Assert.Equal(64L << 20, prewarm.MaxBytes);
-        Assert.Equal(["tmp/*"], prewarm.Exclude.Patterns);
-        Assert.Equal(TimeSpan.FromMinutes(2), prewarm.ReloadLead);
-        Assert.Equal(new PrewarmHistogramPolicy
-        {
-            BinWidth = TimeSpan.FromMinutes(2), Range = TimeSpan.FromHours(8), HeadPercentile = 1, TailPercentile = 95,
-            Margin = 0.05, MinCv = 1, MaxOutOfBounds = 0.3, MinSamples = 10,
-        }, prewarm.Histogram);
-        Assert.Equal(TimeSpan.FromDays(2), prewarm.HistoryMaxAge);
-        Assert.Equal(16, prewarm.HistoryMaxRecords);
+        Assert.Equal(["tmp/**"], prewarm.Exclude.Patterns);
+        Assert.Equal(TimeSpan.FromSeconds(30), prewarm.ReloadLead);
+        Assert.Equal(TimeSpan.FromSeconds(30), prewarm.HistogramBinWidth);
+        Assert.Equal(TimeSpan.FromHours(2), prewarm.HistogramRange);
+        Assert.Equal(10, prewarm.HeadPercentile);
+        Assert.Equal(95, prewarm.TailPercentile);
+        Assert.Equal(0.2, prewarm.Margin);
+        Assert.Equal(1.5, prewarm.MinCv);
+        Assert.Equal(0.75, prewarm.MaxOutOfBounds);
+        Assert.Equal(3, prewarm.MinSamples);
+        Assert.Equal(TimeSpan.FromDays(1), prewarm.HistoryMaxAge);
+        Assert.Equal(8, prewarm.HistoryMaxRecords);
     }
 
     [Fact]

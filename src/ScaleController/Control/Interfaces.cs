@@ -31,6 +31,12 @@ public interface IScaleTarget
     /// <summary>When the frontend last forwarded an invocation of the app (or loaded it).</summary>
     DateTimeOffset LastInvocation { get; }
 
+    /// <summary>
+    /// When the app, idle with nothing in flight or queued, is unloaded, and why (the platform's reload schedule, Faa$T
+    /// §3.3); null: <c>scale.keepAlive</c> after <see cref="LastInvocation"/>.
+    /// </summary>
+    (DateTimeOffset At, string Why)? UnloadAt => null;
+
     /// <summary>Starts or drains instances until the app has <paramref name="target"/> (≥ 1).</summary>
     Task ScaleToAsync(int target, string reason, CancellationToken ct);
 

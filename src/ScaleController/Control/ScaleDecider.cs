@@ -46,9 +46,11 @@ public sealed class ScaleDecider
     /// <summary>
     /// One round: what to do with <paramref name="current"/> instances given the votes of the ready ones,
     /// the frontend's load and the time of the last invocation; <paramref name="starting"/> of the
-    /// <paramref name="current"/> instances are still starting.
+    /// <paramref name="current"/> instances are still starting. <paramref name="unloadAt"/>: when the idle app is unloaded
+    /// (the reload schedule's keep-alive); null: <c>scale.keepAlive</c> after <paramref name="lastInvocation"/>.
     /// </summary>
-    public ScaleDecision Decide(int current, IReadOnlyList<InstanceVote> votes, FrontendLoad load, DateTimeOffset lastInvocation, int starting = 0)
+    public ScaleDecision Decide(int current, IReadOnlyList<InstanceVote> votes, FrontendLoad load, DateTimeOffset lastInvocation, int starting = 0,
+        (DateTimeOffset At, string Why)? unloadAt = null)
     {
         ArgumentOutOfRangeException.ThrowIfNegative(current);
         ArgumentNullException.ThrowIfNull(votes);
@@ -65,13 +67,14 @@ public sealed class ScaleDecider
             return Hold(0, "unloaded; the next invocation loads the app", ScaleDimension.None, now);
         }
         var idle = now - lastInvocation;
-        if (idle >= _policy.KeepAlive && load.InFlight == 0 && load.Queued == 0)
+        var (unloadDue, unloadWhy) = unloadAt is { } u ? (now >= u.At, u.Why) : (idle >= _policy.KeepAlive, F($"keepAlive {Seconds(_policy.KeepAlive)}"));
+        if (unloadDue && load.InFlight == 0 && load.Queued == 0)
         {
             _allInRounds = 0;
             _pendingTarget = 0;
             _pendingReason = null;
             return Change(0, current, ScaleDecisionKind.Unload,
-                F($"no invocation for {Seconds(idle)} (keepAlive {Seconds(_policy.KeepAlive)})"), ScaleDimension.KeepAlive, now);
+                F($"no invocation for {Seconds(idle)} ({unloadWhy})"), ScaleDimension.KeepAlive, now);
         }
         if (current < _policy.MinInstances)
         {

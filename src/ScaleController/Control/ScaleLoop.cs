@@ -124,7 +124,7 @@ public sealed class ScaleLoop
         {
             // Read again under the lock: an unrequested scale-out may have changed the count meanwhile.
             current = _target.CurrentInstances;
-            var decision = _decider.Decide(current, votes, _target.Load(), _target.LastInvocation, _target.StartingInstances);
+            var decision = _decider.Decide(current, votes, _target.Load(), _target.LastInvocation, _target.StartingInstances, _target.UnloadAt);
             await ActAsync(decision, current, ct);
             Record(votes, decision);
             return decision;

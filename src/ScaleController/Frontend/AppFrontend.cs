@@ -48,6 +48,8 @@ public sealed class AppFrontend : IAsyncDisposable
     private LatencyHistogram _stats = new();
     private long _statsSince;
     private long _lastRequestTicks;
+    private int _active;
+    private long _idleSince;
     private int _next;
     private int _queued;
     private int _inFlight;
@@ -90,6 +92,12 @@ public sealed class AppFrontend : IAsyncDisposable
     /// replaces it. Raised once per instance.
     /// </summary>
     public event Action<string, Exception>? InstanceFailed;
+
+    /// <summary>
+    /// Called (on the request's thread, so it must be quick) when a request arrives while none was active, with how long
+    /// the app was idle: since the last request finished. Not for the first request the frontend sees.
+    /// </summary>
+    public Action<TimeSpan>? IdleEnded { get; set; }
 
     /// <summary>The app this frontend serves.</summary>
     public string App => _app;
@@ -230,78 +238,94 @@ public sealed class AppFrontend : IAsyncDisposable
 
         var retries = 0;
         long queuedSince = 0;
-        while (true)
+        if (Interlocked.Increment(ref _active) == 1)
         {
-            var slot = TryAcquire();
-            if (slot is null)
+            // The first request after an idle period: the policy that times reloads learns the idle time (Faa$T §3.3,
+            // ATC'20 §4.2). Counted from the end of the previous activity; the first request of a new frontend has none.
+            var idleSince = Volatile.Read(ref _idleSince);
+            if (idleSince != 0)
+                IdleEnded?.Invoke(_time.GetElapsedTime(idleSince, started));
+        }
+        try
+        {
+            while (true)
             {
-                if (queuedSince == 0)
-                    queuedSince = _time.GetTimestamp();
-                slot = await WaitForInstanceAsync(context, queuedSince, pathAndQuery).ConfigureAwait(false);
+                var slot = TryAcquire();
                 if (slot is null)
-                    return;
-                Telemetry.FrontendMetrics.Dequeued(_app, _time.GetElapsedTime(queuedSince));
-            }
+                {
+                    if (queuedSince == 0)
+                        queuedSince = _time.GetTimestamp();
+                    slot = await WaitForInstanceAsync(context, queuedSince, pathAndQuery).ConfigureAwait(false);
+                    if (slot is null)
+                        return;
+                    Telemetry.FrontendMetrics.Dequeued(_app, _time.GetElapsedTime(queuedSince));
+                }
 
-            Interlocked.Increment(ref _inFlight);
-            ForwardedBody? body = null;
-            try
-            {
-                using var message = CreateMessage(context, slot, pathAndQuery, hasBody, out body);
-                using var response = await _invoker.SendAsync(message, aborted).ConfigureAwait(false);
-                await CopyResponseAsync(context, response, aborted).ConfigureAwait(false);
-                Volatile.Read(ref _stats).RecordCompleted((long)_time.GetElapsedTime(started).TotalMicroseconds);
-                Telemetry.FrontendMetrics.Forwarded(_app, _time.GetElapsedTime(started));
-                return;
-            }
-            catch (Exception) when (aborted.IsCancellationRequested)
-            {
-                // The client went away: nothing to answer, and not the instance's fault.
-                Volatile.Read(ref _stats).RecordFailed();
-                return;
-            }
-            catch (Exception e) when (ForwardingTransport.IsConnectFailure(e) && body?.Started != true && !context.Response.HasStarted)
-            {
-                // Nothing reached the instance: take it out of rotation and send the request elsewhere.
-                InstanceRefused(slot, e);
-            }
-            catch (Exception e) when (replayable && retries < _options.MaxRetries && !context.Response.HasStarted)
-            {
-                // An idempotent request without a body, no byte of the answer sent yet: safe to send again.
-                retries++;
-                context.Response.Clear();
-                Log.Retrying(_logger, e, _app, request.Method, pathAndQuery, slot.Endpoint.Id, retries);
-            }
-            catch (Exception e)
-            {
-                Volatile.Read(ref _stats).RecordFailed();
-                if (context.Response.HasStarted)
+                Interlocked.Increment(ref _inFlight);
+                ForwardedBody? body = null;
+                try
                 {
-                    if (_warnings.TryPass(out var held))
-                    {
-                        WarnHeldBack(held);
-                        Log.ResponseBroken(_logger, e, _app, request.Method, pathAndQuery, slot.Endpoint.Id);
-                    }
-                    context.Abort();
+                    using var message = CreateMessage(context, slot, pathAndQuery, hasBody, out body);
+                    using var response = await _invoker.SendAsync(message, aborted).ConfigureAwait(false);
+                    await CopyResponseAsync(context, response, aborted).ConfigureAwait(false);
+                    Volatile.Read(ref _stats).RecordCompleted((long)_time.GetElapsedTime(started).TotalMicroseconds);
+                    Telemetry.FrontendMetrics.Forwarded(_app, _time.GetElapsedTime(started));
                     return;
                 }
-                var reason = ForwardingTransport.Reason(e);
-                if (_warnings.TryPass(out var suppressed))
+                catch (Exception) when (aborted.IsCancellationRequested)
                 {
-                    WarnHeldBack(suppressed);
-                    Log.ForwardFailed(_logger, e, _app, request.Method, pathAndQuery, slot.Endpoint.Id, reason, StatusCodes.Status502BadGateway);
+                    // The client went away: nothing to answer, and not the instance's fault.
+                    Volatile.Read(ref _stats).RecordFailed();
+                    return;
                 }
-                context.Response.Clear();
-                await AnswerAsync(context, StatusCodes.Status502BadGateway,
-                    $"app \"{_app}\": instance {slot.Endpoint.Id} failed while handling {request.Method} {pathAndQuery} ({reason}); not retried: {(replayable ? "retries exhausted" : "the request is not idempotent or has a body")}\n",
-                    retryAfter: false).ConfigureAwait(false);
-                return;
+                catch (Exception e) when (ForwardingTransport.IsConnectFailure(e) && body?.Started != true && !context.Response.HasStarted)
+                {
+                    // Nothing reached the instance: take it out of rotation and send the request elsewhere.
+                    InstanceRefused(slot, e);
+                }
+                catch (Exception e) when (replayable && retries < _options.MaxRetries && !context.Response.HasStarted)
+                {
+                    // An idempotent request without a body, no byte of the answer sent yet: safe to send again.
+                    retries++;
+                    context.Response.Clear();
+                    Log.Retrying(_logger, e, _app, request.Method, pathAndQuery, slot.Endpoint.Id, retries);
+                }
+                catch (Exception e)
+                {
+                    Volatile.Read(ref _stats).RecordFailed();
+                    if (context.Response.HasStarted)
+                    {
+                        if (_warnings.TryPass(out var held))
+                        {
+                            WarnHeldBack(held);
+                            Log.ResponseBroken(_logger, e, _app, request.Method, pathAndQuery, slot.Endpoint.Id);
+                        }
+                        context.Abort();
+                        return;
+                    }
+                    var reason = ForwardingTransport.Reason(e);
+                    if (_warnings.TryPass(out var suppressed))
+                    {
+                        WarnHeldBack(suppressed);
+                        Log.ForwardFailed(_logger, e, _app, request.Method, pathAndQuery, slot.Endpoint.Id, reason, StatusCodes.Status502BadGateway);
+                    }
+                    context.Response.Clear();
+                    await AnswerAsync(context, StatusCodes.Status502BadGateway,
+                        $"app \"{_app}\": instance {slot.Endpoint.Id} failed while handling {request.Method} {pathAndQuery} ({reason}); not retried: {(replayable ? "retries exhausted" : "the request is not idempotent or has a body")}\n",
+                        retryAfter: false).ConfigureAwait(false);
+                    return;
+                }
+                finally
+                {
+                    Interlocked.Decrement(ref _inFlight);
+                    Release(slot);
+                }
             }
-            finally
-            {
-                Interlocked.Decrement(ref _inFlight);
-                Release(slot);
-            }
+        }
+        finally
+        {
+            Volatile.Write(ref _idleSince, _time.GetTimestamp());
+            Interlocked.Decrement(ref _active);
         }
     }
 

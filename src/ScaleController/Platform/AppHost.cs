@@ -3,6 +3,7 @@ using FaaST.Peers;
 using FaaST.ScaleController.Control;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Frontend;
+using FaaST.ScaleController.Prewarm;
 using FaaST.ScaleController.Providers;
 
 namespace FaaST.ScaleController.Platform;
@@ -39,7 +40,8 @@ internal sealed partial class AppHost : IScaleTarget, Scaling.IInstanceLoadTime,
     // The tail of this app's lifecycle events handed to the handlers (under _gate): each waits for the one before.
     private Task _events = Task.CompletedTask;
 
-    public AppHost(PlatformContext platform, Deployment deployment, string directory, ScalePolicy policy, ILogger logger)
+    public AppHost(PlatformContext platform, Deployment deployment, string directory, ScalePolicy policy, ILogger logger,
+        LoadScheduleOptions? loadSchedule = null, FaaST.Prewarm.Timing.IdleTimeHistogram? learnt = null)
     {
         _platform = platform;
         _logger = logger;
@@ -51,6 +53,7 @@ internal sealed partial class AppHost : IScaleTarget, Scaling.IInstanceLoadTime,
             ColdStart = ColdStartAsync,
         };
         Frontend.InstanceFailed += OnInstanceFailed;
+        InitLoadSchedule(loadSchedule ?? LoadScheduleOptions.Default, learnt);
         _loop = NewLoop(policy);
     }
 
@@ -177,6 +180,7 @@ internal sealed partial class AppHost : IScaleTarget, Scaling.IInstanceLoadTime,
         {
             _changes.Release();
         }
+        CancelReload();
         await Frontend.DisposeAsync();
         _loopStop.Dispose();
     }

@@ -233,8 +233,25 @@ internal sealed partial class PlatformHost
                     : [new VoteView(v.InstanceId, "none", 0, v.Error ?? "no answer", v.At)]).ToArray(),
                 loop.Decisions.Select(d => new DecisionView(d.At, d.Kind.ToString().ToLowerInvariant(), d.Target - d.Delta, d.Target, d.Reason)).ToArray(),
                 new ScaleView(a.Policy.MinInstances, a.Policy.MaxInstances, a.Policy.Band.Low, a.Policy.Band.High,
-                    a.Policy.Interval.ToString("c"), a.Policy.KeepAlive.ToString("c")));
+                    a.Policy.Interval.ToString("c"), a.Policy.KeepAlive.ToString("c")),
+                LoadViewOf(a));
         }).ToArray(),
         _unavailable.IsEmpty ? null : _unavailable.Values.OrderBy(u => u.App, StringComparer.Ordinal)
             .Select(u => new UnavailableAppView(u.App, u.Version, u.Reason)).ToArray());
+
+    private static LoadView LoadViewOf(AppHost a)
+    {
+        var schedule = a.LoadSchedule;
+        var histogram = schedule.Histogram;
+        var windows = schedule.Windows;
+        var counts = histogram.Counts();
+        var bins = new Dictionary<string, long>(StringComparer.Ordinal);
+        for (var i = 0; i < counts.Length; i++)
+            if (counts[i] != 0)
+                bins[(histogram.Options.BinWidth * i).ToString("c", System.Globalization.CultureInfo.InvariantCulture)] = counts[i];
+        var lastRequest = a.Frontend.LastRequest;
+        return new LoadView(schedule.Options.Enabled, windows.Mode.ToString(), windows.Reason, windows.PrewarmWindow.TotalSeconds,
+            windows.KeepAlive.TotalSeconds, histogram.Total, histogram.OutOfBounds, a.UnloadAt?.At, a.NextReload,
+            windows.PredictedAfter(lastRequest), schedule.Reloads, histogram.Options.BinWidth.ToString("c", System.Globalization.CultureInfo.InvariantCulture), bins);
+    }
 }

@@ -33,6 +33,7 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions
     private readonly HostLifecycle _lifecycle;
     private readonly TelemetryExport _export;
     private readonly PrometheusTargets _targets;
+    private readonly Prewarm.LoadScheduleStore _loadSchedules;
     private readonly bool _tracing;
     private readonly DeployedApps _apps;
     // Deployed apps this platform cannot serve: their own Azurite did not start when the platform loaded them again.
@@ -58,6 +59,7 @@ internal sealed partial class PlatformHost : IAsyncDisposable, IScaleDecisions
         _deploy = services.GetRequiredService<DeployService>();
         _router = services.GetRequiredService<AppRouter>();
         _targets = services.GetRequiredService<PrometheusTargets>();
+        _loadSchedules = services.GetRequiredService<Prewarm.LoadScheduleStore>();
         _lifecycle = services.GetRequiredService<HostLifecycle>();
         _context.Provider.Exited += (handle, reason) =>
         {

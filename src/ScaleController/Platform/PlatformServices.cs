@@ -62,6 +62,12 @@ internal static class PlatformServices
             return new PrometheusTargets(options.StateDirectory, () => apps.Values, sp.GetRequiredService<IAppLifecycle>(), PlatformLogger(sp));
         });
         services.AddSingleton<ILifecycleParticipant>(sp => sp.GetRequiredService<PrometheusTargets>());
+        services.AddSingleton(sp =>
+        {
+            var apps = sp.GetRequiredService<DeployedApps>();
+            return new Prewarm.LoadScheduleStore(sp.GetRequiredService<BlobStore>(), () => apps.Values, sp.GetRequiredService<TimeProvider>(), PlatformLogger(sp));
+        });
+        services.AddSingleton<ILifecycleParticipant>(sp => sp.GetRequiredService<Prewarm.LoadScheduleStore>());
         return services;
     }
 

@@ -24,7 +24,8 @@ public sealed record AppStatus(
     FrontendView Frontend,
     IReadOnlyList<VoteView> LastVotes,
     IReadOnlyList<DecisionView> Decisions,
-    ScaleView Scale);
+    ScaleView Scale,
+    LoadView? Load = null);
 
 public sealed record InstanceStatusView(string Id, string Version, string State, Uri Address, Uri? Peer, int ProcessId, int Outstanding, DateTimeOffset Started);
 
@@ -35,6 +36,16 @@ public sealed record VoteView(string Instance, string Policy, int Delta, string 
 public sealed record DecisionView(DateTimeOffset At, string Kind, int From, int To, string Reason);
 
 public sealed record ScaleView(int MinInstances, int MaxInstances, double BandLow, double BandHigh, string Interval, string KeepAlive);
+
+/// <summary>
+/// When the app is loaded (Faa$T §3.3, the hybrid histogram policy of ATC'20): whether prewarm is on, the policy's branch and
+/// why, its windows, the idle times learnt (<paramref name="Bins"/>: each non-empty bin by its start, <paramref name="BinWidth"/>
+/// wide), when the loaded app is unloaded next, when the unloaded app is loaded again ahead of the predicted invocation, and
+/// the predicted invocation after the last one.
+/// </summary>
+public sealed record LoadView(bool Prewarm, string Mode, string Reason, double PrewarmWindowSeconds, double KeepAliveSeconds,
+    long IdleTimes, long OutOfBounds, DateTimeOffset? UnloadAt, DateTimeOffset? NextReload, DateTimeOffset? PredictedInvocation,
+    long Reloads, string BinWidth, IReadOnlyDictionary<string, long> Bins);
 
 /// <summary>An error answer of the platform's admin API: one line, naming what is wrong.</summary>
 public sealed record PlatformError(string Error, string? File = null, string? Key = null);

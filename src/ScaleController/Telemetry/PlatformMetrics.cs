@@ -25,6 +25,7 @@ internal sealed class PlatformMetrics
     private readonly Counter<long> _coldStarts;
     private readonly Counter<long> _instanceStarts;
     private readonly Counter<long> _deploys;
+    private readonly Counter<long> _reloads;
     private readonly Lock _decisionsLock = new();
     private readonly Dictionary<(string App, string Kind, string Dimension), long> _decisions = [];
     private readonly Dictionary<string, DateTimeOffset> _decisionsSeen = new(StringComparer.Ordinal);
@@ -46,6 +47,14 @@ internal sealed class PlatformMetrics
         meter.CreateObservableGauge("faast.platform.queue.length", () => _apps().Select(a => new Measurement<long>(a.LastStats.Queued, Tag("app", a.App))), "{invocation}",
             "Invocations waiting in the frontend's queue for a ready instance at the controller's last round, by app");
         _coldStarts = meter.CreateCounter<long>("faast.platform.cold_starts", "{start}", "Requests that found an unloaded app and loaded it again, by app");
+        _reloads = meter.CreateCounter<long>("faast.platform.prewarm.reloads", "{load}",
+            "Loads ahead of a predicted invocation (the hybrid histogram policy, Faa$T §3.3), by app");
+        meter.CreateObservableCounter("faast.platform.idle_times", () => _apps().Select(a => new Measurement<long>(a.LoadSchedule.Histogram.Total, Tag("app", a.App))), "{idle}",
+            "Idle times the reload policy has learnt, by app (kept across restarts)");
+        meter.CreateObservableGauge("faast.platform.prewarm.next_reload", ObserveNextReloads, "s",
+            "When each unloaded app with a scheduled reload is loaded again ahead of its predicted invocation, as Unix time");
+        meter.CreateObservableGauge("faast.platform.prewarm.window", ObserveWindows, "s",
+            "The reload policy's windows by app: prewarm (from the end of an invocation to the predicted next one) and keep-alive (after it)");
         _instanceStarts = meter.CreateCounter<long>("faast.platform.instance.starts", "{instance}", "Instance starts by app and outcome (ready, failed)");
         _deploys = meter.CreateCounter<long>("faast.platform.deploys", "{deploy}",
             "Deploys by app and outcome (deployed; refused: the package or a limit; failed: no instance of it started, or storage)");
@@ -53,9 +62,29 @@ internal sealed class PlatformMetrics
 
     public void ColdStart(string app) => _coldStarts.Add(1, Tag("app", app));
 
+    public void Reload(string app) => _reloads.Add(1, Tag("app", app));
+
     public void InstanceStart(string app, bool ready) => _instanceStarts.Add(1, Tag("app", app), Tag("outcome", ready ? "ready" : "failed"));
 
     public void Deploy(string app, string outcome) => _deploys.Add(1, Tag("app", app), Tag("outcome", outcome));
+
+    private IEnumerable<Measurement<double>> ObserveNextReloads()
+    {
+        foreach (var app in _apps())
+            if (app.NextReload is { } at)
+                yield return new Measurement<double>(at.ToUnixTimeMilliseconds() / 1000.0, Tag("app", app.App));
+    }
+
+    private IEnumerable<Measurement<double>> ObserveWindows()
+    {
+        foreach (var app in _apps())
+        {
+            var windows = app.LoadSchedule.Windows;
+            var mode = Tag("mode", windows.Mode.ToString());
+            yield return new Measurement<double>(windows.PrewarmWindow.TotalSeconds, Tag("app", app.App), Tag("window", "prewarm"), mode);
+            yield return new Measurement<double>(windows.KeepAlive.TotalSeconds, Tag("app", app.App), Tag("window", "keep_alive"), mode);
+        }
+    }
 
     private IEnumerable<Measurement<long>> ObserveInstances()
     {

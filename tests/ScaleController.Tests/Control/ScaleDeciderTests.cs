@@ -214,6 +214,36 @@ public sealed class ScaleDeciderTests
         Assert.Equal(ScaleDimension.KeepAlive, decision.Dimension);
     }
 
+    [Fact]
+    public void The_reload_schedules_unload_time_replaces_the_keep_alive_and_is_named_in_the_reason()
+    {
+        var decider = NewDecider();
+        var last = _time.GetUtcNow();
+        var at = last + TimeSpan.FromMinutes(1);
+        _time.Advance(TimeSpan.FromSeconds(59));
+
+        Assert.Equal(ScaleDecisionKind.Hold, decider.Decide(2, AllKeep(2), FrontendLoad.Idle, last, 0, (at, "unloaded 60 s after an invocation")).Kind);
+
+        _time.Advance(TimeSpan.FromSeconds(1));
+        var decision = decider.Decide(2, AllKeep(2), FrontendLoad.Idle, last, 0, (at, "unloaded 60 s after an invocation"));
+
+        Assert.Equal(ScaleDecisionKind.Unload, decision.Kind);
+        Assert.Equal(ScaleDimension.KeepAlive, decision.Dimension);
+        Assert.Contains("no invocation for 60 s (unloaded 60 s after an invocation)", decision.Reason);
+    }
+
+    [Fact]
+    public void An_unload_time_that_has_come_waits_for_invocations_in_flight()
+    {
+        var decider = NewDecider();
+        var last = _time.GetUtcNow();
+        _time.Advance(TimeSpan.FromMinutes(2));
+
+        var decision = decider.Decide(1, AllKeep(1), FrontendLoad.Idle with { InFlight = 1 }, last, 0, (last + TimeSpan.FromMinutes(1), "schedule"));
+
+        Assert.NotEqual(ScaleDecisionKind.Unload, decision.Kind);
+    }
+
     [Theory]
     [InlineData(PolicyNames.Compute, ScaleDimension.Compute)]
     [InlineData(PolicyNames.CacheSize, ScaleDimension.CacheSize)]

@@ -1,0 +1,112 @@
+using System.Globalization;
+using FaaST.Prewarm.Timing;
+
+namespace FaaST.ScaleController.Prewarm;
+
+/// <summary>An app's reload settings: <c>faast.json</c>'s <c>prewarm</c> section as the platform uses it.</summary>
+/// <param name="Enabled"><c>prewarm.enabled</c>: false keeps the plain keep-alive (<c>scale.keepAlive</c>) and never reloads ahead.</param>
+/// <param name="Histogram">The hybrid histogram's parameters (<c>prewarm.histogram</c>).</param>
+/// <param name="ReloadLead"><c>prewarm.reloadLead</c>: how long before the predicted invocation the app is loaded again (Faa$T
+/// §3.3: "just (e.g., 1 minute) before"), so its instances are up and the cachelets pre-warmed when it comes.</param>
+internal sealed record LoadScheduleOptions(bool Enabled, HistogramOptions Histogram, TimeSpan ReloadLead)
+{
+    public static LoadScheduleOptions Default { get; } = From(FaaST.Policy.PrewarmPolicy.Default);
+
+    /// <summary>The options an app's <c>prewarm</c> section sets.</summary>
+    public static LoadScheduleOptions From(FaaST.Policy.PrewarmPolicy policy) => new(policy.Enabled, policy.HistogramOptions(), policy.ReloadLead);
+}
+
+/// <summary>
+/// When one app is loaded (Faa$T §3.3 with ATC'20's hybrid histogram policy): the frontend records each idle time (from the
+/// end of the app's last activity to the next invocation); after each invocation the policy's windows say how long to keep
+/// the app loaded, or to unload it at once and load it again shortly before the predicted next invocation. The scale loop
+/// asks <see cref="UnloadAt"/> each round (the keep-alive it applies), the app host asks <see cref="ReloadAt"/> when it has
+/// unloaded. Idle times are recorded lock-free; the rest is a few reads per second.
+/// </summary>
+internal sealed class AppLoadSchedule
+{
+    private readonly LoadScheduleOptions _options;
+    private readonly IdleTimeHistogram _histogram;
+    private int _dirty;
+    private int _predictedLoad;
+    private long _reloads;
+
+    public AppLoadSchedule(LoadScheduleOptions options, IdleTimeHistogram? learnt = null)
+    {
+        _options = options;
+        _histogram = learnt is not null && learnt.Options == options.Histogram ? learnt : Rebin(learnt, options.Histogram);
+    }
+
+    public LoadScheduleOptions Options => _options;
+
+    public IdleTimeHistogram Histogram => _histogram;
+
+    /// <summary>Reloads ahead of a prediction so far.</summary>
+    public long Reloads => Volatile.Read(ref _reloads);
+
+    /// <summary>True while the app is loaded because of a prediction and no invocation has come since.</summary>
+    public bool LoadedByPrediction => Volatile.Read(ref _predictedLoad) != 0;
+
+    /// <summary>Idle times were recorded since the last <see cref="TakeDirty"/>.</summary>
+    public bool TakeDirty() => Interlocked.Exchange(ref _dirty, 0) != 0;
+
+    /// <summary>An invocation arrived after the app was idle for <paramref name="idle"/> (the frontend calls this when its
+    /// first request after an idle period arrives).</summary>
+    public void InvocationArrived(TimeSpan idle)
+    {
+        _histogram.Record(idle);
+        Volatile.Write(ref _predictedLoad, 0);
+        Volatile.Write(ref _dirty, 1);
+    }
+
+    /// <summary>The app was loaded ahead of the predicted invocation.</summary>
+    public void Reloaded()
+    {
+        Volatile.Write(ref _predictedLoad, 1);
+        Interlocked.Increment(ref _reloads);
+    }
+
+    /// <summary>The policy's windows now.</summary>
+    public LoadWindows Windows => HybridHistogramPolicy.Decide(_histogram, _options.Histogram);
+
+    /// <summary>
+    /// When a loaded app with no invocation in flight is unloaded, given its last invocation's arrival and its fixed
+    /// keep-alive (<c>scale.keepAlive</c>, which applies while prewarm is off or the policy predicts nothing):
+    /// <list type="bullet">
+    /// <item>a pre-warm window no longer than twice the reload lead: kept loaded through the window and the keep-alive (an unload
+    /// and reload that close together would cost more than they save);</item>
+    /// <item>a longer window: unloaded one reload lead after the invocation (a quick follow-up still finds it), loaded again one
+    /// lead before the window opens; a reload ahead of a prediction is kept until the window closes.</item>
+    /// </list>
+    /// </summary>
+    public (DateTimeOffset At, string Why) UnloadAt(DateTimeOffset lastInvocation, TimeSpan fixedKeepAlive)
+    {
+        var windows = Windows;
+        if (!_options.Enabled || windows.Mode == LoadMode.FixedKeepAlive)
+            return (lastInvocation + fixedKeepAlive, _options.Enabled ? F($"keepAlive {Seconds(fixedKeepAlive)} ({windows.Reason})") : F($"keepAlive {Seconds(fixedKeepAlive)}"));
+        var end = lastInvocation + windows.PrewarmWindow + windows.KeepAlive;
+        if (windows.PrewarmWindow <= 2 * _options.ReloadLead)
+            return (end, F($"kept loaded {Seconds(windows.PrewarmWindow + windows.KeepAlive)} after an invocation ({windows.Reason})"));
+        if (LoadedByPrediction)
+            return (end, F($"reloaded ahead of the predicted invocation; kept until its window closes ({windows.Reason})"));
+        return (lastInvocation + _options.ReloadLead,
+            F($"unloaded {Seconds(_options.ReloadLead)} after an invocation, reloaded {Seconds(windows.PrewarmWindow - _options.ReloadLead)} after it ({windows.Reason})"));
+    }
+
+    /// <summary>When an unloaded app whose last invocation arrived at <paramref name="lastInvocation"/> is loaded again ahead of the
+    /// predicted next one; null: only on demand (prewarm off, nothing predicted, or a window too short to unload for).</summary>
+    public DateTimeOffset? ReloadAt(DateTimeOffset lastInvocation)
+    {
+        var windows = Windows;
+        if (!_options.Enabled || windows.Mode == LoadMode.FixedKeepAlive || windows.PrewarmWindow <= 2 * _options.ReloadLead)
+            return null;
+        return lastInvocation + windows.PrewarmWindow - _options.ReloadLead;
+    }
+
+    private static IdleTimeHistogram Rebin(IdleTimeHistogram? learnt, HistogramOptions options) =>
+        learnt is null ? new IdleTimeHistogram(options) : IdleTimeHistogram.Read(learnt.Write(), "the learnt histogram", options);
+
+    private static string Seconds(TimeSpan t) => t.TotalSeconds.ToString("0.#", CultureInfo.InvariantCulture) + " s";
+
+    private static string F(FormattableString s) => s.ToString(CultureInfo.InvariantCulture);
+}
