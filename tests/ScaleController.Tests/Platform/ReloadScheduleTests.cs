@@ -83,4 +83,77 @@ public sealed class ReloadScheduleTests : IAsyncLifetime
         Assert.Equal(4, restored.IdleTimes);
         Assert.Equal("Histogram", restored.Mode);
     }
+
+    [Fact]
+    public async Task A_rarely_invoked_app_reloaded_by_the_prediction_finds_its_model_pre_warmed_and_its_next_invocation_is_a_local_hit()
+    {
+        var platform = await _bed.StartPlatformAsync(_bed.Options());
+        var events = new ConcurrentQueue<AppLifecycleEvent>();
+        using var subscription = platform.AppLifecycle.Subscribe("test", (e, _) =>
+        {
+            events.Enqueue(e);
+            return Task.CompletedTask;
+        });
+        using var client = AdminKey.Client(platform.Address, platform.Keys.AdminKey);
+        var dir = _bed.CopyApp(Path.Combine("..", "bench", "apps", "scale-bench"), "inference");
+        // The app reads its "model" through a blob input binding from storage the test can write.
+        Directory.CreateDirectory(Path.Combine(dir, "Infer"));
+        File.WriteAllText(Path.Combine(dir, "Infer", "function.json"), """
+            { "bindings": [
+              { "type": "httpTrigger", "direction": "in", "name": "req", "authLevel": "anonymous", "methods": ["get"], "route": "infer/{name}" },
+              { "type": "blob", "direction": "in", "name": "model", "path": "models/{name}", "dataType": "binary" },
+              { "type": "http", "direction": "out", "name": "$return" } ] }
+            """);
+        File.WriteAllText(Path.Combine(dir, "Infer", "__init__.py"), """
+            import azure.functions as func
+
+
+            def main(req: func.HttpRequest, model: func.InputStream) -> str:
+                return str(len(model.read()))
+            """);
+        var settingsFile = Path.Combine(dir, "local.settings.json");
+        var settings = System.Text.Json.Nodes.JsonNode.Parse(File.Exists(settingsFile) ? File.ReadAllText(settingsFile) : "{}")!.AsObject();
+        var values = settings["Values"] as System.Text.Json.Nodes.JsonObject ?? [];
+        values["AzureWebJobsStorage"] = _bed.Azurite.ConnectionString;
+        settings["Values"] = values;
+        File.WriteAllText(settingsFile, settings.ToJsonString());
+        File.WriteAllText(Path.Combine(dir, "faast.json"), """
+            { "scale": { "minInstances": 1, "maxInstances": 1, "interval": "00:00:01", "keepAlive": "00:10:00" },
+              "prewarm": { "reloadLead": "00:00:02",
+                           "histogram": { "binWidth": "00:00:01", "range": "00:01:00", "minSamples": 3 } } }
+            """);
+        var store = new Storage.BlobStore(_bed.Azurite.ConnectionString);
+        await store.CreateContainerIfNotExistsAsync("models");
+        var model = new byte[2_000_000];
+        Random.Shared.NextBytes(model);
+        await store.UploadAsync("models", "resnet", model);
+        await _bed.DeployAsync(client, "inference", dir);
+
+        // Learning, as in the test above: the model is read by each invocation (a miss, then local hits).
+        foreach (var pause in new[] { 0, 6.5, 6.5, 25.5 })
+        {
+            await Task.Delay(TimeSpan.FromSeconds(pause));
+            Assert.Equal("2000000", await client.GetStringAsync("inference/api/infer/resnet"));
+        }
+        // The platform unloads the app (the instance leaves its cache's record) and loads it again by itself.
+        await Eventually.TrueAsync(() => events.Count(e => e.Kind == AppLifecycleKind.Loaded) == 2,
+            "the app unloaded and loaded again ahead of the predicted invocation", seconds: 120);
+        await Eventually.TrueAsync(async () => (await PrewarmAsync(client)).GetProperty("done").GetBoolean(), "the new instance's prewarm finished", seconds: 60);
+        var loaded = await PrewarmAsync(client);
+        Assert.Equal((1, 2_000_000, 0), (loaded.GetProperty("objects").GetInt64(), loaded.GetProperty("bytes").GetInt64(), loaded.GetProperty("hits").GetInt64()));
+
+        // The invocation the reload was for: the model is a local hit in the new instance's cache, no storage read.
+        Assert.Equal("2000000", await client.GetStringAsync("inference/api/infer/resnet"));
+        using var cache = System.Text.Json.JsonDocument.Parse(await client.GetStringAsync("inference/admin/cache"));
+        var reads = cache.RootElement.GetProperty("reads");
+        Assert.Equal((1, 0), (reads.GetProperty("local_hit").GetInt64(), reads.GetProperty("local_miss").GetInt64()));
+        Assert.Equal(1, (await PrewarmAsync(client)).GetProperty("hits").GetInt64());
+        Assert.Equal(2, events.Count(e => e.Kind == AppLifecycleKind.Loaded));
+    }
+
+    private static async Task<System.Text.Json.JsonElement> PrewarmAsync(HttpClient client)
+    {
+        using var doc = System.Text.Json.JsonDocument.Parse(await client.GetStringAsync("inference/admin/prewarm"));
+        return doc.RootElement.Clone();
+    }
 }
