@@ -6,7 +6,7 @@ namespace FaaST.Prewarm.Records;
 
 /// <summary>
 /// The stored form of an <see cref="UnloadRecord"/>: UTF-8 JSON, versioned by a top-level <c>"format"</c> so that a
-/// later layout is recognised and skipped rather than misread (docs in src/Prewarm/README.md):
+/// later layout is recognised and skipped rather than misread (src/Prewarm/README.md documents it):
 /// <code>
 /// { "format": 1, "app": "shop", "instance": "shop-7f9c", "unloadedAt": "2026-11-28T06:00:00.0000000+00:00",
 ///   "objects": [ { "account": "devstoreaccount1", "container": "models", "blob": "m.bin", "size": 35000000,
