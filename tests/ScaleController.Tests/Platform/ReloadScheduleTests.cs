@@ -24,37 +24,54 @@ public sealed class ReloadScheduleTests : IAsyncLifetime
     private static async Task<AppStatus> AppAsync(HttpClient client, string app) =>
         (await client.GetFromJsonAsync("admin/platform", PlatformJsonContext.Default.PlatformStatus))!.Apps.Single(a => a.App == app);
 
-    [Fact]
-    public async Task An_app_with_a_learnt_period_is_unloaded_after_an_invocation_and_loaded_again_before_the_next_and_the_learning_survives_a_restart()
+    /// <summary>A platform on the bed's storage, the app events it raises from now on, and an admin client.</summary>
+    private async Task<(PlatformHost Platform, ConcurrentQueue<AppLifecycleEvent> Events, IDisposable Subscription, HttpClient Client)> StartAsync(PlatformOptions options)
     {
-        var options = _bed.Options();
         var platform = await _bed.StartPlatformAsync(options);
         var events = new ConcurrentQueue<AppLifecycleEvent>();
-        using var subscription = platform.AppLifecycle.Subscribe("test", (e, _) =>
+        var subscription = platform.AppLifecycle.Subscribe("test", (e, _) =>
         {
             events.Enqueue(e);
             return Task.CompletedTask;
         });
-        using var client = AdminKey.Client(platform.Address, platform.Keys.AdminKey);
-        var dir = _bed.CopyApp(Path.Combine("..", "bench", "apps", "scale-bench"), "periodic");
-        // One-second bins over a minute; three idle times are enough to predict; the reload comes two seconds early.
-        // The fixed keep-alive (10 minutes) keeps the app loaded while the policy has too few idle times.
-        File.WriteAllText(Path.Combine(dir, "faast.json"), """
-            { "scale": { "minInstances": 1, "maxInstances": 1, "interval": "00:00:01", "keepAlive": "00:10:00" },
-              "prewarm": { "reloadLead": "00:00:02",
-                           "histogram": { "binWidth": "00:00:01", "range": "00:01:00", "minSamples": 3 } } }
-            """);
-        await _bed.DeployAsync(client, "periodic", dir);
+        return (platform, events, subscription, AdminKey.Client(platform.Address, platform.Keys.AdminKey));
+    }
 
-        // Idle times of about 6.5, 6.5 and 25.5 s (in the middle of their bins, whatever a busy machine adds): the head's bin
-        // gives a window of at least 5.4 s (6 s less 10 %), more than two leads, so the app is unloaded a lead after the last
-        // invocation and loaded again a lead before the window opens; the tail keeps it loaded until about 28 s after the
-        // last invocation, long after a slow instance start.
+    /// <summary>
+    /// Four invocations of <paramref name="path"/> with idle times of about 6.5, 6.5 and 25.5 s (in the middle of their
+    /// one-second bins, whatever a busy machine adds): the head's bin gives a window of at least 5.4 s (6 s less 10 %), more
+    /// than two leads of 2 s, so the app is unloaded a lead after the last invocation and loaded again a lead before the
+    /// window opens; the tail keeps it loaded until about 28 s after the last invocation, long after a slow instance start.
+    /// </summary>
+    private static async Task LearnAsync(HttpClient client, string path, string expected)
+    {
         foreach (var pause in new[] { 0, 6.5, 6.5, 25.5 })
         {
             await Task.Delay(TimeSpan.FromSeconds(pause));
-            Assert.Equal("ok", await client.GetStringAsync("periodic/api/work/1"));
+            Assert.Equal(expected, await client.GetStringAsync(path));
         }
+    }
+
+    /// <summary>One-second bins over a minute; three idle times are enough to predict; the reload comes two seconds early.
+    /// The fixed keep-alive (10 minutes) keeps the app loaded while the policy has too few idle times.</summary>
+    private const string Policy = """
+        { "scale": { "minInstances": 1, "maxInstances": 1, "interval": "00:00:01", "keepAlive": "00:10:00" },
+          "prewarm": { "reloadLead": "00:00:02",
+                       "histogram": { "binWidth": "00:00:01", "range": "00:01:00", "minSamples": 3 } } }
+        """;
+
+    [Fact]
+    public async Task An_app_with_a_learnt_period_is_unloaded_after_an_invocation_and_loaded_again_before_the_next_and_the_learning_survives_a_restart()
+    {
+        var options = _bed.Options();
+        var (platform, events, subscription, client) = await StartAsync(options);
+        using var _ = subscription;
+        using var __ = client;
+        var dir = _bed.CopyApp(Path.Combine("..", "bench", "apps", "scale-bench"), "periodic");
+        File.WriteAllText(Path.Combine(dir, "faast.json"), Policy);
+        await _bed.DeployAsync(client, "periodic", dir);
+
+        await LearnAsync(client, "periodic/api/work/1", "ok");
         var learnt = (await AppAsync(client, "periodic")).Load!;
         Assert.Equal(3, learnt.IdleTimes);
         Assert.Equal("Histogram", learnt.Mode);
@@ -87,14 +104,9 @@ public sealed class ReloadScheduleTests : IAsyncLifetime
     [Fact]
     public async Task A_rarely_invoked_app_reloaded_by_the_prediction_finds_its_model_pre_warmed_and_its_next_invocation_is_a_local_hit()
     {
-        var platform = await _bed.StartPlatformAsync(_bed.Options());
-        var events = new ConcurrentQueue<AppLifecycleEvent>();
-        using var subscription = platform.AppLifecycle.Subscribe("test", (e, _) =>
-        {
-            events.Enqueue(e);
-            return Task.CompletedTask;
-        });
-        using var client = AdminKey.Client(platform.Address, platform.Keys.AdminKey);
+        var (platform, events, subscription, client) = await StartAsync(_bed.Options());
+        using var _ = subscription;
+        using var __ = client;
         var dir = _bed.CopyApp(Path.Combine("..", "bench", "apps", "scale-bench"), "inference");
         // The app reads its "model" through a blob input binding from storage the test can write.
         Directory.CreateDirectory(Path.Combine(dir, "Infer"));
@@ -117,11 +129,7 @@ public sealed class ReloadScheduleTests : IAsyncLifetime
         values["AzureWebJobsStorage"] = _bed.Azurite.ConnectionString;
         settings["Values"] = values;
         File.WriteAllText(settingsFile, settings.ToJsonString());
-        File.WriteAllText(Path.Combine(dir, "faast.json"), """
-            { "scale": { "minInstances": 1, "maxInstances": 1, "interval": "00:00:01", "keepAlive": "00:10:00" },
-              "prewarm": { "reloadLead": "00:00:02",
-                           "histogram": { "binWidth": "00:00:01", "range": "00:01:00", "minSamples": 3 } } }
-            """);
+        File.WriteAllText(Path.Combine(dir, "faast.json"), Policy);
         var store = new Storage.BlobStore(_bed.Azurite.ConnectionString);
         await store.CreateContainerIfNotExistsAsync("models");
         var model = new byte[2_000_000];
@@ -129,12 +137,8 @@ public sealed class ReloadScheduleTests : IAsyncLifetime
         await store.UploadAsync("models", "resnet", model);
         await _bed.DeployAsync(client, "inference", dir);
 
-        // Learning, as in the test above: the model is read by each invocation (a miss, then local hits).
-        foreach (var pause in new[] { 0, 6.5, 6.5, 25.5 })
-        {
-            await Task.Delay(TimeSpan.FromSeconds(pause));
-            Assert.Equal("2000000", await client.GetStringAsync("inference/api/infer/resnet"));
-        }
+        // Learning: the model is read by each invocation (a miss, then local hits).
+        await LearnAsync(client, "inference/api/infer/resnet", "2000000");
         // The platform unloads the app (the instance leaves its cache's record) and loads it again by itself.
         await Eventually.TrueAsync(() => events.Count(e => e.Kind == AppLifecycleKind.Loaded) == 2,
             "the app unloaded and loaded again ahead of the predicted invocation", seconds: 120);
