@@ -25,7 +25,7 @@ public static class ScalingScenario
         var report = new Report("scaling", quick);
         using var state = new TempDir("faast-bench-scaling-");
         var platformDll = Path.Combine(home, "src", "ScaleController", "bin", "Release", "net10.0", "FaaST.ScaleController.dll");
-        var port = FreePort();
+        var port = PlatformProcess.FreePort();
         var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
         foreach (var a in new[] { platformDll, "platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path, "--azurite-in-memory", "--isolation", "off" })
             info.ArgumentList.Add(a);
@@ -281,7 +281,10 @@ public static class ScalingScenario
     private static double Median(IEnumerable<double> values)
     {
         var sorted = values.Order().ToArray();
-        return sorted.Length == 0 ? 0 : sorted[sorted.Length / 2];
+        if (sorted.Length == 0)
+            return 0;
+        var middle = sorted.Length / 2;
+        return sorted.Length % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
     }
 
     private static async Task<PlatformStatus> PlatformStatusAsync(HttpClient http, Uri baseUri)
@@ -336,13 +339,6 @@ public static class ScalingScenario
         foreach (var file in Directory.EnumerateFiles(from, "*", SearchOption.AllDirectories))
             if (!file.Contains($"{Path.DirectorySeparatorChar}.faast{Path.DirectorySeparatorChar}", StringComparison.Ordinal))
                 File.Copy(file, Path.Combine(to, Path.GetRelativePath(from, file)));
-    }
-
-    private static int FreePort()
-    {
-        using var socket = new System.Net.Sockets.Socket(System.Net.Sockets.AddressFamily.InterNetwork, System.Net.Sockets.SocketType.Stream, System.Net.Sockets.ProtocolType.Tcp);
-        socket.Bind(new IPEndPoint(IPAddress.Loopback, 0));
-        return ((IPEndPoint)socket.LocalEndPoint!).Port;
     }
 
     private sealed class TempDir(string prefix) : IDisposable

@@ -120,6 +120,10 @@ public sealed record CachePolicy
     /// not a cache setting, but read from the same file at the same time, so one parse validates both).</summary>
     public ScalePolicy Scale { get; init; } = ScalePolicy.Default;
 
+    /// <summary><c>prewarm</c>: whether and how the app is loaded ahead of its predicted invocations and its cache
+    /// pre-warmed (<see cref="PrewarmPolicy"/>; Faa$T §3.3).</summary>
+    public PrewarmPolicy Prewarm { get; init; } = PrewarmPolicy.Default;
+
     /// <summary>Whether <c>container/blob</c> matches a <c>cache.doNotCache</c> glob, so it is read and
     /// written straight through. Independent of <see cref="Enabled"/>.</summary>
     public bool DoNotCache(string container, string blob) => DoNotCacheGlobs.Matches(container, blob);

@@ -148,6 +148,7 @@ public static class CachePolicyFile
                 throw new PolicyFileException(file, null, $"must hold a JSON object, not {Describe(root)}");
             var policy = CachePolicy.Default;
             ScalePolicy? scale = null;
+            PrewarmPolicy? prewarm = null;
             foreach (var (key, value) in Members(root, ""))
             {
                 switch (key.Path)
@@ -161,11 +162,89 @@ public static class CachePolicyFile
                     case "scale":
                         scale = ReadScale(value, key);
                         break;
+                    case "prewarm":
+                        prewarm = ReadPrewarm(value, key);
+                        break;
                     default:
                         throw new UnreachableException(key.Path);
                 }
             }
-            return scale is null ? policy : policy with { Scale = scale };
+            if (scale is not null)
+                policy = policy with { Scale = scale };
+            return prewarm is null ? policy : policy with { Prewarm = prewarm };
+        }
+
+        private PrewarmPolicy ReadPrewarm(JsonElement section, PolicyKey sectionKey)
+        {
+            RequireKind(section, sectionKey, JsonValueKind.Object, "an object");
+            var prewarm = PrewarmPolicy.Default;
+            foreach (var (key, value) in Members(section, sectionKey.Path))
+            {
+                prewarm = key.Name switch
+                {
+                    "enabled" => prewarm with { Enabled = ReadBoolean(value, key) },
+                    "hitRateThreshold" => prewarm with { HitRateThreshold = ReadNumber(value, key) },
+                    "maxBytes" => prewarm with { MaxBytes = ReadSize(value, key) },
+                    "exclude" => prewarm with { Exclude = ReadGlobs(value, key) },
+                    "reloadLead" => prewarm with { ReloadLead = ReadTimeSpan(value, key) },
+                    "histogram" => ReadHistogram(value, key, prewarm),
+                    "history" => ReadHistory(value, key, prewarm),
+                    _ => throw new UnreachableException(key.Path),
+                };
+            }
+            return prewarm;
+        }
+
+        private PrewarmPolicy ReadHistogram(JsonElement section, PolicyKey sectionKey, PrewarmPolicy prewarm)
+        {
+            RequireKind(section, sectionKey, JsonValueKind.Object, "an object");
+            foreach (var (key, value) in Members(section, sectionKey.Path))
+            {
+                prewarm = key.Name switch
+                {
+                    "binWidth" => prewarm with { HistogramBinWidth = ReadTimeSpan(value, key) },
+                    "range" => prewarm with { HistogramRange = ReadTimeSpan(value, key) },
+                    "headPercentile" => prewarm with { HeadPercentile = ReadNumber(value, key) },
+                    "tailPercentile" => prewarm with { TailPercentile = ReadNumber(value, key) },
+                    "margin" => prewarm with { Margin = ReadNumber(value, key) },
+                    "minCv" => prewarm with { MinCv = ReadNumber(value, key) },
+                    "maxOutOfBounds" => prewarm with { MaxOutOfBounds = ReadNumber(value, key) },
+                    "minSamples" => prewarm with { MinSamples = (int)ReadInteger(value, key) },
+                    _ => throw new UnreachableException(key.Path),
+                };
+            }
+            // The rules between keys, each naming the key the file set (a default cannot break them alone).
+            if (prewarm.HistogramRange < prewarm.HistogramBinWidth)
+            {
+                throw new PolicyFileException(file, section.TryGetProperty("range", out _) ? "prewarm.histogram.range" : "prewarm.histogram.binWidth",
+                    $"the range ({Format(prewarm.HistogramRange)}) is shorter than one bin ({Format(prewarm.HistogramBinWidth)})");
+            }
+            if (prewarm.HistogramRange.Ticks / prewarm.HistogramBinWidth.Ticks > PrewarmPolicy.MaxBins)
+            {
+                throw new PolicyFileException(file, section.TryGetProperty("binWidth", out _) ? "prewarm.histogram.binWidth" : "prewarm.histogram.range",
+                    $"{Format(prewarm.HistogramRange)} of {Format(prewarm.HistogramBinWidth)} bins makes more than {PrewarmPolicy.MaxBins} bins; widen the bins or shorten the range");
+            }
+            if (prewarm.HeadPercentile >= prewarm.TailPercentile)
+            {
+                throw new PolicyFileException(file, section.TryGetProperty("headPercentile", out _) ? "prewarm.histogram.headPercentile" : "prewarm.histogram.tailPercentile",
+                    $"prewarm.histogram.headPercentile ({Number(prewarm.HeadPercentile)}) must be less than prewarm.histogram.tailPercentile ({Number(prewarm.TailPercentile)})");
+            }
+            return prewarm;
+        }
+
+        private PrewarmPolicy ReadHistory(JsonElement section, PolicyKey sectionKey, PrewarmPolicy prewarm)
+        {
+            RequireKind(section, sectionKey, JsonValueKind.Object, "an object");
+            foreach (var (key, value) in Members(section, sectionKey.Path))
+            {
+                prewarm = key.Name switch
+                {
+                    "maxAge" => prewarm with { HistoryMaxAge = ReadTimeSpan(value, key) },
+                    "maxRecords" => prewarm with { HistoryMaxRecords = (int)ReadInteger(value, key) },
+                    _ => throw new UnreachableException(key.Path),
+                };
+            }
+            return prewarm;
         }
 
         private ScalePolicy ReadScale(JsonElement section, PolicyKey sectionKey)

@@ -137,6 +137,36 @@ internal static partial class PolicyKeys
             MaxTime = TimeSpan.FromMinutes(10),
         },
         new("scale.maxQueueLength", PolicyValueKind.Integer) { MinInteger = 1, MaxInteger = 1_000_000 },
+        new("prewarm", PolicyValueKind.Object),
+        new("prewarm.enabled", PolicyValueKind.Boolean),
+        new("prewarm.hitRateThreshold", PolicyValueKind.Number) { Min = 0, Max = 1 },
+        new("prewarm.maxBytes", PolicyValueKind.Size) { MinBytes = 0 },
+        new("prewarm.exclude", PolicyValueKind.GlobList),
+        new("prewarm.reloadLead", PolicyValueKind.TimeSpan) { MaxTime = TimeSpan.FromDays(1) },
+        new("prewarm.histogram", PolicyValueKind.Object),
+        new("prewarm.histogram.binWidth", PolicyValueKind.TimeSpan)
+        {
+            MinTime = TimeSpan.FromMilliseconds(100),
+            MaxTime = TimeSpan.FromDays(1),
+        },
+        new("prewarm.histogram.range", PolicyValueKind.TimeSpan)
+        {
+            MinTime = TimeSpan.FromSeconds(1),
+            MaxTime = TimeSpan.FromDays(365),
+        },
+        new("prewarm.histogram.headPercentile", PolicyValueKind.Number) { Min = 0, Max = 100 },
+        new("prewarm.histogram.tailPercentile", PolicyValueKind.Number) { ExclusiveMin = 0, Max = 100 },
+        new("prewarm.histogram.margin", PolicyValueKind.Number) { Min = 0, ExclusiveMax = 1 },
+        new("prewarm.histogram.minCv", PolicyValueKind.Number) { Min = 0, Max = 1000 },
+        new("prewarm.histogram.maxOutOfBounds", PolicyValueKind.Number) { ExclusiveMin = 0, Max = 1 },
+        new("prewarm.histogram.minSamples", PolicyValueKind.Integer) { MinInteger = 1, MaxInteger = 1_000_000 },
+        new("prewarm.history", PolicyValueKind.Object),
+        new("prewarm.history.maxAge", PolicyValueKind.TimeSpan)
+        {
+            MinTime = TimeSpan.FromSeconds(1),
+            MaxTime = TimeSpan.FromDays(365),
+        },
+        new("prewarm.history.maxRecords", PolicyValueKind.Integer) { MinInteger = 1, MaxInteger = 10_000 },
     ];
 
     private static readonly Dictionary<string, PolicyKey> ByPath = All.ToDictionary(k => k.Path, StringComparer.Ordinal);

@@ -169,6 +169,12 @@ public sealed class PolicyFileTests : IDisposable
             "bandwidth": { "minObjectSize": "128MiB" },
             "queueTimeout": "00:00:05",
             "maxQueueLength": 50
+          },
+          "prewarm": {
+            "enabled": false, "hitRateThreshold": 0.25, "maxBytes": "64MiB", "exclude": ["tmp/**"], "reloadLead": "00:00:30",
+            "histogram": { "binWidth": "00:00:30", "range": "02:00:00", "headPercentile": 10, "tailPercentile": 95, "margin": 0.2,
+                           "minCv": 1.5, "maxOutOfBounds": 0.75, "minSamples": 3 },
+            "history": { "maxAge": "1.00:00:00", "maxRecords": 8 }
           }
         }
         """;
@@ -211,6 +217,22 @@ public sealed class PolicyFileTests : IDisposable
         Assert.Equal(128L << 20, scale.BandwidthMinObjectSize);
         Assert.Equal(TimeSpan.FromSeconds(5), scale.QueueTimeout);
         Assert.Equal(50, scale.MaxQueueLength);
+        var prewarm = p.Prewarm;
+        Assert.False(prewarm.Enabled);
+        Assert.Equal(0.25, prewarm.HitRateThreshold);
+        Assert.Equal(64L << 20, prewarm.MaxBytes);
+        Assert.Equal(["tmp/**"], prewarm.Exclude.Patterns);
+        Assert.Equal(TimeSpan.FromSeconds(30), prewarm.ReloadLead);
+        Assert.Equal(TimeSpan.FromSeconds(30), prewarm.HistogramBinWidth);
+        Assert.Equal(TimeSpan.FromHours(2), prewarm.HistogramRange);
+        Assert.Equal(10, prewarm.HeadPercentile);
+        Assert.Equal(95, prewarm.TailPercentile);
+        Assert.Equal(0.2, prewarm.Margin);
+        Assert.Equal(1.5, prewarm.MinCv);
+        Assert.Equal(0.75, prewarm.MaxOutOfBounds);
+        Assert.Equal(3, prewarm.MinSamples);
+        Assert.Equal(TimeSpan.FromDays(1), prewarm.HistoryMaxAge);
+        Assert.Equal(8, prewarm.HistoryMaxRecords);
     }
 
     [Fact]
@@ -783,6 +805,7 @@ public sealed class PolicyFileTests : IDisposable
         // Keys without a default are the optional ones and the objects.
         var without = PolicyKeys.All.Select(k => k.Path).Except(withDefault).Order(StringComparer.Ordinal);
         Assert.Equal(["$schema", "cache", "cache.cacheCapacity", "cache.eviction", "cache.eviction.ttl",
+            "prewarm", "prewarm.histogram", "prewarm.history", "prewarm.maxBytes",
             "scale", "scale.band", "scale.bandwidth", "scale.votes"], without);
     }
 }

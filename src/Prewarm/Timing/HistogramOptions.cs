@@ -79,3 +79,15 @@ public readonly record struct LoadWindows(LoadMode Mode, TimeSpan PrewarmWindow,
     /// window, or null when nothing is predicted.</summary>
     public DateTimeOffset? PredictedAfter(DateTimeOffset end) => Mode == LoadMode.FixedKeepAlive ? null : end + PrewarmWindow;
 }
+
+/// <summary>The policy file's section as the policy's options.</summary>
+public static class PrewarmPolicyExtensions
+{
+    /// <summary>The histogram options <c>prewarm.histogram</c> sets (the parser has checked them).</summary>
+    public static HistogramOptions HistogramOptions(this FaaST.Policy.PrewarmPolicy policy)
+    {
+        ArgumentNullException.ThrowIfNull(policy);
+        return new HistogramOptions(policy.HistogramBinWidth, policy.HistogramRange, policy.HeadPercentile, policy.TailPercentile,
+            policy.Margin, policy.MinCv, policy.MaxOutOfBounds, policy.MinSamples).Validate();
+    }
+}

@@ -198,8 +198,7 @@ internal sealed partial class AppHost
         try
         {
             Frontend.AddInstance(new InstanceEndpoint(handle.Id, handle.BaseAddress, $"v{deployment.Version}"));
-            if (_platform.Registry is { } registry)
-                await registry.RecordAsync(handle, CancellationToken.None);
+            await _platform.Registry.RecordAsync(handle, CancellationToken.None);
         }
         finally
         {

@@ -84,7 +84,7 @@ internal sealed partial class AppHost
     /// and <see cref="InstanceStartException"/> carries the instance's own error (issue 19, defect 7).
     /// </summary>
     public async Task RedeployAsync(Deployment deployment, string directory, ScalePolicy policy, Func<CancellationToken, Task> makeCurrent,
-        CancellationToken ct)
+        CancellationToken ct, Prewarm.LoadScheduleOptions? loadSchedule = null)
     {
         await _changes.WaitAsync(ct);
         try
@@ -122,6 +122,8 @@ internal sealed partial class AppHost
             }
             Deployment = deployment;
             Directory = directory;
+            if (loadSchedule is not null)
+                UpdateLoadSchedule(loadSchedule);
             if (policy != Policy)
             {
                 // A new policy is a new loop (cool-downs and hysteresis start afresh under the new numbers).
@@ -168,8 +170,7 @@ internal sealed partial class AppHost
         await _platform.Provider.StopAsync(handle, _platform.Options.DrainDeadline, CancellationToken.None);
         // Its room is free once its process is gone, not a storage round trip (its record's removal) later.
         Free(slot);
-        if (_platform.Registry is { } registry)
-            await registry.ForgetAsync(handle, CancellationToken.None);
+        await _platform.Registry.ForgetAsync(handle, CancellationToken.None);
         var now = _platform.Time.GetUtcNow();
         var stopped = new AppLifecycleEvent(AppLifecycleKind.InstanceStopped, App, handle.Version, handle.Id, "drained", now);
         Task announced;
@@ -199,8 +200,7 @@ internal sealed partial class AppHost
         Frontend.RemoveInstance(handle.Id);
         Log.InstanceDied(_logger, App, handle.Id, reason);
         _ = RaiseAsync(new AppLifecycleEvent(AppLifecycleKind.InstanceStopped, App, handle.Version, handle.Id, $"exited: {reason}", _platform.Time.GetUtcNow()));
-        if (_platform.Registry is { } registry)
-            _ = registry.ForgetAsync(handle, CancellationToken.None);
+        _ = _platform.Registry.ForgetAsync(handle, CancellationToken.None);
         if (!_disposed && slot.State != InstanceState.Draining)
             _ = ReplaceAsync();
     }

@@ -88,14 +88,15 @@ internal sealed partial class PlatformHost
             {
                 var directory = await _deployments.ExtractAsync(deployment, Options.StateDirectory, ct);
                 await _context.AppStorage.StartAsync(deployment.App, directory, ct);
-                var policy = CachePolicyFile.Load(directory).Scale;
+                var file = CachePolicyFile.Load(directory);
+                var policy = file.Scale;
+                var schedule = Prewarm.LoadScheduleOptions.From(file.Prewarm);
                 if (_apps.TryGetValue(deployment.App, out var running))
                 {
-                    await running.RedeployAsync(deployment, directory, policy, makeCurrent ?? (_ => Task.CompletedTask), ct);
+                    await running.RedeployAsync(deployment, directory, policy, makeCurrent ?? (_ => Task.CompletedTask), ct, schedule);
                 }
                 else
                 {
-                    var schedule = Prewarm.LoadScheduleOptions.Default;
                     var learnt = await _loadSchedules.LoadAsync(deployment.App, schedule.Histogram, ct);
                     var app = new AppHost(_context, deployment, directory, policy, _context.Loggers.CreateLogger("FaaST.Platform"), schedule, learnt);
                     _apps.Set(deployment.App, app);

@@ -10,7 +10,10 @@ namespace FaaST.ScaleController.Prewarm;
 /// §3.3: "just (e.g., 1 minute) before"), so its instances are up and the cachelets pre-warmed when it comes.</param>
 internal sealed record LoadScheduleOptions(bool Enabled, HistogramOptions Histogram, TimeSpan ReloadLead)
 {
-    public static LoadScheduleOptions Default { get; } = new(true, HistogramOptions.Default, TimeSpan.FromMinutes(1));
+    public static LoadScheduleOptions Default { get; } = From(FaaST.Policy.PrewarmPolicy.Default);
+
+    /// <summary>The options an app's <c>prewarm</c> section sets.</summary>
+    public static LoadScheduleOptions From(FaaST.Policy.PrewarmPolicy policy) => new(policy.Enabled, policy.HistogramOptions(), policy.ReloadLead);
 }
 
 /// <summary>
