@@ -1,3 +1,4 @@
+using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Globalization;
 using System.Text;
@@ -55,17 +56,27 @@ public static class PrewarmScenario
         var measured = quick ? 2 : 6;
         using var state = new TempDir("faast-bench-prewarm-");
         using var apps = new TempDir("faast-bench-prewarm-apps-");
-        await using var storage = await AzuriteProcess.StartAsync(home, dataDirectory: Path.Combine(state.Path, "storage"));
+        // Storage on bench/net's shaped network when this machine can build it: the platform (and so its instances) runs in
+        // one instance namespace, Azurite listens on the storage address, so every model read crosses the veth at the
+        // cloud-like storage rate (45 MB/s by default, the paper's 90 halved, as for Fig. 12). Else loopback, and the JSON says so.
+        var availability = await Net.CloudNetwork.AvailableAsync(home);
+        await using var network = availability.IsAvailable
+            ? await Net.CloudNetwork.UpAsync(home, 1, new Net.CloudNetworkSettings { Prefix = "fcnpw", Subnet = 21 })
+            : null;
+        var networkDescription = network?.Description ?? Net.CloudNetwork.LoopbackDescription(availability.Reason);
+        Say($"network: {networkDescription}");
+        await using var storage = await AzuriteProcess.StartAsync(home, dataDirectory: Path.Combine(state.Path, "storage"),
+            listenAddress: network?.StorageAddress);
         using var store = new BlobStore(storage.ConnectionString);
         await UploadModelsAsync(store);
 
         var sections = PrewarmSections(apps.Path);
         report.Config("prewarm_policy", sections.Support);
-        await using var platform = new PlatformProcess(home, Path.Combine(state.Path, "platform"), "--azurite-in-memory", "--isolation", "off");
+        var platformState = Path.Combine(state.Path, "platform");
         using var admin = new HttpClient { Timeout = TimeSpan.FromSeconds(120) };
         admin.DefaultRequestHeaders.Authorization = new System.Net.Http.Headers.AuthenticationHeaderValue("Bearer",
-            PlatformKeys.LoadOrCreate(platform.State).AdminKey);
-        await platform.StartAsync(TimeSpan.FromSeconds(120));
+            PlatformKeys.LoadOrCreate(platformState).AdminKey);
+        await using var platform = await NamespacedPlatform.StartAsync(home, platformState, network);
         var loadAverages = new List<double>();
         try
         {
@@ -144,7 +155,8 @@ public static class PrewarmScenario
             report.Config("models", new JsonObject(Models.Select(m => KeyValuePair.Create(m.Blob, (JsonNode?)m.Bytes))));
             report.Config("image_bytes", ImageBytes);
             report.Config("client", "curl, one process per pipeline: the three requests in sequence on one connection; time_total each");
-            report.Config("network", "loopback, unshaped: the platform's instances run in the root namespace, so bench/net's shaped veths do not carry their storage traffic");
+            report.Config("network", networkDescription);
+            report.Config("network_shaped", network is not null);
             report.Config("load_views", new JsonObject(final.Apps.Select(a =>
                 KeyValuePair.Create(a.App, a.Load is null ? null : JsonSerializer.SerializeToNode(a.Load, PlatformJsonContext.Default.LoadView)))));
             report.Config("rounds", new JsonArray(rounds.ToArray<JsonNode>()));
@@ -314,5 +326,92 @@ public static class PrewarmScenario
                 // an instance still closing a file: the OS cleans tmp
             }
         }
+    }
+}
+
+/// <summary>
+/// The platform process of <c>./faast bench prewarm</c>, as an operator starts it (<c>FaaST.ScaleController.dll platform</c>,
+/// the Release build, its deployments in an in-memory Azurite, isolation off), optionally inside an instance namespace of
+/// bench/net's shaped network, listening on that namespace's address: its instances are its children, so they run in the
+/// namespace too and their storage traffic crosses the shaped veth, while the bench's client reaches the frontend from the
+/// unshaped platform address. On loopback without a network.
+/// </summary>
+internal sealed class NamespacedPlatform : IAsyncDisposable
+{
+    private readonly ConcurrentQueue<string> _output = new();
+    private readonly string _state;
+    private Process? _process;
+
+    private NamespacedPlatform(string state, Uri address)
+    {
+        _state = state;
+        Address = address;
+    }
+
+    public Uri Address { get; }
+
+    public IReadOnlyList<string> Lines => _output.ToArray();
+
+    public static async Task<NamespacedPlatform> StartAsync(string home, string state, Net.CloudNetwork? network)
+    {
+        var dll = Path.Combine(home, "src", "ScaleController", "bin", "Release", "net10.0", "FaaST.ScaleController.dll");
+        if (!File.Exists(dll))
+            throw new FileNotFoundException($"{dll} is missing; run ./faast setup", dll);
+        var listen = network?.InstanceAddress(0).ToString() ?? "127.0.0.1";
+        var port = PlatformProcess.FreePort();
+        var platform = new NamespacedPlatform(state, new Uri($"http://{listen}:{port.ToString(CultureInfo.InvariantCulture)}/"));
+        var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, RedirectStandardInput = true, UseShellExecute = false };
+        foreach (var a in new[] { dll, "platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--listen", listen, "--state", state,
+                     "--azurite-in-memory", "--isolation", "off" })
+            info.ArgumentList.Add(a);
+        info.Environment["FAAST_HOME"] = home;
+        // The platform's storage is its own; an operator's variables must not change what is measured.
+        foreach (var name in new[] { "AzureWebJobsStorage", "FAAST_PEER_SECRET", "FAAST_ADMIN_KEY", "FAAST_ENFORCE_KEYS", "OTEL_EXPORTER_OTLP_ENDPOINT" })
+            info.Environment.Remove(name);
+        var process = Process.Start(network is null ? info : network.InNamespace(0, info)) ?? throw new InvalidOperationException("dotnet did not start");
+        platform._process = process;
+        process.OutputDataReceived += (_, e) => platform.Keep(e.Data);
+        process.ErrorDataReceived += (_, e) => platform.Keep(e.Data);
+        process.BeginOutputReadLine();
+        process.BeginErrorReadLine();
+        var deadline = DateTime.UtcNow + TimeSpan.FromSeconds(120);
+        while (!platform._output.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)))
+        {
+            if (process.HasExited)
+                throw new InvalidOperationException($"the platform exited with {process.ExitCode} while starting:\n{string.Join('\n', platform._output.TakeLast(40))}");
+            if (DateTime.UtcNow > deadline)
+                throw new TimeoutException($"the platform did not start within 120 s:\n{string.Join('\n', platform._output.TakeLast(40))}");
+            await Task.Delay(100);
+        }
+        return platform;
+    }
+
+    private void Keep(string? line)
+    {
+        if (line is null)
+            return;
+        _output.Enqueue(line);
+        while (_output.Count > 5000)
+            _output.TryDequeue(out _);
+    }
+
+    /// <summary>SIGTERM, a kill after 20 s; then whatever still runs with the state folder on its command line (its instances).</summary>
+    public async ValueTask DisposeAsync()
+    {
+        if (_process is { HasExited: false } p)
+        {
+            Process.Start("kill", ["-TERM", p.Id.ToString(CultureInfo.InvariantCulture)])?.WaitForExit();
+            using var grace = new CancellationTokenSource(TimeSpan.FromSeconds(20));
+            try
+            {
+                await p.WaitForExitAsync(grace.Token);
+            }
+            catch (OperationCanceledException)
+            {
+                p.Kill(entireProcessTree: true);
+            }
+        }
+        _process?.Dispose();
+        PlatformProcess.KillProcessesMentioning(_state);
     }
 }
