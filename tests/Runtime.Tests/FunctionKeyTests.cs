@@ -115,6 +115,10 @@ public sealed class FunctionKeyTests(AzuriteFixture azurite)
             Assert.Equal(HttpStatusCode.Unauthorized, await Status(http, "/admin/host/status"));
             Assert.Equal(HttpStatusCode.Unauthorized, await Status(http, "/admin/host/status", hostKey));
             Assert.Equal(HttpStatusCode.Unauthorized, await Status(http, "/admin/cache", fnKey));
+            // Prewarm's view (what was pre-warmed, names of the app's blobs) is admin API too.
+            Assert.Equal(HttpStatusCode.Unauthorized, await Status(http, "/admin/prewarm"));
+            Assert.Equal(HttpStatusCode.Unauthorized, await Status(http, "/admin/prewarm", hostKey));
+            Assert.Equal(HttpStatusCode.OK, await Status(http, "/admin/prewarm", master));
             Assert.Equal(HttpStatusCode.OK, await Status(http, "/admin/host/status", master));
             Assert.Equal(HttpStatusCode.OK, await Status(http, "/admin/cache?code=" + Uri.EscapeDataString(master)));
             Assert.Equal(HttpStatusCode.OK, await Status(http, "/admin/host/ping"));

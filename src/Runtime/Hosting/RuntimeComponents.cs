@@ -68,6 +68,7 @@ internal static class RuntimeComponents
             services.AddLifecycleComponent<ScalingComponent>();
             services.AddFromExisting<FaaST.Scaling.IInstanceLoadTime, ScalingComponent>();
         }
+        services.AddLifecycleComponent<FaaST.Runtime.Prewarm.PrewarmComponent>();
 
         // Later components: instances that need nothing injected, then the registrations of the hook.
         foreach (var participant in given.Participants)

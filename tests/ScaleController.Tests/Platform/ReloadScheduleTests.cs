@@ -1,0 +1,159 @@
+using System.Collections.Concurrent;
+using System.Net.Http.Json;
+using FaaST.ScaleController.Platform;
+
+namespace FaaST.ScaleController.Tests.Platform;
+
+/// <summary>
+/// The platform times an app's loads by its idle times (Faa$T §3.3, ATC'20's hybrid histogram): a real platform, real
+/// instances, the app's faast.json with second-wide bins so the policy learns in a test's time. Nothing here asserts how
+/// long anything took: the sleeps only shape the idle times the policy learns, and every wait is on an observed event.
+/// </summary>
+public sealed class ReloadScheduleTests : IAsyncLifetime
+{
+    private PlatformTestBed _bed = null!;
+
+    public async Task InitializeAsync() => _bed = await PlatformTestBed.StartAsync("reload");
+
+    public async Task DisposeAsync()
+    {
+        if (_bed is not null)
+            await _bed.DisposeAsync();
+    }
+
+    private static async Task<AppStatus> AppAsync(HttpClient client, string app) =>
+        (await client.GetFromJsonAsync("admin/platform", PlatformJsonContext.Default.PlatformStatus))!.Apps.Single(a => a.App == app);
+
+    [Fact]
+    public async Task An_app_with_a_learnt_period_is_unloaded_after_an_invocation_and_loaded_again_before_the_next_and_the_learning_survives_a_restart()
+    {
+        var options = _bed.Options();
+        var platform = await _bed.StartPlatformAsync(options);
+        var events = new ConcurrentQueue<AppLifecycleEvent>();
+        using var subscription = platform.AppLifecycle.Subscribe("test", (e, _) =>
+        {
+            events.Enqueue(e);
+            return Task.CompletedTask;
+        });
+        using var client = AdminKey.Client(platform.Address, platform.Keys.AdminKey);
+        var dir = _bed.CopyApp(Path.Combine("..", "bench", "apps", "scale-bench"), "periodic");
+        // One-second bins over a minute; three idle times are enough to predict; the reload comes two seconds early.
+        // The fixed keep-alive (10 minutes) keeps the app loaded while the policy has too few idle times.
+        File.WriteAllText(Path.Combine(dir, "faast.json"), """
+            { "scale": { "minInstances": 1, "maxInstances": 1, "interval": "00:00:01", "keepAlive": "00:10:00" },
+              "prewarm": { "reloadLead": "00:00:02",
+                           "histogram": { "binWidth": "00:00:01", "range": "00:01:00", "minSamples": 3 } } }
+            """);
+        await _bed.DeployAsync(client, "periodic", dir);
+
+        // Idle times of about 6.5, 6.5 and 25.5 s (in the middle of their bins, whatever a busy machine adds): the head's bin
+        // gives a window of at least 5.4 s (6 s less 10 %), more than two leads, so the app is unloaded a lead after the last
+        // invocation and loaded again a lead before the window opens; the tail keeps it loaded until about 28 s after the
+        // last invocation, long after a slow instance start.
+        foreach (var pause in new[] { 0, 6.5, 6.5, 25.5 })
+        {
+            await Task.Delay(TimeSpan.FromSeconds(pause));
+            Assert.Equal("ok", await client.GetStringAsync("periodic/api/work/1"));
+        }
+        var learnt = (await AppAsync(client, "periodic")).Load!;
+        Assert.Equal(3, learnt.IdleTimes);
+        Assert.Equal("Histogram", learnt.Mode);
+        Assert.True(learnt.PrewarmWindowSeconds >= 5.4, learnt.Reason);
+
+        // No request from here on: the platform unloads the app, then loads it again by itself.
+        await Eventually.TrueAsync(() => events.Count(e => e.Kind == AppLifecycleKind.Loaded) == 2,
+            "the app unloaded and loaded again ahead of the predicted invocation", seconds: 120);
+        var kinds = events.Select(e => e.Kind).ToArray();
+        Assert.Equal([AppLifecycleKind.Loaded, AppLifecycleKind.InstanceStarted, AppLifecycleKind.Unloading, AppLifecycleKind.InstanceStopped,
+            AppLifecycleKind.Unloaded, AppLifecycleKind.Loaded, AppLifecycleKind.InstanceStarted], kinds.Take(7));
+        var reloaded = await AppAsync(client, "periodic");
+        Assert.Equal(1, reloaded.Load!.Reloads);
+        Assert.Contains(reloaded.Decisions, d => d.Kind == "unload" && d.Reason.Contains("unloaded 2 s after an invocation", StringComparison.Ordinal));
+
+        // The invocation the reload was for finds the app loaded: served by the instance the reload started, no other load.
+        Assert.Equal("ok", await client.GetStringAsync("periodic/api/work/1"));
+        Assert.Equal(2, events.Count(e => e.Kind == AppLifecycleKind.Loaded));
+        Assert.Equal(4, (await AppAsync(client, "periodic")).Load!.IdleTimes);
+
+        // A platform stopped and started again on the same storage knows the four idle times.
+        await platform.DisposeAsync();
+        var again = await _bed.StartPlatformAsync(options);
+        using var client2 = AdminKey.Client(again.Address, again.Keys.AdminKey);
+        var restored = (await AppAsync(client2, "periodic")).Load!;
+        Assert.Equal(4, restored.IdleTimes);
+        Assert.Equal("Histogram", restored.Mode);
+    }
+
+    [Fact]
+    public async Task A_rarely_invoked_app_reloaded_by_the_prediction_finds_its_model_pre_warmed_and_its_next_invocation_is_a_local_hit()
+    {
+        var platform = await _bed.StartPlatformAsync(_bed.Options());
+        var events = new ConcurrentQueue<AppLifecycleEvent>();
+        using var subscription = platform.AppLifecycle.Subscribe("test", (e, _) =>
+        {
+            events.Enqueue(e);
+            return Task.CompletedTask;
+        });
+        using var client = AdminKey.Client(platform.Address, platform.Keys.AdminKey);
+        var dir = _bed.CopyApp(Path.Combine("..", "bench", "apps", "scale-bench"), "inference");
+        // The app reads its "model" through a blob input binding from storage the test can write.
+        Directory.CreateDirectory(Path.Combine(dir, "Infer"));
+        File.WriteAllText(Path.Combine(dir, "Infer", "function.json"), """
+            { "bindings": [
+              { "type": "httpTrigger", "direction": "in", "name": "req", "authLevel": "anonymous", "methods": ["get"], "route": "infer/{name}" },
+              { "type": "blob", "direction": "in", "name": "model", "path": "models/{name}", "dataType": "binary" },
+              { "type": "http", "direction": "out", "name": "$return" } ] }
+            """);
+        File.WriteAllText(Path.Combine(dir, "Infer", "__init__.py"), """
+            import azure.functions as func
+
+
+            def main(req: func.HttpRequest, model: func.InputStream) -> str:
+                return str(len(model.read()))
+            """);
+        var settingsFile = Path.Combine(dir, "local.settings.json");
+        var settings = System.Text.Json.Nodes.JsonNode.Parse(File.Exists(settingsFile) ? File.ReadAllText(settingsFile) : "{}")!.AsObject();
+        var values = settings["Values"] as System.Text.Json.Nodes.JsonObject ?? [];
+        values["AzureWebJobsStorage"] = _bed.Azurite.ConnectionString;
+        settings["Values"] = values;
+        File.WriteAllText(settingsFile, settings.ToJsonString());
+        File.WriteAllText(Path.Combine(dir, "faast.json"), """
+            { "scale": { "minInstances": 1, "maxInstances": 1, "interval": "00:00:01", "keepAlive": "00:10:00" },
+              "prewarm": { "reloadLead": "00:00:02",
+                           "histogram": { "binWidth": "00:00:01", "range": "00:01:00", "minSamples": 3 } } }
+            """);
+        var store = new Storage.BlobStore(_bed.Azurite.ConnectionString);
+        await store.CreateContainerIfNotExistsAsync("models");
+        var model = new byte[2_000_000];
+        Random.Shared.NextBytes(model);
+        await store.UploadAsync("models", "resnet", model);
+        await _bed.DeployAsync(client, "inference", dir);
+
+        // Learning, as in the test above: the model is read by each invocation (a miss, then local hits).
+        foreach (var pause in new[] { 0, 6.5, 6.5, 25.5 })
+        {
+            await Task.Delay(TimeSpan.FromSeconds(pause));
+            Assert.Equal("2000000", await client.GetStringAsync("inference/api/infer/resnet"));
+        }
+        // The platform unloads the app (the instance leaves its cache's record) and loads it again by itself.
+        await Eventually.TrueAsync(() => events.Count(e => e.Kind == AppLifecycleKind.Loaded) == 2,
+            "the app unloaded and loaded again ahead of the predicted invocation", seconds: 120);
+        await Eventually.TrueAsync(async () => (await PrewarmAsync(client)).GetProperty("done").GetBoolean(), "the new instance's prewarm finished", seconds: 60);
+        var loaded = await PrewarmAsync(client);
+        Assert.Equal((1, 2_000_000, 0), (loaded.GetProperty("objects").GetInt64(), loaded.GetProperty("bytes").GetInt64(), loaded.GetProperty("hits").GetInt64()));
+
+        // The invocation the reload was for: the model is a local hit in the new instance's cache, no storage read.
+        Assert.Equal("2000000", await client.GetStringAsync("inference/api/infer/resnet"));
+        using var cache = System.Text.Json.JsonDocument.Parse(await client.GetStringAsync("inference/admin/cache"));
+        var reads = cache.RootElement.GetProperty("reads");
+        Assert.Equal((1, 0), (reads.GetProperty("local_hit").GetInt64(), reads.GetProperty("local_miss").GetInt64()));
+        Assert.Equal(1, (await PrewarmAsync(client)).GetProperty("hits").GetInt64());
+        Assert.Equal(2, events.Count(e => e.Kind == AppLifecycleKind.Loaded));
+    }
+
+    private static async Task<System.Text.Json.JsonElement> PrewarmAsync(HttpClient client)
+    {
+        using var doc = System.Text.Json.JsonDocument.Parse(await client.GetStringAsync("inference/admin/prewarm"));
+        return doc.RootElement.Clone();
+    }
+}
