@@ -5,7 +5,7 @@ using BenchmarkDotNet.Toolchains.InProcess.Emit;
 
 namespace FaaST.Bench;
 
-/// <summary>./faast bench SCENARIO [--quick]. Scenarios: runtime (--baseline-ref REF: beside a git ref's host), cachelet, distributed, faults, attacks (issue 19's attack run on a real platform), bandwidth (end to end), fuzz (seeded fuzzers; --seed N, --only T), micro (BenchmarkDotNet).</summary>
+/// <summary>./faast bench SCENARIO [--quick]. Scenarios: runtime (--baseline-ref REF: beside a git ref's host), cachelet, distributed, faults, attacks (issue 19's attack run on a real platform), bandwidth (end to end), prewarm (issue 21: the first invocation after a predicted reload), fuzz (seeded fuzzers; --seed N, --only T), micro (BenchmarkDotNet).</summary>
 public static class Program
 {
     public static async Task<int> Main(string[] args)
@@ -44,6 +44,9 @@ public static class Program
                 case "bandwidth":
                     await BandwidthScenario.RunAsync(home, quick, args);
                     return 0;
+                case "prewarm":
+                    await PrewarmScenario.RunAsync(home, quick);
+                    return 0;
                 case "libs":
                     return await LibrariesScenario.RunAsync(home, args);
                 case "micro":
@@ -57,7 +60,7 @@ public static class Program
                     BenchmarkSwitcher.FromAssembly(typeof(Program).Assembly).Run(rest.Length > 0 ? rest : ["--filter", "*"], config);
                     return 0;
                 default:
-                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, attacks, fuzz, scaling, bandwidth, net, micro");
+                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, attacks, fuzz, scaling, bandwidth, net, prewarm, micro");
                     return 2;
             }
         }
