@@ -56,9 +56,9 @@ internal sealed partial class AppHost
     {
         var schedule = Volatile.Read(ref _schedule);
         var lastRequest = Frontend.LastRequest;
-        if (schedule.ReloadAt(lastRequest) is not { } at)
-            return;
         var now = _platform.Time.GetUtcNow();
+        if (schedule.ReloadAt(lastRequest, now) is not { } at)
+            return;
         var delay = at > now ? at - now : TimeSpan.Zero;
         var timer = _platform.Time.CreateTimer(_ => _ = ReloadAsync(lastRequest), null, delay, Timeout.InfiniteTimeSpan);
         Interlocked.Exchange(ref _reloadTimer, timer)?.Dispose();
@@ -83,7 +83,7 @@ internal sealed partial class AppHost
         try
         {
             Prewarm.Log.Reloading(_logger, App);
-            Volatile.Read(ref _schedule).Reloaded();
+            Volatile.Read(ref _schedule).Reloaded(lastRequest);
             _loadedAt = _platform.Time.GetUtcNow();
             _platform.Metrics.Reload(App);
             await ScaleToAsync(Math.Max(1, Policy.MinInstances), "prewarm: loaded ahead of the predicted invocation", CancellationToken.None);

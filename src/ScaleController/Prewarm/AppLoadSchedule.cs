@@ -30,6 +30,7 @@ internal sealed class AppLoadSchedule
     private int _dirty;
     private int _predictedLoad;
     private long _reloads;
+    private long _reloadedFor;
 
     public AppLoadSchedule(LoadScheduleOptions options, IdleTimeHistogram? learnt = null)
     {
@@ -59,9 +60,10 @@ internal sealed class AppLoadSchedule
         Volatile.Write(ref _dirty, 1);
     }
 
-    /// <summary>The app was loaded ahead of the predicted invocation.</summary>
-    public void Reloaded()
+    /// <summary>The app was loaded ahead of the invocation predicted from the one that arrived at <paramref name="lastInvocation"/>.</summary>
+    public void Reloaded(DateTimeOffset lastInvocation)
     {
+        Volatile.Write(ref _reloadedFor, lastInvocation.UtcTicks);
         Volatile.Write(ref _predictedLoad, 1);
         Interlocked.Increment(ref _reloads);
     }
@@ -93,12 +95,19 @@ internal sealed class AppLoadSchedule
             F($"unloaded {Seconds(_options.ReloadLead)} after an invocation, reloaded {Seconds(windows.PrewarmWindow - _options.ReloadLead)} after it ({windows.Reason})"));
     }
 
-    /// <summary>When an unloaded app whose last invocation arrived at <paramref name="lastInvocation"/> is loaded again ahead of the
-    /// predicted next one; null: only on demand (prewarm off, nothing predicted, or a window too short to unload for).</summary>
-    public DateTimeOffset? ReloadAt(DateTimeOffset lastInvocation)
+    /// <summary>
+    /// When an unloaded app whose last invocation arrived at <paramref name="lastInvocation"/> is loaded again ahead of the
+    /// predicted next one; null: only on demand (prewarm off, nothing predicted, a window too short to unload for, the
+    /// window closed by <paramref name="now"/>, or a reload already made for this prediction: the unload at the end of a
+    /// reload's window that saw no invocation must not reload again, or the app would be loaded and unloaded in a loop).
+    /// A reload whose time has passed while the window is still open comes at once.
+    /// </summary>
+    public DateTimeOffset? ReloadAt(DateTimeOffset lastInvocation, DateTimeOffset now)
     {
         var windows = Windows;
         if (!_options.Enabled || windows.Mode == LoadMode.FixedKeepAlive || windows.PrewarmWindow <= 2 * _options.ReloadLead)
+            return null;
+        if (Volatile.Read(ref _reloadedFor) == lastInvocation.UtcTicks || now >= lastInvocation + windows.PrewarmWindow + windows.KeepAlive)
             return null;
         return lastInvocation + windows.PrewarmWindow - _options.ReloadLead;
     }

@@ -29,10 +29,13 @@ public sealed class LoadScheduleTests
         Assert.Equal(Last + TimeSpan.FromMinutes(1), unload);
         Assert.Contains("unloaded 60 s after an invocation", why, StringComparison.Ordinal);
         // The 30-minute bin less 10 % is the window (27 min); the reload comes one lead before it.
-        Assert.Equal(Last + TimeSpan.FromMinutes(26), schedule.ReloadAt(Last));
+        Assert.Equal(Last + TimeSpan.FromMinutes(26), schedule.ReloadAt(Last, Last));
 
-        schedule.Reloaded();
+        schedule.Reloaded(Last);
         Assert.True(schedule.LoadedByPrediction);
+        // Unloaded again at the window's end with no invocation: no second reload for the same prediction.
+        Assert.Null(schedule.ReloadAt(Last, Last + TimeSpan.FromMinutes(35)));
+        Assert.Null(schedule.ReloadAt(Last, Last + TimeSpan.FromMinutes(27)));
         // Loaded ahead of the prediction: kept until the window closes (the 31st minute plus 10 %).
         Assert.Equal(Last + TimeSpan.FromMinutes(31 * 1.1), schedule.UnloadAt(Last, FixedKeepAlive).At);
         Assert.Equal(1, schedule.Reloads);
@@ -42,12 +45,23 @@ public sealed class LoadScheduleTests
     }
 
     [Fact]
+    public void A_reload_whose_time_has_passed_comes_at_once_while_the_window_is_open_and_never_after_it_closed()
+    {
+        var schedule = Learnt(Enumerable.Repeat(30.5, 20));
+
+        // An unload that came late (a long invocation, a slow drain): the reload time is past, the window still open.
+        Assert.Equal(Last + TimeSpan.FromMinutes(26), schedule.ReloadAt(Last, Last + TimeSpan.FromMinutes(28)));
+        // The window (until the 34.1th minute) has closed: the next invocation loads the app on demand.
+        Assert.Null(schedule.ReloadAt(Last, Last + TimeSpan.FromMinutes(34.2)));
+    }
+
+    [Fact]
     public void An_app_whose_idle_times_start_within_two_reload_leads_stays_loaded_and_is_never_reloaded_ahead()
     {
         var random = new Random(7);
         var schedule = Learnt(Enumerable.Range(0, 500).Select(_ => -5 * Math.Log(1 - random.NextDouble())));
 
-        Assert.Null(schedule.ReloadAt(Last));
+        Assert.Null(schedule.ReloadAt(Last, Last));
         var windows = schedule.Windows;
         Assert.Equal(LoadMode.Histogram, windows.Mode);
         Assert.Equal(Last + windows.PrewarmWindow + windows.KeepAlive, schedule.UnloadAt(Last, FixedKeepAlive).At);
@@ -63,7 +77,7 @@ public sealed class LoadScheduleTests
         Assert.Equal(Last + FixedKeepAlive, unload);
         Assert.Contains("keepAlive 600 s", why, StringComparison.Ordinal);
         Assert.Contains("fewer than minSamples", why, StringComparison.Ordinal);
-        Assert.Null(schedule.ReloadAt(Last));
+        Assert.Null(schedule.ReloadAt(Last, Last));
     }
 
     [Fact]
@@ -72,7 +86,7 @@ public sealed class LoadScheduleTests
         var schedule = Learnt(Enumerable.Repeat(30.5, 20), LoadScheduleOptions.Default with { Enabled = false });
 
         Assert.Equal(Last + FixedKeepAlive, schedule.UnloadAt(Last, FixedKeepAlive).At);
-        Assert.Null(schedule.ReloadAt(Last));
+        Assert.Null(schedule.ReloadAt(Last, Last));
     }
 
     [Fact]
