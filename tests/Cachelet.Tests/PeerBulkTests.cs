@@ -226,9 +226,11 @@ public sealed partial class PeerProtocolTests
             Assert.Equal(ObjectHeader.Types.Status.Ok, header.Status);
             Assert.Equal(data, bytes);
         }
-        Assert.Equal(3, fake.Calls);
         // Each get has a connection of its own: a pooled one seen closed is dropped before use, or (when the peer's close
-        // has not arrived yet, as on a busy machine) found dead by the request sent on it and replaced once.
+        // has not arrived yet, as on a busy machine) found dead by the request sent on it and replaced once; a request the
+        // fake had already taken off such a connection is then answered again on the new one (CI beside a CPU hog saw 4
+        // calls for 3 gets). Every get still succeeded with the whole object, above.
+        Assert.InRange(fake.Calls, 3, 6);
         Assert.InRange(fake.Connections, 3, 6);
     }
 
