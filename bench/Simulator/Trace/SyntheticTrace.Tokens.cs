@@ -27,7 +27,10 @@ public static partial class SyntheticTrace
         public (long Number, string Name) NewBlob()
         {
             var number = _blobs++;
-            return (number, Base36(Mix((ulong)salt ^ (ulong)number), 16));
+            // 13 base-36 digits hold the whole 64-bit value (unique); the 3 before them come from another hash, so
+            // names do not all start with zeros.
+            var value = Mix((ulong)salt ^ (ulong)number);
+            return (number, string.Concat(Base36(Mix(value), 3), Base36(value, 13)));
         }
 
         public SharedBlob NewShared(Random rng, string type)
