@@ -76,15 +76,22 @@ public static partial class SyntheticTrace
         ArgumentNullException.ThrowIfNull(o);
         o.Validate();
         var temporary = path + ".partial";
-        long rows;
-        using (var file = File.Create(temporary))
-        using (var stream = TraceReader.IsBzip2(path) ? new BZip2OutputStream(file) : (Stream)file)
-        using (var writer = new StreamWriter(stream, new UTF8Encoding(encoderShouldEmitUTF8Identifier: false), 1 << 16))
+        try
         {
-            rows = Write(writer, o);
+            long rows;
+            using (var file = File.Create(temporary))
+            using (var stream = TraceReader.IsBzip2(path) ? new BZip2OutputStream(file) : (Stream)file)
+            using (var writer = new StreamWriter(stream, new UTF8Encoding(encoderShouldEmitUTF8Identifier: false), 1 << 16))
+            {
+                rows = Write(writer, o);
+            }
+            File.Move(temporary, path, overwrite: true);
+            return rows;
         }
-        File.Move(temporary, path, overwrite: true);
-        return rows;
+        finally
+        {
+            File.Delete(temporary);
+        }
     }
 
     private static IEnumerable<Row> Rows(SyntheticTraceOptions o)

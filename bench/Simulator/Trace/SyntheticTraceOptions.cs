@@ -3,10 +3,11 @@ namespace FaaST.Simulator.Trace;
 /// <summary>What <see cref="SyntheticTrace"/> generates.</summary>
 /// <param name="Apps">How many applications (the paper's log: 855).</param>
 /// <param name="Accesses">How many rows: the trace stops at exactly this many.</param>
-/// <param name="Duration">The span the trace is built to cover (default 1 day): the invocation rates are set so that
-/// <paramref name="Accesses"/> rows take about this long. The paper's log has about 3,700 accesses per app per day
-/// (44.3 M over 855 apps and 14 days); much fewer leave too little room for 20 % of the apps to be invoked at least
-/// once a minute (§2.1), and the frequent apps' rates are then scaled below it.</param>
+/// <param name="Duration">The span the trace is built to cover (default 1 day): the frequent apps' rates are set so
+/// that <paramref name="Accesses"/> rows take about this long. That needs about the paper's density, 3,700 rows per
+/// app per day (44.3 M accesses over 855 apps and 14 days); with fewer, 20 % of the apps invoked at least once a minute
+/// (§2.1) fill the rows sooner and the trace covers a shorter span (the defaults' 500 rows per app per day: about
+/// 8 hours). The rates, not the span, carry the paper's statistics.</param>
 /// <param name="Seed">The same options and seed give the same trace, row for row.</param>
 public sealed record SyntheticTraceOptions(int Apps = 2000, long Accesses = 1_000_000, TimeSpan? Duration = null, int Seed = 1)
 {
