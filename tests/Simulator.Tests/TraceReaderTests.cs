@@ -125,6 +125,25 @@ public sealed class TraceReaderTests
     }
 
     [Fact]
+    public void A_line_longer_than_the_read_buffer_is_read_whole()
+    {
+        var longBlob = new string('b', 200_000);
+        var (rows, problems) = ReadText(Lines(Header, Row1, Row1.Replace("jfvf7k9kwiiq7gdx", longBlob, StringComparison.Ordinal), Row2));
+        Assert.Empty(problems);
+        Assert.Equal([Access1, Access1 with { Blob = longBlob }, Access2], rows);
+    }
+
+    [Fact]
+    public void A_directory_without_trace_files_throws_naming_it()
+    {
+        using var dir = new TempDirectory("trace-none-");
+        File.WriteAllText(Path.Combine(dir.Path, "notes.txt"), "not a trace");
+        var e = Assert.Throws<FileNotFoundException>(() => TraceReader.Read(dir.Path, _ => { }));
+        Assert.Equal(dir.Path, e.FileName);
+        Assert.Contains("no *.csv or *.csv.bz2", e.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
     public void A_bzip2_file_written_with_SharpZipLib_reads_back_the_same_rows_as_the_plain_file()
     {
         using var dir = new TempDirectory("trace-bz2-");
