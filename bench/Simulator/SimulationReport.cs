@@ -29,7 +29,7 @@ public sealed class SimulationReport(SimulationResult result, SimulationOptions 
         o.WriteLine();
         o.WriteLine(string.Create(C, $"{result.Accesses:N0} accesses of {result.Apps:N0} apps ({result.Objects:N0} objects, {result.Invocations:N0} invocations, {100.0 * result.Reads / Math.Max(1, result.Reads + result.Writes):0.0} % reads) in {seconds:0.0} s: {accessesPerSecond:N0} accesses/s, {Main.Count() + result.Configs.Count(c => c.Config.HitRateThreshold != options.HitRateThreshold)} configurations each"));
         o.WriteLine($"latencies: {latencySource}; version check {result.VersionCheckMs:0.###} ms");
-        foreach (var (preset, owner) in new[] { ("storage/sync/storage (default)", false), ("owner/sync/owner", true) })
+        foreach (var (preset, kind) in new[] { ("storage/sync/storage (default)", 0), ("owner/sync/owner", 1), ("reads only, no version check", 2) })
         {
             o.WriteLine();
             o.WriteLine($"Fig. 8 (right), {preset}: mean improvement over storage per app, % (cache size →)");
@@ -43,22 +43,36 @@ public sealed class SimulationReport(SimulationResult result, SimulationOptions 
                 foreach (var size in options.CacheSizes)
                 {
                     var c = Main.First(x => x.Config.ModelName == model && x.Config.Capacity == size);
-                    o.Write(string.Create(C, $"{(owner ? c.MeanOwnerImprovementPct : c.MeanImprovementPct),8:0.0}"));
+                    o.Write(string.Create(C, $"{Mean(c, kind),8:0.0}"));
                 }
                 o.WriteLine();
             }
         }
         o.WriteLine();
         o.WriteLine($"Fig. 8 (left) at {SizeLabel(Largest)}: apps improved >= 50 % (paper, with prewarm: ~35 %), mean (paper: > 40 %)");
-        o.WriteLine($"{"model",-12}{"mean %",9}{">=50 %",9}{"owner mean",12}{"owner >=50",12}{"hit ratio",11}{"cold",9}{"reloads",9}");
+        o.WriteLine($"{"model",-12}{"mean %",9}{">=50 %",9}{"owner mean",12}{"owner >=50",12}{"reads mean",12}{"hit ratio",11}{"cold",9}{"reloads",9}");
         foreach (var c in Main.Where(c => c.Config.Capacity == Largest))
-            o.WriteLine(string.Create(C, $"{c.Config.ModelName,-12}{c.MeanImprovementPct,9:0.0}{c.ShareAtLeast(50),9:0.0}{c.MeanOwnerImprovementPct,12:0.0}{c.ShareAtLeast(50, owner: true),12:0.0}{c.HitRatio,11:0.000}{c.ColdStarts,9}{c.Reloads,9}"));
+            o.WriteLine(string.Create(C, $"{c.Config.ModelName,-12}{c.MeanImprovementPct,9:0.0}{c.ShareAtLeast(50),9:0.0}{c.MeanOwnerImprovementPct,12:0.0}{c.ShareAtLeast(50, owner: true),12:0.0}{c.MeanReadImprovementPct,12:0.0}{c.HitRatio,11:0.000}{c.ColdStarts,9}{c.Reloads,9}"));
         o.WriteLine();
         o.WriteLine($"prewarm.hitRateThreshold at {SizeLabel(Largest)} (default {options.HitRateThreshold})");
         o.WriteLine($"{"threshold",-10}{"mean %",9}{">=50 %",9}{"prewarmed MB",14}{"wasted MB",11}{"prewarm hits",14}");
         foreach (var c in Sweep())
             o.WriteLine(string.Create(C, $"{c.Config.HitRateThreshold,-10:0.##}{c.MeanImprovementPct,9:0.0}{c.ShareAtLeast(50),9:0.0}{c.PrewarmedBytes / 1e6,14:0.0}{c.WastedPrewarmBytes / 1e6,11:0.0}{c.PrewarmHits,14}"));
     }
+
+    private static double Mean(ConfigSummary c, int kind) => kind switch
+    {
+        0 => c.MeanImprovementPct,
+        1 => c.MeanOwnerImprovementPct,
+        _ => c.MeanReadImprovementPct,
+    };
+
+    private static double[] Improvements(ConfigSummary c, int kind) => kind switch
+    {
+        0 => c.ImprovementsPct,
+        1 => c.OwnerImprovementsPct,
+        _ => c.ReadImprovementsPct,
+    };
 
     private IEnumerable<ConfigSummary> Sweep() => result.Configs
         .Where(c => c.Config.Model == LoadModel.Prewarm && c.Config.Capacity == Largest)
@@ -84,6 +98,7 @@ public sealed class SimulationReport(SimulationResult result, SimulationOptions 
             metrics[$"apps_ge50_pct_{key}"] = Round(c.ShareAtLeast(50));
             metrics[$"owner_avg_improvement_pct_{key}"] = Round(c.MeanOwnerImprovementPct);
             metrics[$"owner_apps_ge50_pct_{key}"] = Round(c.ShareAtLeast(50, owner: true));
+            metrics[$"reads_avg_improvement_pct_{key}"] = Round(c.MeanReadImprovementPct);
             metrics[$"hit_ratio_{key}"] = Round(c.HitRatio);
             if (c.Config.Model == LoadModel.Prewarm)
             {
@@ -93,14 +108,14 @@ public sealed class SimulationReport(SimulationResult result, SimulationOptions 
             }
         }
         var figure = new JsonObject();
-        foreach (var (preset, owner) in new[] { ("storage/sync/storage", false), ("owner/sync/owner", true) })
+        foreach (var (preset, kind) in new[] { ("storage/sync/storage", 0), ("owner/sync/owner", 1), ("reads only", 2) })
         {
             var cdf = new JsonObject();
             foreach (var size in options.CacheSizes)
             {
                 var bySize = new JsonObject();
                 foreach (var c in Main.Where(c => c.Config.Capacity == size))
-                    bySize[c.Config.ModelName] = Quantiles(owner ? c.OwnerImprovementsPct : c.ImprovementsPct);
+                    bySize[c.Config.ModelName] = Quantiles(Improvements(c, kind));
                 cdf[SizeLabel(size)] = bySize;
             }
             var average = new JsonObject();
@@ -108,7 +123,7 @@ public sealed class SimulationReport(SimulationResult result, SimulationOptions 
             {
                 var bySize = new JsonObject();
                 foreach (var c in Main.Where(c => c.Config.ModelName == model))
-                    bySize[SizeLabel(c.Config.Capacity)] = Round(owner ? c.MeanOwnerImprovementPct : c.MeanImprovementPct);
+                    bySize[SizeLabel(c.Config.Capacity)] = Round(Mean(c, kind));
                 average[model] = bySize;
             }
             figure[preset] = new JsonObject { ["cdf"] = cdf, ["average"] = average };
@@ -146,6 +161,7 @@ public sealed class SimulationReport(SimulationResult result, SimulationOptions 
                 ["keep_alive_s"] = options.KeepAlive.TotalSeconds,
                 ["histogram"] = $"{options.Histogram.BinWidth} bins over {options.Histogram.Range}, p{options.Histogram.HeadPercentile}/p{options.Histogram.TailPercentile}, margin {options.Histogram.Margin}, minCv {options.Histogram.MinCv}",
                 ["costs"] = "data-access latency only (app loading not counted); a miss costs the storage GET (streamed into the cachelet); a write costs the storage PUT and the cachelet put (storage/sync/storage) or the cachelet put (owner/sync/owner); a hit costs the local read plus, with storage/sync/storage, a version check of one 1-byte GET",
+                ["reads_only"] = "per app that reads: (storage GETs - (local hits + misses)) / storage GETs, no version checks: what the cache itself saves",
                 ["not_simulated"] = "scaling (one cachelet per app: every hit is local), remote hits, the memory daemon",
             },
             ["metrics"] = metrics,

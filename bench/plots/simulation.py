@@ -11,7 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-STYLE = {"never": ("tab:gray", ":"), "histogram": ("tab:orange", "--"), "prewarm": ("tab:red", "-")}
+STYLE = {"never": ("tab:gray", ":"), "unload-1m": ("tab:blue", "-."), "unload-10m": ("tab:green", "-."),
+         "unload-1h": ("tab:purple", "-."), "histogram": ("tab:orange", "--"), "prewarm": ("tab:red", "-")}
 
 
 def style(model: str):

@@ -50,6 +50,9 @@ internal sealed class AppSimulation
     /// <summary>Storage only: every read a GET, every write a PUT.</summary>
     public double BaselineMs { get; private set; }
 
+    /// <summary>Storage only, the reads alone.</summary>
+    public double BaselineReadMs { get; private set; }
+
     // Writes cost the same under every configuration: a PUT to storage (storage/sync/storage waits for it) and a put into
     // the cachelet (the written object is cached as the output it is).
     private double _writeStorageMs, _writeCacheMs;
@@ -95,6 +98,7 @@ internal sealed class AppSimulation
         {
             Reads++;
             BaselineMs += costs.StorageRead;
+            BaselineReadMs += costs.StorageRead;
             var version = _versions[id];
             foreach (var c in _configs)
                 ReadIn(c, id, version, bytes, costs);

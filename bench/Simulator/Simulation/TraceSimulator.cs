@@ -56,6 +56,7 @@ public sealed class TraceSimulator
         {
             var improvements = new double[apps.Length];
             var owner = new double[apps.Length];
+            var reads = new List<double>(apps.Length);
             long hits = 0, misses = 0, cold = 0, reloads = 0, pwObjects = 0, pwBytes = 0, pwHits = 0, wasted = 0;
             double total = 0, baseline = 0;
             for (var a = 0; a < apps.Length; a++)
@@ -64,6 +65,8 @@ public sealed class TraceSimulator
                 var (d, o) = apps[a].Totals(c, versionCheckMs);
                 improvements[a] = (apps[a].BaselineMs - d) / apps[a].BaselineMs * 100;
                 owner[a] = (apps[a].BaselineMs - o) / apps[a].BaselineMs * 100;
+                if (apps[a].BaselineReadMs > 0)
+                    reads.Add((apps[a].BaselineReadMs - c.LocalHitMs - c.MissMs) / apps[a].BaselineReadMs * 100);
                 total += d;
                 baseline += apps[a].BaselineMs;
                 hits += c.Hits;
@@ -77,7 +80,9 @@ public sealed class TraceSimulator
             }
             Array.Sort(improvements);
             Array.Sort(owner);
-            summaries.Add(new ConfigSummary(_configs[i], improvements, owner, baseline == 0 ? 0 : (baseline - total) / baseline * 100,
+            var readsSorted = reads.ToArray();
+            Array.Sort(readsSorted);
+            summaries.Add(new ConfigSummary(_configs[i], improvements, owner, readsSorted, baseline == 0 ? 0 : (baseline - total) / baseline * 100,
                 hits, misses, cold, reloads, pwObjects, pwBytes, pwHits, wasted));
         }
         return new SimulationResult(apps.Length, Accesses, apps.Sum(a => (long)a.Objects), apps.Sum(a => a.Invocations),
@@ -104,14 +109,18 @@ public sealed record SimulationResult(int Apps, long Accesses, long Objects, lon
 /// <summary>
 /// One configuration over all apps. <see cref="ImprovementsPct"/>: per app, sorted, how much less time its data accesses
 /// took than with storage only, in percent (storage/sync/storage; <see cref="OwnerImprovementsPct"/> with
-/// owner/sync/owner); <see cref="AggregateImprovementPct"/> the same over all apps' time together.
+/// owner/sync/owner); <see cref="ReadImprovementsPct"/> the reads alone without version checks (the cache's own worth,
+/// apps that read); <see cref="AggregateImprovementPct"/> the same over all apps' time together.
 /// </summary>
-public sealed record ConfigSummary(SimulatedConfig Config, double[] ImprovementsPct, double[] OwnerImprovementsPct, double AggregateImprovementPct,
+public sealed record ConfigSummary(SimulatedConfig Config, double[] ImprovementsPct, double[] OwnerImprovementsPct, double[] ReadImprovementsPct,
+    double AggregateImprovementPct,
     long Hits, long Misses, long ColdStarts, long Reloads, long PrewarmedObjects, long PrewarmedBytes, long PrewarmHits, long WastedPrewarmBytes)
 {
     public double MeanImprovementPct => ImprovementsPct.Length == 0 ? 0 : ImprovementsPct.Average();
 
     public double MeanOwnerImprovementPct => OwnerImprovementsPct.Length == 0 ? 0 : OwnerImprovementsPct.Average();
+
+    public double MeanReadImprovementPct => ReadImprovementsPct.Length == 0 ? 0 : ReadImprovementsPct.Average();
 
     /// <summary>The share of apps, in percent, whose improvement is at least <paramref name="pct"/>.</summary>
     public double ShareAtLeast(double pct, bool owner = false)
