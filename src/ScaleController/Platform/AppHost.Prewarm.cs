@@ -35,21 +35,10 @@ internal sealed partial class AppHost
             Volatile.Write(ref _schedule, new AppLoadSchedule(options, current.Histogram));
     }
 
-    /// <summary>The scale loop's keep-alive: the schedule's, never later than <c>scale.keepAlive</c> after the last invocation
-    /// (or after a reload ahead of one), which bounds how long any idle app holds its memory.</summary>
-    public (DateTimeOffset At, string Why)? UnloadAt
-    {
-        get
-        {
-            var schedule = Volatile.Read(ref _schedule);
-            var predicted = schedule.LoadedByPrediction;
-            // After a reload ahead of a prediction the window is counted from the invocation it predicts from.
-            var basis = predicted ? Frontend.LastRequest : LastInvocation;
-            var (at, why) = schedule.UnloadAt(basis, Policy.KeepAlive);
-            var cap = LastInvocation + Policy.KeepAlive;
-            return at <= cap ? (at, why) : (cap, $"keepAlive {Policy.KeepAlive.TotalSeconds:0.#} s, the longest an idle app stays loaded ({why})");
-        }
-    }
+    /// <summary>The scale loop's keep-alive (<see cref="AppLoadSchedule.UnloadAt(DateTimeOffset, DateTimeOffset, TimeSpan)"/>):
+    /// the schedule's, never later than <c>scale.keepAlive</c> after the last invocation or load, except for an app
+    /// reloaded ahead of a prediction, which stays until the predicted window closes.</summary>
+    public (DateTimeOffset At, string Why)? UnloadAt => Volatile.Read(ref _schedule).UnloadAt(Frontend.LastRequest, _loadedAt, Policy.KeepAlive);
 
     /// <summary>After an unload: schedules the reload the policy predicts, if any.</summary>
     private void ScheduleReload()

@@ -21,6 +21,41 @@ public sealed class LoadScheduleTests
     }
 
     [Fact]
+    public void An_app_reloaded_ahead_of_a_prediction_stays_until_the_window_closes_even_past_the_fixed_keep_alive_after_the_reload()
+    {
+        // Idle 30 minutes: reloaded at 26 minutes, the window closes at 34.1. A 5-minute scale.keepAlive counted from the
+        // reload would unload it at 31, so an invocation at 32 (late in its window) would be a cold start.
+        var schedule = Learnt(Enumerable.Repeat(30.5, 20));
+        var keepAlive = TimeSpan.FromMinutes(5);
+        var reload = Last + TimeSpan.FromMinutes(26);
+        Assert.Equal(reload, schedule.ReloadAt(Last, Last));
+
+        // Before the reload: unloaded a lead after the invocation, within the keep-alive.
+        Assert.Equal(Last + TimeSpan.FromMinutes(1), schedule.UnloadAt(Last, Last - TimeSpan.FromHours(1), keepAlive).At);
+
+        schedule.Reloaded(Last);
+        var (at, why) = schedule.UnloadAt(Last, reload, keepAlive);
+
+        Assert.Equal(Last + TimeSpan.FromMinutes(31 * 1.1), at);
+        Assert.Contains("kept until its window closes", why, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void An_app_loaded_by_a_request_is_never_kept_longer_than_the_fixed_keep_alive_after_its_last_activity()
+    {
+        // Frequent idle times of 0–1 minute with a rare long one: the policy keeps the app loaded to the tail (well past
+        // 5 minutes); the fixed keep-alive bounds it, counted from the later of the last request and the load.
+        var schedule = Learnt(Enumerable.Repeat(0.5, 95).Concat(Enumerable.Repeat(40.5, 5)));
+        var keepAlive = TimeSpan.FromMinutes(5);
+        Assert.True(schedule.UnloadAt(Last, keepAlive).At > Last + keepAlive);
+
+        var (at, why) = schedule.UnloadAt(Last, Last + TimeSpan.FromMinutes(2), keepAlive);
+
+        Assert.Equal(Last + TimeSpan.FromMinutes(7), at);
+        Assert.Contains("the longest an idle app stays loaded", why, StringComparison.Ordinal);
+    }
+
+    [Fact]
     public void An_app_invoked_every_half_hour_is_unloaded_a_minute_after_each_invocation_and_reloaded_a_minute_before_the_window()
     {
         var schedule = Learnt(Enumerable.Repeat(30.5, 20));
