@@ -1280,16 +1280,8 @@ public static partial class AttacksScenario
 
     private static JsonObject Machine()
     {
-        string? Read(string file, string key) =>
-            File.Exists(file) ? File.ReadLines(file).FirstOrDefault(l => l.StartsWith(key, StringComparison.Ordinal))?.Split(':', 2)[1].Trim() : null;
-        return new JsonObject
-        {
-            ["cpu"] = Read("/proc/cpuinfo", "model name"),
-            ["cores"] = Environment.ProcessorCount,
-            ["memory"] = Read("/proc/meminfo", "MemTotal"),
-            ["os"] = System.Runtime.InteropServices.RuntimeInformation.OSDescription,
-            ["dotnet"] = Environment.Version.ToString(),
-            ["user"] = Environment.UserName,
-        };
+        var machine = MachineDescription.Describe();
+        machine["user"] = Environment.UserName;
+        return machine;
     }
 }

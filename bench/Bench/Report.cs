@@ -43,7 +43,7 @@ public sealed class Report(string scenario, bool quick)
             ["scenario"] = scenario,
             ["quick"] = quick,
             ["date"] = DateTime.UtcNow.ToString("yyyy-MM-ddTHH:mm:ssZ", CultureInfo.InvariantCulture),
-            ["machine"] = Machine(),
+            ["machine"] = MachineDescription.Describe(),
             ["config"] = _config,
             ["metrics"] = _metrics,
         };
@@ -54,19 +54,5 @@ public sealed class Report(string scenario, bool quick)
         File.WriteAllText(file, doc.ToJsonString(new JsonSerializerOptions { WriteIndented = true }) + "\n");
         Console.WriteLine($"\nwrote {Path.GetRelativePath(home, file)}");
         return file;
-    }
-
-    private static JsonObject Machine()
-    {
-        string? Read(string file, string key) =>
-            File.Exists(file) ? File.ReadLines(file).FirstOrDefault(l => l.StartsWith(key, StringComparison.Ordinal))?.Split(':', 2)[1].Trim() : null;
-        return new JsonObject
-        {
-            ["cpu"] = Read("/proc/cpuinfo", "model name"),
-            ["cores"] = Environment.ProcessorCount,
-            ["memory"] = Read("/proc/meminfo", "MemTotal"),
-            ["os"] = System.Runtime.InteropServices.RuntimeInformation.OSDescription,
-            ["dotnet"] = Environment.Version.ToString(),
-        };
     }
 }

@@ -1,6 +1,7 @@
 using System.Globalization;
 using System.Text.Json;
 using System.Text.Json.Nodes;
+using FaaST.Common;
 using FaaST.Simulator.Simulation;
 
 namespace FaaST.Simulator;
@@ -147,7 +148,7 @@ public sealed class SimulationReport(SimulationResult result, SimulationOptions 
             ["scenario"] = "simulation",
             ["quick"] = quick,
             ["date"] = DateTime.UtcNow.ToString("yyyy-MM-ddTHH:mm:ssZ", C),
-            ["machine"] = Machine(),
+            ["machine"] = MachineDescription.Describe(),
             ["config"] = new JsonObject
             {
                 ["trace"] = trace,
@@ -186,18 +187,4 @@ public sealed class SimulationReport(SimulationResult result, SimulationOptions 
     }
 
     private static double Round(double v) => Math.Round(v, 3);
-
-    private static JsonObject Machine()
-    {
-        string? Read(string file, string key) =>
-            File.Exists(file) ? File.ReadLines(file).FirstOrDefault(l => l.StartsWith(key, StringComparison.Ordinal))?.Split(':', 2)[1].Trim() : null;
-        return new JsonObject
-        {
-            ["cpu"] = Read("/proc/cpuinfo", "model name"),
-            ["cores"] = Environment.ProcessorCount,
-            ["memory"] = Read("/proc/meminfo", "MemTotal"),
-            ["os"] = System.Runtime.InteropServices.RuntimeInformation.OSDescription,
-            ["dotnet"] = Environment.Version.ToString(),
-        };
-    }
 }
