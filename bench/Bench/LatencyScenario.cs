@@ -1,0 +1,357 @@
+using System.Buffers;
+using System.Diagnostics;
+using System.Globalization;
+using System.Text;
+using System.Text.Json.Nodes;
+using FaaST.Cachelet;
+using FaaST.Cachelet.Index;
+using FaaST.Policy;
+using FaaST.Storage;
+
+namespace FaaST.Bench;
+
+/// <summary>
+/// ./faast bench latency: the read/write latency table the trace-driven simulator replays (Faa$T §6.2: "we measured read
+/// and write latencies for 1B to 2GB object sizes using our Faa$T implementation"), by object size, side by side in one run:
+/// <list type="bullet">
+/// <item><c>storage_read</c> / <c>storage_write</c>: a whole-blob GET / PUT through <see cref="BlobStore"/> against Azurite on
+/// bench/net's shaped network (45 MB/s to storage, as Fig. 12 was measured). The shaping applies to an instance namespace's
+/// veth only, so these run in a small process of this benchmark inside that namespace (<see cref="ProbeFlag"/>), which the
+/// scenario drives size by size over its stdin/stdout;</item>
+/// <item><c>storage_read_loopback</c> / <c>storage_write_loopback</c>: the same from this process, unshaped;</item>
+/// <item><c>local_hit_read</c>: a cached object read from an in-process cachelet (<see cref="BlobCache"/>, real /dev/shm)
+/// and copied into a pooled buffer; <c>cache_write</c>: an object put into that cachelet (local/async/local: the write
+/// returns once the cache holds it, its upload runs in the background and is awaited, untimed, before the next write).</item>
+/// </list>
+/// Each kind alternates with its counterpart (write, read, write, ...) after unmeasured warm-up operations; the p50 and p99
+/// (nearest rank) go to bench/results/latency.json as <c>KIND_p50_ms_BYTES</c> / <c>KIND_p99_ms_BYTES</c>.
+/// </summary>
+public static class LatencyScenario
+{
+    /// <summary>Runs this benchmark as the storage probe inside the shaped namespace (not a user-facing scenario option).</summary>
+    private const string ProbeFlag = "--storage-probe";
+    private const string StorageVariable = "FAAST_LATENCY_STORAGE";
+    private const string Container = "latency";
+
+    /// <summary>Sizes and measured repetitions: enough for a stable median; the largest at the shaped 45 MB/s take about 6 s a PUT.</summary>
+    private static readonly (long Bytes, int Repetitions)[] FullSizes =
+        [(1, 50), (1 << 10, 50), (16 << 10, 50), (256 << 10, 40), (1 << 20, 30), (16 << 20, 15), (64 << 20, 8), (256 << 20, 5)];
+    private static readonly (long Bytes, int Repetitions)[] QuickSizes =
+        [(1, 20), (1 << 10, 20), (16 << 10, 20), (256 << 10, 10), (1 << 20, 10), (16 << 20, 5)];
+
+    private static readonly string[] Kinds =
+        ["storage_read", "storage_write", "storage_read_loopback", "storage_write_loopback", "local_hit_read", "cache_write"];
+
+    private static readonly Stopwatch Clock = Stopwatch.StartNew();
+
+    private static void Say(string message) => Console.WriteLine($"[{Clock.Elapsed.TotalSeconds,6:0.0} s] {message}");
+
+    public static async Task<int> RunAsync(string home, bool quick, string[] args)
+    {
+        if (args.Contains(ProbeFlag))
+            return await StorageProbe.RunAsync();
+        var sizes = quick ? QuickSizes : FullSizes;
+        var report = new Report("latency", quick);
+        report.Config("loadavg_at_start", File.ReadAllText("/proc/loadavg").Trim());
+
+        // The shaped network when this machine can build it; else (or when it fails to come up) loopback only, said plainly.
+        var availability = await Net.CloudNetwork.AvailableAsync(home);
+        Net.CloudNetwork? network = null;
+        var reason = availability.Reason;
+        if (availability.IsAvailable)
+        {
+            try
+            {
+                network = await Net.CloudNetwork.UpAsync(home, 1, new Net.CloudNetworkSettings { Prefix = "fcnlat", Subnet = 23 });
+            }
+            catch (InvalidOperationException e)
+            {
+                reason = e.Message;
+            }
+        }
+        if (network is null)
+            Say($"THE SHAPED NETWORK IS NOT AVAILABLE ({reason}): measuring on loopback only; storage_read/storage_write are absent, network_shaped is false");
+        await using var _ = network;
+        Configure(report, network, reason, sizes);
+
+        var data = Directory.CreateTempSubdirectory("faast-bench-latency-azurite-");
+        try
+        {
+            Say($"starting Azurite{(network is null ? "" : " on the storage address " + network.StorageAddress)}");
+            await using var azurite = await AzuriteProcess.StartAsync(home, dataDirectory: data.FullName, listenAddress: network?.StorageAddress);
+            using var store = new BlobStore(azurite.ConnectionString);
+            await store.CreateContainerIfNotExistsAsync(Container);
+            var samples = Kinds.ToDictionary(k => k, _ => new Dictionary<long, List<double>>());
+            await using var probe = network is null ? null : await StorageProbe.StartAsync(network, azurite.ConnectionString);
+            await using var cache = new BlobCache($"bench-latency-{Environment.ProcessId}",
+                new CachePolicy { Consistency = ConsistencyPreset.LocalAsyncLocal, MemoryLimit = 2L << 30 });
+            foreach (var (bytes, repetitions) in sizes)
+            {
+                var warmup = Warmup(repetitions);
+                var content = Content(bytes);
+                if (probe is not null)
+                {
+                    Say($"{bytes} B: shaped storage, {warmup} + {repetitions} PUT/GET pairs in {network!.Namespace(0)}");
+                    var (reads, writes) = await probe.MeasureAsync(bytes, repetitions);
+                    samples["storage_read"][bytes] = reads;
+                    samples["storage_write"][bytes] = writes;
+                }
+                Say($"{bytes} B: loopback storage");
+                var loopback = await MeasureStorageAsync(store, "loopback-" + bytes, content, repetitions, warmup);
+                samples["storage_read_loopback"][bytes] = loopback.Reads;
+                samples["storage_write_loopback"][bytes] = loopback.Writes;
+                Say($"{bytes} B: cachelet");
+                var cached = await MeasureCacheAsync(cache, store, content, repetitions, warmup);
+                samples["local_hit_read"][bytes] = cached.Reads;
+                samples["cache_write"][bytes] = cached.Writes;
+            }
+            foreach (var kind in Kinds)
+            {
+                foreach (var (bytes, values) in samples[kind])
+                {
+                    values.Sort();
+                    report.Add($"{kind}_p50_ms_{bytes}", Percentile(values, 50), $"{values.Count} samples");
+                    report.Add($"{kind}_p99_ms_{bytes}", Percentile(values, 99), "nearest rank: the largest sample below 100 samples");
+                }
+            }
+            report.Write(home);
+            PrintTable(samples, sizes);
+            return 0;
+        }
+        finally
+        {
+            data.Delete(recursive: true);
+        }
+    }
+
+    private static void Configure(Report report, Net.CloudNetwork? network, string reason, (long Bytes, int Repetitions)[] sizes)
+    {
+        report.Config("network", network?.Description ?? Net.CloudNetwork.LoopbackDescription(reason));
+        report.Config("network_shaped", network is not null);
+        report.Config("storage_mb_per_s", network is null ? null : network.Settings.StorageMbps / 8.0);
+        report.Config("peer_mb_per_s", network is null ? null : network.Settings.PeerMbps / 8.0);
+        report.Config("rates_note", "per instance and per direction, HTB on both ends of the instance's veth (bench/net/cloudnet.sh): the paper's VMs' 90 MB/s to storage halved, as for Fig. 12");
+        report.Config("sizes_bytes", new JsonArray(sizes.Select(s => (JsonNode?)s.Bytes).ToArray()));
+        report.Config("repetitions", new JsonObject(sizes.Select(s => KeyValuePair.Create(s.Bytes.ToString(CultureInfo.InvariantCulture), (JsonNode?)s.Repetitions))));
+        report.Config("warmup", "3 unmeasured operations of each kind per size (1 from 16 MiB on) before the measured ones");
+        report.Config("storage", "Azurite (blobs in a temporary directory on disk; the page cache serves them), one instance for both networks");
+        report.Config("storage_read", "BlobStore.DownloadToAsync of the whole blob into a reused buffer, from a process of this benchmark inside the shaped instance namespace");
+        report.Config("storage_write", $"BlobStore.UploadAsync of the whole blob (one PUT up to {new BlobStoreOptions().SingleUploadThreshold >> 20} MiB, else blocks), same process; alternating with the reads");
+        report.Config("storage_loopback", network is null
+            ? "from this process to Azurite on 127.0.0.1, unshaped"
+            : "from this process in the root namespace to the same Azurite's storage address: a local address, so the kernel's loopback path, unshaped");
+        report.Config("local_hit_read", "BlobCache.ReadAsync of a cached object (a local hit, checked; local/async/local makes no HEAD) and a copy of its bytes from /dev/shm into an ArrayPool buffer, in this process");
+        report.Config("cache_write", "BlobCache.WriteAsync under local/async/local: the object copied into the cache's /dev/shm arena and indexed, the upload left to the background (awaited untimed before the next write, then the object dropped); alternating with the local hits");
+        report.Config("remote_hit_read", "not measured here: a remote hit needs a second instance (a runtime host serving the peer protocol); bench distributed measures them (rh_64mb_p50_ms, rh_1kb_p50_ms) on loopback");
+        report.Config("percentiles", "nearest rank over the measured samples; values in ms rounded to 1 µs (Report)");
+    }
+
+    private static int Warmup(int repetitions) => repetitions >= 20 ? 3 : 1;
+
+    /// <summary>Seeded bytes of one size (random, so no layer can compress them); the probe makes the same ones.</summary>
+    private static byte[] Content(long bytes)
+    {
+        var content = GC.AllocateUninitializedArray<byte>(checked((int)bytes));
+        new Random((int)(bytes % int.MaxValue)).NextBytes(content);
+        return content;
+    }
+
+    /// <summary>PUT then GET of one blob, <paramref name="warmup"/> unmeasured pairs then <paramref name="repetitions"/> measured.
+    /// The first GET's bytes are compared with what was written.</summary>
+    private static async Task<(List<double> Reads, List<double> Writes)> MeasureStorageAsync(BlobStore store, string blob, byte[] content, int repetitions, int warmup)
+    {
+        var buffer = GC.AllocateUninitializedArray<byte>(content.Length);
+        var destination = new MemoryStream(buffer, writable: true);
+        var reads = new List<double>(repetitions);
+        var writes = new List<double>(repetitions);
+        for (var i = 0; i < warmup + repetitions; i++)
+        {
+            var started = Stopwatch.GetTimestamp();
+            await store.UploadAsync(Container, blob, content);
+            var wrote = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
+            destination.Position = 0;
+            started = Stopwatch.GetTimestamp();
+            var properties = await store.DownloadToAsync(Container, blob, destination);
+            var read = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
+            if (properties?.Length != content.Length || destination.Position != content.Length || (i == 0 && !buffer.AsSpan().SequenceEqual(content)))
+                throw new InvalidOperationException($"{Container}/{blob}: read back {destination.Position} bytes (blob length {properties?.Length}), not the {content.Length} written");
+            if (i < warmup)
+                continue;
+            writes.Add(wrote);
+            reads.Add(read);
+        }
+        return (reads, writes);
+    }
+
+    /// <summary>A local hit (read and copied into a pooled buffer) then a cache write, alternating; the object read was put
+    /// in storage and fetched once (a local miss) first.</summary>
+    private static async Task<(List<double> Reads, List<double> Writes)> MeasureCacheAsync(BlobCache cache, BlobStore store, byte[] content, int repetitions, int warmup)
+    {
+        var hitBlob = $"hit-{content.Length}";
+        await store.UploadAsync(Container, hitBlob, content);
+        using (var miss = await cache.ReadAsync(store, Container, hitBlob, default))
+        {
+            if (miss is not { Path: ReadPath.LocalMiss } fill || fill.Entry is null)
+                throw new InvalidOperationException($"{Container}/{hitBlob}: the first read was {miss?.Path}, not a local miss that cached it");
+        }
+        var reads = new List<double>(repetitions);
+        var writes = new List<double>(repetitions);
+        for (var i = 0; i < warmup + repetitions; i++)
+        {
+            var started = Stopwatch.GetTimestamp();
+            var buffer = ArrayPool<byte>.Shared.Rent(content.Length);
+            using (var hit = await cache.ReadAsync(store, Container, hitBlob, default))
+            {
+                if (hit is not { Path: ReadPath.LocalHit, Entry: { } entry })
+                    throw new InvalidOperationException($"{Container}/{hitBlob}: read {i} was {hit?.Path}, not a local hit");
+                entry.Extent.Span.CopyTo(buffer);
+            }
+            var read = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
+            var same = i > 0 || buffer.AsSpan(0, content.Length).SequenceEqual(content);
+            ArrayPool<byte>.Shared.Return(buffer);
+            if (!same)
+                throw new InvalidOperationException($"{Container}/{hitBlob}: the local hit's bytes differ from the object in storage");
+
+            var written = $"write-{content.Length}-{i}";
+            started = Stopwatch.GetTimestamp();
+            await cache.WriteAsync(store, Container, written, content, default);
+            var wrote = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
+            var key = new BlobKey(store.Endpoint.AbsoluteUri, Container, written);
+            if (!cache.Index.TryGet(key, out _))
+                throw new InvalidOperationException($"{Container}/{written}: the write did not leave the object in the cache (uploaded past it)");
+            await UploadedAsync(store, written, content.Length);
+            cache.Index.Remove(key);
+            if (i < warmup)
+                continue;
+            reads.Add(read);
+            writes.Add(wrote);
+        }
+        return (reads, writes);
+    }
+
+    /// <summary>Waits (untimed) until the background upload of a cache write reached storage, so it does not share the
+    /// machine with the next measured operation.</summary>
+    private static async Task UploadedAsync(BlobStore store, string blob, long length)
+    {
+        var deadline = Stopwatch.GetTimestamp() + (120 * Stopwatch.Frequency);
+        while ((await store.GetPropertiesAsync(Container, blob))?.Length != length)
+        {
+            if (Stopwatch.GetTimestamp() > deadline)
+                throw new TimeoutException($"{Container}/{blob}: the write-behind upload of {length} bytes did not reach storage within 120 s");
+            await Task.Delay(5);
+        }
+    }
+
+    /// <summary>Nearest rank over sorted values.</summary>
+    private static double Percentile(List<double> sorted, int percent) =>
+        sorted[Math.Clamp((int)Math.Ceiling(percent / 100.0 * sorted.Count) - 1, 0, sorted.Count - 1)];
+
+    private static void PrintTable(Dictionary<string, Dictionary<long, List<double>>> samples, (long Bytes, int Repetitions)[] sizes)
+    {
+        var kinds = Kinds.Where(k => samples[k].Count > 0).ToArray();
+        Console.WriteLine($"\np50 latency, ms\n{"bytes",10}" + string.Concat(kinds.Select(k => $"  {k,22}")));
+        foreach (var (bytes, _) in sizes)
+            Console.WriteLine($"{bytes,10}" + string.Concat(kinds.Select(k => $"  {Percentile(samples[k][bytes], 50),22:0.000}")));
+    }
+
+    /// <summary>
+    /// The measuring end inside the shaped namespace: this benchmark again (<c>dotnet FaaST.Bench.dll latency --storage-probe</c>),
+    /// started with <c>ip netns exec</c>, so its connections to the storage address cross the shaped veth. It reads
+    /// <c>measure BYTES REPETITIONS</c> lines on stdin and answers with <c>read|write BYTES MS</c> lines and <c>done BYTES</c>.
+    /// </summary>
+    private sealed class StorageProbe : IAsyncDisposable
+    {
+        private readonly Process _process;
+        private readonly StringBuilder _errors = new();
+
+        private StorageProbe(Process process)
+        {
+            _process = process;
+            process.ErrorDataReceived += (_, e) =>
+            {
+                if (e.Data is not null)
+                    lock (_errors)
+                        _errors.AppendLine(e.Data);
+            };
+            process.BeginErrorReadLine();
+        }
+
+        public static async Task<StorageProbe> StartAsync(Net.CloudNetwork network, string connectionString)
+        {
+            var info = new ProcessStartInfo("dotnet") { RedirectStandardInput = true, RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
+            foreach (var a in new[] { typeof(LatencyScenario).Assembly.Location, "latency", ProbeFlag })
+                info.ArgumentList.Add(a);
+            info.Environment[StorageVariable] = connectionString;
+            var probe = new StorageProbe(Process.Start(network.InNamespace(0, info)) ?? throw new InvalidOperationException("the storage probe did not start"));
+            var line = await probe._process.StandardOutput.ReadLineAsync();
+            if (line != "ready")
+                throw probe.Failure($"the storage probe in {network.Namespace(0)} did not start (said \"{line}\")");
+            return probe;
+        }
+
+        public async Task<(List<double> Reads, List<double> Writes)> MeasureAsync(long bytes, int repetitions)
+        {
+            await _process.StandardInput.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"measure {bytes} {repetitions}"));
+            await _process.StandardInput.FlushAsync();
+            var reads = new List<double>(repetitions);
+            var writes = new List<double>(repetitions);
+            while (await _process.StandardOutput.ReadLineAsync() is { } line)
+            {
+                var parts = line.Split(' ');
+                if (parts is ["done", var done] && done == bytes.ToString(CultureInfo.InvariantCulture))
+                    return (reads, writes);
+                if (parts is not ["read" or "write", var size, var ms] || size != bytes.ToString(CultureInfo.InvariantCulture))
+                    throw Failure($"the storage probe answered \"{line}\" to measure {bytes}");
+                (parts[0] == "read" ? reads : writes).Add(double.Parse(ms, CultureInfo.InvariantCulture));
+            }
+            throw Failure($"the storage probe exited while measuring {bytes} B");
+        }
+
+        private InvalidOperationException Failure(string message)
+        {
+            lock (_errors)
+                return new InvalidOperationException(_errors.Length == 0 ? message : $"{message}; its stderr:\n{_errors}");
+        }
+
+        /// <summary>The probe's side: measure what the scenario asks for, on the storage the environment names.</summary>
+        public static async Task<int> RunAsync()
+        {
+            var connection = Environment.GetEnvironmentVariable(StorageVariable)
+                ?? throw new InvalidOperationException($"{ProbeFlag}: {StorageVariable} is not set (the latency scenario starts the probe itself)");
+            using var store = new BlobStore(connection);
+            var output = Console.Out;
+            await output.WriteLineAsync("ready");
+            await output.FlushAsync();
+            while (await Console.In.ReadLineAsync() is { } line)
+            {
+                if (line.Split(' ') is not ["measure", var size, var count]
+                    || !long.TryParse(size, CultureInfo.InvariantCulture, out var bytes) || !int.TryParse(count, CultureInfo.InvariantCulture, out var repetitions))
+                    throw new InvalidOperationException($"{ProbeFlag}: unexpected request \"{line}\" (want: measure BYTES REPETITIONS)");
+                var (reads, writes) = await MeasureStorageAsync(store, "shaped-" + size, Content(bytes), repetitions, Warmup(repetitions));
+                foreach (var ms in reads)
+                    await output.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"read {bytes} {ms}"));
+                foreach (var ms in writes)
+                    await output.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"write {bytes} {ms}"));
+                await output.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"done {bytes}"));
+                await output.FlushAsync();
+            }
+            return 0;
+        }
+
+        /// <summary>Closing its stdin ends the probe; a kill after 10 s.</summary>
+        public async ValueTask DisposeAsync()
+        {
+            _process.StandardInput.Close();
+            using var grace = new CancellationTokenSource(TimeSpan.FromSeconds(10));
+            try
+            {
+                await _process.WaitForExitAsync(grace.Token);
+            }
+            catch (OperationCanceledException)
+            {
+                _process.Kill(entireProcessTree: true);
+            }
+            _process.Dispose();
+        }
+    }
+}
