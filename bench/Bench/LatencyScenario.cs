@@ -42,6 +42,9 @@ public static class LatencyScenario
     private static readonly string[] Kinds =
         ["storage_read", "storage_write", "storage_read_loopback", "storage_write_loopback", "local_hit_read", "cache_write"];
 
+    /// <summary>Unrecorded operations of each kind before the first size (about 1.5 s of each at 1 KiB).</summary>
+    private const int WarmupOperations = 60;
+
     private static readonly Stopwatch Clock = Stopwatch.StartNew();
 
     private static void Say(string message) => Console.WriteLine($"[{Clock.Elapsed.TotalSeconds,6:0.0} s] {message}");
@@ -85,26 +88,33 @@ public static class LatencyScenario
             await using var probe = network is null ? null : await StorageProbe.StartAsync(network, azurite.ConnectionString);
             await using var cache = new BlobCache($"bench-latency-{Environment.ProcessId}",
                 new CachePolicy { Consistency = ConsistencyPreset.LocalAsyncLocal, MemoryLimit = 2L << 30 });
+            // The first operations of each path run tier-0 JIT code (the first 1 B rows of a quick run measured twice the
+            // 16 KiB ones): every path is warmed first, unrecorded, with operations of 1 KiB.
+            Say($"warm-up: {WarmupOperations} operations of each kind at 1 KiB, not recorded");
+            await MeasureSizeAsync(1 << 10, WarmupOperations, "warm", null);
             foreach (var (bytes, repetitions) in sizes)
+                await MeasureSizeAsync(bytes, repetitions, "m", samples);
+
+            async Task MeasureSizeAsync(long bytes, int repetitions, string tag, Dictionary<string, Dictionary<long, List<double>>>? into)
             {
                 var warmup = Warmup(repetitions);
                 var content = Content(bytes);
+                var measured = new Dictionary<string, List<double>>();
                 if (probe is not null)
                 {
                     Say($"{bytes} B: shaped storage, {warmup} + {repetitions} PUT/GET pairs in {network!.Namespace(0)}");
-                    var (reads, writes) = await probe.MeasureAsync(bytes, repetitions);
-                    samples["storage_read"][bytes] = reads;
-                    samples["storage_write"][bytes] = writes;
+                    (measured["storage_read"], measured["storage_write"]) = await probe.MeasureAsync(bytes, repetitions, $"shaped-{tag}-{bytes}");
                 }
                 Say($"{bytes} B: loopback storage");
-                var loopback = await MeasureStorageAsync(store, "loopback-" + bytes, content, repetitions, warmup);
-                samples["storage_read_loopback"][bytes] = loopback.Reads;
-                samples["storage_write_loopback"][bytes] = loopback.Writes;
+                (measured["storage_read_loopback"], measured["storage_write_loopback"]) =
+                    await MeasureStorageAsync(store, $"loopback-{tag}-{bytes}", content, repetitions, warmup);
                 Say($"{bytes} B: cachelet");
-                var cached = await MeasureCacheAsync(cache, store, content, repetitions, warmup);
-                samples["local_hit_read"][bytes] = cached.Reads;
-                samples["cache_write"][bytes] = cached.Writes;
+                (measured["local_hit_read"], measured["cache_write"]) = await MeasureCacheAsync(cache, store, tag, content, repetitions, warmup);
+                if (into is not null)
+                    foreach (var (kind, values) in measured)
+                        into[kind][bytes] = values;
             }
+
             foreach (var kind in Kinds)
             {
                 foreach (var (bytes, values) in samples[kind])
@@ -133,7 +143,7 @@ public static class LatencyScenario
         report.Config("rates_note", "per instance and per direction, HTB on both ends of the instance's veth (bench/net/cloudnet.sh): the paper's VMs' 90 MB/s to storage halved, as for Fig. 12");
         report.Config("sizes_bytes", new JsonArray(sizes.Select(s => (JsonNode?)s.Bytes).ToArray()));
         report.Config("repetitions", new JsonObject(sizes.Select(s => KeyValuePair.Create(s.Bytes.ToString(CultureInfo.InvariantCulture), (JsonNode?)s.Repetitions))));
-        report.Config("warmup", "3 unmeasured operations of each kind per size (1 from 16 MiB on) before the measured ones");
+        report.Config("warmup", $"first {WarmupOperations} unrecorded operations of each kind at 1 KiB (the JIT's optimizing tier); then per size 3 unmeasured operations of each kind (1 where fewer than 20 are measured) before the measured ones");
         report.Config("storage", "Azurite (blobs in a temporary directory on disk; the page cache serves them), one instance for both networks");
         report.Config("storage_read", "BlobStore.DownloadToAsync of the whole blob into a reused buffer, from a process of this benchmark inside the shaped instance namespace");
         report.Config("storage_write", $"BlobStore.UploadAsync of the whole blob (one PUT up to {new BlobStoreOptions().SingleUploadThreshold >> 20} MiB, else blocks), same process; alternating with the reads");
@@ -142,7 +152,7 @@ public static class LatencyScenario
             : "from this process in the root namespace to the same Azurite's storage address: a local address, so the kernel's loopback path, unshaped");
         report.Config("local_hit_read", "BlobCache.ReadAsync of a cached object (a local hit, checked; local/async/local makes no HEAD) and a copy of its bytes from /dev/shm into an ArrayPool buffer, in this process");
         report.Config("cache_write", "BlobCache.WriteAsync under local/async/local: the object copied into the cache's /dev/shm arena and indexed, the upload left to the background (awaited untimed before the next write, then the object dropped); alternating with the local hits");
-        report.Config("remote_hit_read", "not measured here: a remote hit needs a second instance (a runtime host serving the peer protocol); bench distributed measures them (rh_64mb_p50_ms, rh_1kb_p50_ms) on loopback");
+        report.Config("remote_hit_read", "not measured: a remote hit needs a second instance serving the peer protocol, which bench distributed gets by starting runtime hosts of python-bench (its rh_64mb_p50_ms, and rh_1kb_p50_ms at 16 concurrent, on loopback); that is not cheap to reuse here");
         report.Config("percentiles", "nearest rank over the measured samples; values in ms rounded to 1 µs (Report)");
     }
 
@@ -185,9 +195,9 @@ public static class LatencyScenario
 
     /// <summary>A local hit (read and copied into a pooled buffer) then a cache write, alternating; the object read was put
     /// in storage and fetched once (a local miss) first.</summary>
-    private static async Task<(List<double> Reads, List<double> Writes)> MeasureCacheAsync(BlobCache cache, BlobStore store, byte[] content, int repetitions, int warmup)
+    private static async Task<(List<double> Reads, List<double> Writes)> MeasureCacheAsync(BlobCache cache, BlobStore store, string tag, byte[] content, int repetitions, int warmup)
     {
-        var hitBlob = $"hit-{content.Length}";
+        var hitBlob = $"hit-{tag}-{content.Length}";
         await store.UploadAsync(Container, hitBlob, content);
         using (var miss = await cache.ReadAsync(store, Container, hitBlob, default))
         {
@@ -196,10 +206,12 @@ public static class LatencyScenario
         }
         var reads = new List<double>(repetitions);
         var writes = new List<double>(repetitions);
+        // One pooled buffer per size, rented outside the timed reads: the shared pool keeps buffers per thread, and an
+        // await resuming elsewhere would otherwise time a fresh allocation of a large array now and then.
+        var buffer = ArrayPool<byte>.Shared.Rent(content.Length);
         for (var i = 0; i < warmup + repetitions; i++)
         {
             var started = Stopwatch.GetTimestamp();
-            var buffer = ArrayPool<byte>.Shared.Rent(content.Length);
             using (var hit = await cache.ReadAsync(store, Container, hitBlob, default))
             {
                 if (hit is not { Path: ReadPath.LocalHit, Entry: { } entry })
@@ -207,12 +219,10 @@ public static class LatencyScenario
                 entry.Extent.Span.CopyTo(buffer);
             }
             var read = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
-            var same = i > 0 || buffer.AsSpan(0, content.Length).SequenceEqual(content);
-            ArrayPool<byte>.Shared.Return(buffer);
-            if (!same)
+            if (i == 0 && !buffer.AsSpan(0, content.Length).SequenceEqual(content))
                 throw new InvalidOperationException($"{Container}/{hitBlob}: the local hit's bytes differ from the object in storage");
 
-            var written = $"write-{content.Length}-{i}";
+            var written = $"write-{tag}-{content.Length}-{i}";
             started = Stopwatch.GetTimestamp();
             await cache.WriteAsync(store, Container, written, content, default);
             var wrote = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
@@ -226,6 +236,7 @@ public static class LatencyScenario
             reads.Add(read);
             writes.Add(wrote);
         }
+        ArrayPool<byte>.Shared.Return(buffer);
         return (reads, writes);
     }
 
@@ -257,7 +268,7 @@ public static class LatencyScenario
     /// <summary>
     /// The measuring end inside the shaped namespace: this benchmark again (<c>dotnet FaaST.Bench.dll latency --storage-probe</c>),
     /// started with <c>ip netns exec</c>, so its connections to the storage address cross the shaped veth. It reads
-    /// <c>measure BYTES REPETITIONS</c> lines on stdin and answers with <c>read|write BYTES MS</c> lines and <c>done BYTES</c>.
+    /// <c>measure BYTES REPETITIONS BLOB</c> lines on stdin and answers with <c>read|write BYTES MS</c> lines and <c>done BYTES</c>.
     /// </summary>
     private sealed class StorageProbe : IAsyncDisposable
     {
@@ -289,9 +300,9 @@ public static class LatencyScenario
             return probe;
         }
 
-        public async Task<(List<double> Reads, List<double> Writes)> MeasureAsync(long bytes, int repetitions)
+        public async Task<(List<double> Reads, List<double> Writes)> MeasureAsync(long bytes, int repetitions, string blob)
         {
-            await _process.StandardInput.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"measure {bytes} {repetitions}"));
+            await _process.StandardInput.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"measure {bytes} {repetitions} {blob}"));
             await _process.StandardInput.FlushAsync();
             var reads = new List<double>(repetitions);
             var writes = new List<double>(repetitions);
@@ -324,10 +335,10 @@ public static class LatencyScenario
             await output.FlushAsync();
             while (await Console.In.ReadLineAsync() is { } line)
             {
-                if (line.Split(' ') is not ["measure", var size, var count]
+                if (line.Split(' ') is not ["measure", var size, var count, var blob]
                     || !long.TryParse(size, CultureInfo.InvariantCulture, out var bytes) || !int.TryParse(count, CultureInfo.InvariantCulture, out var repetitions))
-                    throw new InvalidOperationException($"{ProbeFlag}: unexpected request \"{line}\" (want: measure BYTES REPETITIONS)");
-                var (reads, writes) = await MeasureStorageAsync(store, "shaped-" + size, Content(bytes), repetitions, Warmup(repetitions));
+                    throw new InvalidOperationException($"{ProbeFlag}: unexpected request \"{line}\" (want: measure BYTES REPETITIONS BLOB)");
+                var (reads, writes) = await MeasureStorageAsync(store, blob, Content(bytes), repetitions, Warmup(repetitions));
                 foreach (var ms in reads)
                     await output.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"read {bytes} {ms}"));
                 foreach (var ms in writes)
