@@ -17,14 +17,14 @@ namespace FaaST.Bench;
 /// <item><c>storage_read</c> / <c>storage_write</c>: a whole-blob GET / PUT through <see cref="BlobStore"/> against Azurite on
 /// bench/net's shaped network (45 MB/s to storage, as Fig. 12 was measured). The shaping applies to an instance namespace's
 /// veth only, so these run in a small process of this benchmark inside that namespace (<see cref="ProbeFlag"/>), which the
-/// scenario drives size by size over its stdin/stdout;</item>
+/// scenario drives one PUT/GET pair at a time over its stdin/stdout;</item>
 /// <item><c>storage_read_loopback</c> / <c>storage_write_loopback</c>: the same from this process, unshaped;</item>
 /// <item><c>local_hit_read</c>: a cached object read from an in-process cachelet (<see cref="BlobCache"/>, real /dev/shm)
 /// and copied into a pooled buffer; <c>cache_write</c>: an object put into that cachelet (local/async/local: the write
 /// returns once the cache holds it, its upload runs in the background and is awaited, untimed, before the next write).</item>
 /// </list>
-/// Each kind alternates with its counterpart (write, read, write, ...) after unmeasured warm-up operations; the p50 and p99
-/// (nearest rank) go to bench/results/latency.json as <c>KIND_p50_ms_BYTES</c> / <c>KIND_p99_ms_BYTES</c>.
+/// After a warm-up, the run goes in rounds: each round, for every size still due, one operation of each kind (a write and
+/// a read of each pair alternate). The first rounds of each size are unrecorded warm-up; the p50 and p99 (nearest rank) go to bench/results/latency.json as <c>KIND_p50_ms_BYTES</c> / <c>KIND_p99_ms_BYTES</c>.
 /// </summary>
 public static class LatencyScenario
 {
@@ -91,28 +91,42 @@ public static class LatencyScenario
             // The first operations of each path run tier-0 JIT code (the first 1 B rows of a quick run measured twice the
             // 16 KiB ones): every path is warmed first, unrecorded, with operations of 1 KiB.
             Say($"warm-up: {WarmupOperations} operations of each kind at 1 KiB, not recorded");
-            await MeasureSizeAsync(1 << 10, WarmupOperations, "warm", null);
+            var warm = await SizeState.PrepareAsync(cache, store, 1 << 10, WarmupOperations, 0, "warm");
+            for (var round = 0; round < WarmupOperations; round++)
+                await MeasureRoundAsync(warm, round, null);
+            // Then in rounds, one operation of each kind for every size still due per round: a burst of load from whatever
+            // else shares the machine lands on all sizes alike instead of on one row (a first full run, size after size,
+            // measured 1 B slower than 1 KiB).
+            var states = new List<SizeState>();
             foreach (var (bytes, repetitions) in sizes)
-                await MeasureSizeAsync(bytes, repetitions, "m", samples);
-
-            async Task MeasureSizeAsync(long bytes, int repetitions, string tag, Dictionary<string, Dictionary<long, List<double>>>? into)
+                states.Add(await SizeState.PrepareAsync(cache, store, bytes, Warmup(repetitions), repetitions, "m"));
+            for (var round = 0; round < states.Max(s => s.Operations); round++)
             {
-                var warmup = Warmup(repetitions);
-                var content = Content(bytes);
-                var measured = new Dictionary<string, List<double>>();
+                var due = states.Where(s => round < s.Operations).ToArray();
+                Say($"round {round + 1}: {string.Join(", ", due.Select(s => s.Content.Length))} B{(round < due.Max(s => s.Warmup) ? " (warm-up where the size needs it)" : "")}");
+                foreach (var state in due)
+                    await MeasureRoundAsync(state, round, round < state.Warmup ? null : samples);
+            }
+
+            async Task MeasureRoundAsync(SizeState state, int round, Dictionary<string, Dictionary<long, List<double>>>? into)
+            {
+                var bytes = (long)state.Content.Length;
+                var measured = new List<(string Kind, double Ms)>(6);
                 if (probe is not null)
                 {
-                    Say($"{bytes} B: shaped storage, {warmup} + {repetitions} PUT/GET pairs in {network!.Namespace(0)}");
-                    (measured["storage_read"], measured["storage_write"]) = await probe.MeasureAsync(bytes, repetitions, $"shaped-{tag}-{bytes}");
+                    var (read, write) = await probe.PairAsync(bytes, $"shaped-{state.Tag}-{bytes}", verify: round == 0);
+                    measured.Add(("storage_read", read));
+                    measured.Add(("storage_write", write));
                 }
-                Say($"{bytes} B: loopback storage");
-                (measured["storage_read_loopback"], measured["storage_write_loopback"]) =
-                    await MeasureStorageAsync(store, $"loopback-{tag}-{bytes}", content, repetitions, warmup);
-                Say($"{bytes} B: cachelet");
-                (measured["local_hit_read"], measured["cache_write"]) = await MeasureCacheAsync(cache, store, tag, content, repetitions, warmup);
+                var (loopbackRead, loopbackWrite) = await StoragePairAsync(store, $"loopback-{state.Tag}-{bytes}", state.Content, state.ReadBuffer, verify: round == 0);
+                measured.Add(("storage_read_loopback", loopbackRead));
+                measured.Add(("storage_write_loopback", loopbackWrite));
+                var (hit, cacheWrite) = await state.CachePairAsync(cache, store, round);
+                measured.Add(("local_hit_read", hit));
+                measured.Add(("cache_write", cacheWrite));
                 if (into is not null)
-                    foreach (var (kind, values) in measured)
-                        into[kind][bytes] = values;
+                    foreach (var (kind, ms) in measured)
+                        (into[kind].TryGetValue(bytes, out var list) ? list : into[kind][bytes] = []).Add(ms);
             }
 
             foreach (var kind in Kinds)
@@ -143,7 +157,7 @@ public static class LatencyScenario
         report.Config("rates_note", "per instance and per direction, HTB on both ends of the instance's veth (bench/net/cloudnet.sh): the paper's VMs' 90 MB/s to storage halved, as for Fig. 12");
         report.Config("sizes_bytes", new JsonArray(sizes.Select(s => (JsonNode?)s.Bytes).ToArray()));
         report.Config("repetitions", new JsonObject(sizes.Select(s => KeyValuePair.Create(s.Bytes.ToString(CultureInfo.InvariantCulture), (JsonNode?)s.Repetitions))));
-        report.Config("warmup", $"first {WarmupOperations} unrecorded operations of each kind at 1 KiB (the JIT's optimizing tier); then per size 3 unmeasured operations of each kind (1 where fewer than 20 are measured) before the measured ones");
+        report.Config("warmup", $"first {WarmupOperations} unrecorded operations of each kind at 1 KiB (the JIT's optimizing tier); then rounds of one operation of each kind for every size still due; the first 3 rounds of each size (1 where fewer than 20 are measured) unrecorded");
         report.Config("storage", "Azurite (blobs in a temporary directory on disk; the page cache serves them), one instance for both networks");
         report.Config("storage_read", "BlobStore.DownloadToAsync of the whole blob into a reused buffer, from a process of this benchmark inside the shaped instance namespace");
         report.Config("storage_write", $"BlobStore.UploadAsync of the whole blob (one PUT up to {new BlobStoreOptions().SingleUploadThreshold >> 20} MiB, else blocks), same process; alternating with the reads");
@@ -166,78 +180,86 @@ public static class LatencyScenario
         return content;
     }
 
-    /// <summary>PUT then GET of one blob, <paramref name="warmup"/> unmeasured pairs then <paramref name="repetitions"/> measured.
-    /// The first GET's bytes are compared with what was written.</summary>
-    private static async Task<(List<double> Reads, List<double> Writes)> MeasureStorageAsync(BlobStore store, string blob, byte[] content, int repetitions, int warmup)
+    /// <summary>One PUT then one GET of a blob through <see cref="BlobStore"/>, their times in ms; the GET lands in
+    /// <paramref name="buffer"/> (reused), compared with what was written when <paramref name="verify"/>.</summary>
+    private static async Task<(double Read, double Write)> StoragePairAsync(BlobStore store, string blob, byte[] content, byte[] buffer, bool verify)
     {
-        var buffer = GC.AllocateUninitializedArray<byte>(content.Length);
+        var started = Stopwatch.GetTimestamp();
+        await store.UploadAsync(Container, blob, content);
+        var wrote = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
         var destination = new MemoryStream(buffer, writable: true);
-        var reads = new List<double>(repetitions);
-        var writes = new List<double>(repetitions);
-        for (var i = 0; i < warmup + repetitions; i++)
-        {
-            var started = Stopwatch.GetTimestamp();
-            await store.UploadAsync(Container, blob, content);
-            var wrote = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
-            destination.Position = 0;
-            started = Stopwatch.GetTimestamp();
-            var properties = await store.DownloadToAsync(Container, blob, destination);
-            var read = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
-            if (properties?.Length != content.Length || destination.Position != content.Length || (i == 0 && !buffer.AsSpan().SequenceEqual(content)))
-                throw new InvalidOperationException($"{Container}/{blob}: read back {destination.Position} bytes (blob length {properties?.Length}), not the {content.Length} written");
-            if (i < warmup)
-                continue;
-            writes.Add(wrote);
-            reads.Add(read);
-        }
-        return (reads, writes);
+        started = Stopwatch.GetTimestamp();
+        var properties = await store.DownloadToAsync(Container, blob, destination);
+        var read = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
+        if (properties?.Length != content.Length || destination.Position != content.Length || (verify && !buffer.AsSpan().SequenceEqual(content)))
+            throw new InvalidOperationException($"{Container}/{blob}: read back {destination.Position} bytes (blob length {properties?.Length}), not the {content.Length} written");
+        return (read, wrote);
     }
 
-    /// <summary>A local hit (read and copied into a pooled buffer) then a cache write, alternating; the object read was put
-    /// in storage and fetched once (a local miss) first.</summary>
-    private static async Task<(List<double> Reads, List<double> Writes)> MeasureCacheAsync(BlobCache cache, BlobStore store, string tag, byte[] content, int repetitions, int warmup)
+    /// <summary>One size's bytes and buffers, and its object in the cachelet (put in storage and fetched once, a local miss).</summary>
+    private sealed class SizeState
     {
-        var hitBlob = $"hit-{tag}-{content.Length}";
-        await store.UploadAsync(Container, hitBlob, content);
-        using (var miss = await cache.ReadAsync(store, Container, hitBlob, default))
+        private SizeState(byte[] content, int warmup, int repetitions, string tag)
         {
-            if (miss is not { Path: ReadPath.LocalMiss } fill || fill.Entry is null)
-                throw new InvalidOperationException($"{Container}/{hitBlob}: the first read was {miss?.Path}, not a local miss that cached it");
+            Content = content;
+            Warmup = warmup;
+            Operations = warmup + repetitions;
+            Tag = tag;
+            ReadBuffer = GC.AllocateUninitializedArray<byte>(content.Length);
         }
-        var reads = new List<double>(repetitions);
-        var writes = new List<double>(repetitions);
-        // One pooled buffer per size, rented outside the timed reads: the shared pool keeps buffers per thread, and an
-        // await resuming elsewhere would otherwise time a fresh allocation of a large array now and then.
-        var buffer = ArrayPool<byte>.Shared.Rent(content.Length);
-        for (var i = 0; i < warmup + repetitions; i++)
-        {
-            var started = Stopwatch.GetTimestamp();
-            using (var hit = await cache.ReadAsync(store, Container, hitBlob, default))
-            {
-                if (hit is not { Path: ReadPath.LocalHit, Entry: { } entry })
-                    throw new InvalidOperationException($"{Container}/{hitBlob}: read {i} was {hit?.Path}, not a local hit");
-                entry.Extent.Span.CopyTo(buffer);
-            }
-            var read = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
-            if (i == 0 && !buffer.AsSpan(0, content.Length).SequenceEqual(content))
-                throw new InvalidOperationException($"{Container}/{hitBlob}: the local hit's bytes differ from the object in storage");
 
-            var written = $"write-{tag}-{content.Length}-{i}";
-            started = Stopwatch.GetTimestamp();
-            await cache.WriteAsync(store, Container, written, content, default);
-            var wrote = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
-            var key = new BlobKey(store.Endpoint.AbsoluteUri, Container, written);
-            if (!cache.Index.TryGet(key, out _))
-                throw new InvalidOperationException($"{Container}/{written}: the write did not leave the object in the cache (uploaded past it)");
-            await UploadedAsync(store, written, content.Length);
-            cache.Index.Remove(key);
-            if (i < warmup)
-                continue;
-            reads.Add(read);
-            writes.Add(wrote);
+        public byte[] Content { get; }
+        public int Warmup { get; }
+        public int Operations { get; }
+        public string Tag { get; }
+        public byte[] ReadBuffer { get; }
+        private string HitBlob => $"hit-{Tag}-{Content.Length}";
+
+        public static async Task<SizeState> PrepareAsync(BlobCache cache, BlobStore store, long bytes, int warmup, int repetitions, string tag)
+        {
+            var state = new SizeState(Content(bytes), warmup, repetitions, tag);
+            await store.UploadAsync(Container, state.HitBlob, state.Content);
+            using var miss = await cache.ReadAsync(store, Container, state.HitBlob, default);
+            if (miss is not { Path: ReadPath.LocalMiss, Entry: not null })
+                throw new InvalidOperationException($"{Container}/{state.HitBlob}: the first read was {miss?.Path}, not a local miss that cached it");
+            return state;
         }
-        ArrayPool<byte>.Shared.Return(buffer);
-        return (reads, writes);
+
+        /// <summary>A local hit copied into a pooled buffer, then a cache write of a new object, their times in ms. The pooled
+        /// buffer is rented outside the timed read: the shared pool keeps buffers per thread, and an await resuming elsewhere
+        /// would otherwise time a fresh allocation of a large array now and then.</summary>
+        public async Task<(double Read, double Write)> CachePairAsync(BlobCache cache, BlobStore store, int round)
+        {
+            var buffer = ArrayPool<byte>.Shared.Rent(Content.Length);
+            try
+            {
+                var started = Stopwatch.GetTimestamp();
+                using (var hit = await cache.ReadAsync(store, Container, HitBlob, default))
+                {
+                    if (hit is not { Path: ReadPath.LocalHit, Entry: { } entry })
+                        throw new InvalidOperationException($"{Container}/{HitBlob}: read {round} was {hit?.Path}, not a local hit");
+                    entry.Extent.Span.CopyTo(buffer);
+                }
+                var read = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
+                if (round == 0 && !buffer.AsSpan(0, Content.Length).SequenceEqual(Content))
+                    throw new InvalidOperationException($"{Container}/{HitBlob}: the local hit's bytes differ from the object in storage");
+
+                var written = $"write-{Tag}-{Content.Length}-{round}";
+                started = Stopwatch.GetTimestamp();
+                await cache.WriteAsync(store, Container, written, Content, default);
+                var wrote = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
+                var key = new BlobKey(store.Endpoint.AbsoluteUri, Container, written);
+                if (!cache.Index.TryGet(key, out _))
+                    throw new InvalidOperationException($"{Container}/{written}: the write did not leave the object in the cache (uploaded past it)");
+                await UploadedAsync(store, written, Content.Length);
+                cache.Index.Remove(key);
+                return (read, wrote);
+            }
+            finally
+            {
+                ArrayPool<byte>.Shared.Return(buffer);
+            }
+        }
     }
 
     /// <summary>Waits (untimed) until the background upload of a cache write reached storage, so it does not share the
@@ -267,8 +289,8 @@ public static class LatencyScenario
 
     /// <summary>
     /// The measuring end inside the shaped namespace: this benchmark again (<c>dotnet FaaST.Bench.dll latency --storage-probe</c>),
-    /// started with <c>ip netns exec</c>, so its connections to the storage address cross the shaped veth. It reads
-    /// <c>measure BYTES REPETITIONS BLOB</c> lines on stdin and answers with <c>read|write BYTES MS</c> lines and <c>done BYTES</c>.
+    /// started with <c>ip netns exec</c>, so its connections to the storage address cross the shaped veth. For each
+    /// <c>pair BYTES BLOB verify|-</c> line on stdin it times one PUT and one GET and answers <c>pair BYTES READ_MS WRITE_MS</c>.
     /// </summary>
     private sealed class StorageProbe : IAsyncDisposable
     {
@@ -300,22 +322,14 @@ public static class LatencyScenario
             return probe;
         }
 
-        public async Task<(List<double> Reads, List<double> Writes)> MeasureAsync(long bytes, int repetitions, string blob)
+        public async Task<(double Read, double Write)> PairAsync(long bytes, string blob, bool verify)
         {
-            await _process.StandardInput.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"measure {bytes} {repetitions} {blob}"));
+            await _process.StandardInput.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"pair {bytes} {blob} {(verify ? "verify" : "-")}"));
             await _process.StandardInput.FlushAsync();
-            var reads = new List<double>(repetitions);
-            var writes = new List<double>(repetitions);
-            while (await _process.StandardOutput.ReadLineAsync() is { } line)
-            {
-                var parts = line.Split(' ');
-                if (parts is ["done", var done] && done == bytes.ToString(CultureInfo.InvariantCulture))
-                    return (reads, writes);
-                if (parts is not ["read" or "write", var size, var ms] || size != bytes.ToString(CultureInfo.InvariantCulture))
-                    throw Failure($"the storage probe answered \"{line}\" to measure {bytes}");
-                (parts[0] == "read" ? reads : writes).Add(double.Parse(ms, CultureInfo.InvariantCulture));
-            }
-            throw Failure($"the storage probe exited while measuring {bytes} B");
+            var line = await _process.StandardOutput.ReadLineAsync() ?? throw Failure($"the storage probe exited during a pair of {bytes} B");
+            if (line.Split(' ') is not ["pair", var size, var read, var write] || size != bytes.ToString(CultureInfo.InvariantCulture))
+                throw Failure($"the storage probe answered \"{line}\" to a pair of {bytes} B");
+            return (double.Parse(read, CultureInfo.InvariantCulture), double.Parse(write, CultureInfo.InvariantCulture));
         }
 
         private InvalidOperationException Failure(string message)
@@ -333,17 +347,18 @@ public static class LatencyScenario
             var output = Console.Out;
             await output.WriteLineAsync("ready");
             await output.FlushAsync();
+            var sizes = new Dictionary<long, (byte[] Content, byte[] Buffer)>();
             while (await Console.In.ReadLineAsync() is { } line)
             {
-                if (line.Split(' ') is not ["measure", var size, var count, var blob]
-                    || !long.TryParse(size, CultureInfo.InvariantCulture, out var bytes) || !int.TryParse(count, CultureInfo.InvariantCulture, out var repetitions))
-                    throw new InvalidOperationException($"{ProbeFlag}: unexpected request \"{line}\" (want: measure BYTES REPETITIONS BLOB)");
-                var (reads, writes) = await MeasureStorageAsync(store, blob, Content(bytes), repetitions, Warmup(repetitions));
-                foreach (var ms in reads)
-                    await output.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"read {bytes} {ms}"));
-                foreach (var ms in writes)
-                    await output.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"write {bytes} {ms}"));
-                await output.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"done {bytes}"));
+                if (line.Split(' ') is not ["pair", var size, var blob, var verify] || !long.TryParse(size, CultureInfo.InvariantCulture, out var bytes))
+                    throw new InvalidOperationException($"{ProbeFlag}: unexpected request \"{line}\" (want: pair BYTES BLOB verify|-)");
+                if (!sizes.TryGetValue(bytes, out var state))
+                {
+                    var content = Content(bytes);
+                    sizes[bytes] = state = (content, GC.AllocateUninitializedArray<byte>(content.Length));
+                }
+                var (read, write) = await StoragePairAsync(store, blob, state.Content, state.Buffer, verify == "verify");
+                await output.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"pair {bytes} {read} {write}"));
                 await output.FlushAsync();
             }
             return 0;
