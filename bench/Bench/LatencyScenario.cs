@@ -24,7 +24,8 @@ namespace FaaST.Bench;
 /// returns once the cache holds it, its upload runs in the background and is awaited, untimed, before the next write).</item>
 /// </list>
 /// After a warm-up, the run goes in rounds: each round, for every size still due, one operation of each kind (a write and
-/// a read of each pair alternate). The first rounds of each size are unrecorded warm-up; the p50 and p99 (nearest rank) go to bench/results/latency.json as <c>KIND_p50_ms_BYTES</c> / <c>KIND_p99_ms_BYTES</c>.
+/// a read of each pair alternate). The first rounds of each size are unrecorded warm-up; the p50 and p99 (nearest rank) go
+/// to bench/results/latency.json as <c>KIND_p50_ms_BYTES</c> / <c>KIND_p99_ms_BYTES</c>, which the simulator reads by prefix.
 /// </summary>
 public static class LatencyScenario
 {
@@ -124,6 +125,10 @@ public static class LatencyScenario
                 var (hit, cacheWrite) = await state.CachePairAsync(cache, store, round);
                 measured.Add(("local_hit_read", hit));
                 measured.Add(("cache_write", cacheWrite));
+                // Azurite keeps blobs on disk: the page cache's writeback of a large PUT would otherwise run under the next
+                // sizes' operations (a full run's 16 MiB loopback reads took 150 ms after 256 MiB writes, 25 ms alone).
+                if (bytes >= 1 << 20)
+                    Sync();
                 if (into is not null)
                     foreach (var (kind, ms) in measured)
                         (into[kind].TryGetValue(bytes, out var list) ? list : into[kind][bytes] = []).Add(ms);
@@ -138,6 +143,7 @@ public static class LatencyScenario
                     report.Add($"{kind}_p99_ms_{bytes}", Percentile(values, 99), "nearest rank: the largest sample below 100 samples");
                 }
             }
+            report.Config("loadavg_at_end", File.ReadAllText("/proc/loadavg").Trim());
             report.Write(home);
             PrintTable(samples, sizes);
             return 0;
@@ -158,7 +164,7 @@ public static class LatencyScenario
         report.Config("sizes_bytes", new JsonArray(sizes.Select(s => (JsonNode?)s.Bytes).ToArray()));
         report.Config("repetitions", new JsonObject(sizes.Select(s => KeyValuePair.Create(s.Bytes.ToString(CultureInfo.InvariantCulture), (JsonNode?)s.Repetitions))));
         report.Config("warmup", $"first {WarmupOperations} unrecorded operations of each kind at 1 KiB (the JIT's optimizing tier); then rounds of one operation of each kind for every size still due; the first 3 rounds of each size (1 where fewer than 20 are measured) unrecorded");
-        report.Config("storage", "Azurite (blobs in a temporary directory on disk; the page cache serves them), one instance for both networks");
+        report.Config("storage", "Azurite (blobs in a temporary directory on disk; the page cache serves them; sync(2), untimed, after the operations of each size from 1 MiB on, so writeback never runs under a measurement), one instance for both networks");
         report.Config("storage_read", "BlobStore.DownloadToAsync of the whole blob into a reused buffer, from a process of this benchmark inside the shaped instance namespace");
         report.Config("storage_write", $"BlobStore.UploadAsync of the whole blob (one PUT up to {new BlobStoreOptions().SingleUploadThreshold >> 20} MiB, else blocks), same process; alternating with the reads");
         report.Config("storage_loopback", network is null
@@ -167,8 +173,11 @@ public static class LatencyScenario
         report.Config("local_hit_read", "BlobCache.ReadAsync of a cached object (a local hit, checked; local/async/local makes no HEAD) and a copy of its bytes from /dev/shm into an ArrayPool buffer, in this process");
         report.Config("cache_write", "BlobCache.WriteAsync under local/async/local: the object copied into the cache's /dev/shm arena and indexed, the upload left to the background (awaited untimed before the next write, then the object dropped); alternating with the local hits");
         report.Config("remote_hit_read", "not measured: a remote hit needs a second instance serving the peer protocol, which bench distributed gets by starting runtime hosts of python-bench (its rh_64mb_p50_ms, and rh_1kb_p50_ms at 16 concurrent, on loopback); that is not cheap to reuse here");
-        report.Config("percentiles", "nearest rank over the measured samples; values in ms rounded to 1 µs (Report)");
+        report.Config("percentiles", "nearest rank over the measured samples; values in ms, rounded by Report to 1 µs below 100 ms and to 1 ms from 100 ms on");
     }
+
+    [System.Runtime.InteropServices.DllImport("libc", EntryPoint = "sync")]
+    private static extern void Sync();
 
     private static int Warmup(int repetitions) => repetitions >= 20 ? 3 : 1;
 
@@ -206,6 +215,10 @@ public static class LatencyScenario
             Operations = warmup + repetitions;
             Tag = tag;
             ReadBuffer = GC.AllocateUninitializedArray<byte>(content.Length);
+            // Rented once for the run: a buffer rented per read (a full run's second try) was often a fresh array, the
+            // shared pool having dropped its large arrays at a gen-2 GC, and the read then timed first-touch page faults
+            // of up to 256 MiB (1.4 s instead of 33 ms).
+            PooledBuffer = ArrayPool<byte>.Shared.Rent(content.Length);
         }
 
         public byte[] Content { get; }
@@ -213,6 +226,7 @@ public static class LatencyScenario
         public int Operations { get; }
         public string Tag { get; }
         public byte[] ReadBuffer { get; }
+        private byte[] PooledBuffer { get; }
         private string HitBlob => $"hit-{Tag}-{Content.Length}";
 
         public static async Task<SizeState> PrepareAsync(BlobCache cache, BlobStore store, long bytes, int warmup, int repetitions, string tag)
@@ -225,40 +239,31 @@ public static class LatencyScenario
             return state;
         }
 
-        /// <summary>A local hit copied into a pooled buffer, then a cache write of a new object, their times in ms. The pooled
-        /// buffer is rented outside the timed read: the shared pool keeps buffers per thread, and an await resuming elsewhere
-        /// would otherwise time a fresh allocation of a large array now and then.</summary>
+        /// <summary>A local hit copied into the size's pooled buffer, then a cache write of a new object, their times in ms.</summary>
         public async Task<(double Read, double Write)> CachePairAsync(BlobCache cache, BlobStore store, int round)
         {
-            var buffer = ArrayPool<byte>.Shared.Rent(Content.Length);
-            try
+            var buffer = PooledBuffer;
+            var started = Stopwatch.GetTimestamp();
+            using (var hit = await cache.ReadAsync(store, Container, HitBlob, default))
             {
-                var started = Stopwatch.GetTimestamp();
-                using (var hit = await cache.ReadAsync(store, Container, HitBlob, default))
-                {
-                    if (hit is not { Path: ReadPath.LocalHit, Entry: { } entry })
-                        throw new InvalidOperationException($"{Container}/{HitBlob}: read {round} was {hit?.Path}, not a local hit");
-                    entry.Extent.Span.CopyTo(buffer);
-                }
-                var read = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
-                if (round == 0 && !buffer.AsSpan(0, Content.Length).SequenceEqual(Content))
-                    throw new InvalidOperationException($"{Container}/{HitBlob}: the local hit's bytes differ from the object in storage");
+                if (hit is not { Path: ReadPath.LocalHit, Entry: { } entry })
+                    throw new InvalidOperationException($"{Container}/{HitBlob}: read {round} was {hit?.Path}, not a local hit");
+                entry.Extent.Span.CopyTo(buffer);
+            }
+            var read = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
+            if (round == 0 && !buffer.AsSpan(0, Content.Length).SequenceEqual(Content))
+                throw new InvalidOperationException($"{Container}/{HitBlob}: the local hit's bytes differ from the object in storage");
 
-                var written = $"write-{Tag}-{Content.Length}-{round}";
-                started = Stopwatch.GetTimestamp();
-                await cache.WriteAsync(store, Container, written, Content, default);
-                var wrote = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
-                var key = new BlobKey(store.Endpoint.AbsoluteUri, Container, written);
-                if (!cache.Index.TryGet(key, out _))
-                    throw new InvalidOperationException($"{Container}/{written}: the write did not leave the object in the cache (uploaded past it)");
-                await UploadedAsync(store, written, Content.Length);
-                cache.Index.Remove(key);
-                return (read, wrote);
-            }
-            finally
-            {
-                ArrayPool<byte>.Shared.Return(buffer);
-            }
+            var written = $"write-{Tag}-{Content.Length}-{round}";
+            started = Stopwatch.GetTimestamp();
+            await cache.WriteAsync(store, Container, written, Content, default);
+            var wrote = Stopwatch.GetElapsedTime(started).TotalMilliseconds;
+            var key = new BlobKey(store.Endpoint.AbsoluteUri, Container, written);
+            if (!cache.Index.TryGet(key, out _))
+                throw new InvalidOperationException($"{Container}/{written}: the write did not leave the object in the cache (uploaded past it)");
+            await UploadedAsync(store, written, Content.Length);
+            cache.Index.Remove(key);
+            return (read, wrote);
         }
     }
 
