@@ -118,16 +118,16 @@ public static class LatencyScenario
                     var (read, write) = await probe.PairAsync(bytes, $"shaped-{state.Tag}-{bytes}", verify: round == 0);
                     measured.Add(("storage_read", read));
                     measured.Add(("storage_write", write));
-                    Settle(bytes);
+                    await SettleAsync(bytes, azurite.ProcessId);
                 }
                 var (loopbackRead, loopbackWrite) = await StoragePairAsync(store, $"loopback-{state.Tag}-{bytes}", state.Content, state.ReadBuffer, verify: round == 0);
                 measured.Add(("storage_read_loopback", loopbackRead));
                 measured.Add(("storage_write_loopback", loopbackWrite));
-                Settle(bytes);
+                await SettleAsync(bytes, azurite.ProcessId);
                 var (hit, cacheWrite) = await state.CachePairAsync(cache, store, round);
                 measured.Add(("local_hit_read", hit));
                 measured.Add(("cache_write", cacheWrite));
-                Settle(bytes);
+                await SettleAsync(bytes, azurite.ProcessId);
                 if (into is not null)
                     foreach (var (kind, ms) in measured)
                         (into[kind].TryGetValue(bytes, out var list) ? list : into[kind][bytes] = []).Add(ms);
@@ -163,7 +163,7 @@ public static class LatencyScenario
         report.Config("sizes_bytes", new JsonArray(sizes.Select(s => (JsonNode?)s.Bytes).ToArray()));
         report.Config("repetitions", new JsonObject(sizes.Select(s => KeyValuePair.Create(s.Bytes.ToString(CultureInfo.InvariantCulture), (JsonNode?)s.Repetitions))));
         report.Config("warmup", $"first {WarmupOperations} unrecorded operations of each kind at 1 KiB (the JIT's optimizing tier); then rounds of one operation of each kind for every size still due; the first 3 rounds of each size (1 where fewer than 20 are measured) unrecorded");
-        report.Config("storage", "Azurite (blobs in a temporary directory on disk; the page cache serves them; sync(2), untimed, after each pair of operations from 1 MiB on, so writeback never runs under a measurement), one instance for both networks");
+        report.Config("storage", "Azurite (blobs in a temporary directory on disk; the page cache serves them; after each pair of operations from 1 MiB on, untimed: sync(2) and a wait until Azurite's process is idle (at most 10 % of a core over 200 ms, at most 5 s), so writeback and Node's collection of large buffers do not run under the next measurement), one instance for both networks");
         report.Config("storage_read", "BlobStore.DownloadToAsync of the whole blob into a reused buffer, from a process of this benchmark inside the shaped instance namespace");
         report.Config("storage_write", $"BlobStore.UploadAsync of the whole blob (one PUT up to {new BlobStoreOptions().SingleUploadThreshold >> 20} MiB, else blocks), same process; alternating with the reads");
         report.Config("storage_loopback", network is null
@@ -179,14 +179,35 @@ public static class LatencyScenario
     private static extern void Sync();
 
     /// <summary>
-    /// Azurite keeps blobs on disk: after a PUT from 1 MiB on, sync(2), untimed, so the page cache's writeback does not run
-    /// under the next operations. Without it a full run measured 256 MiB local hits at 111 ms (33 ms with the writes'
-    /// writeback out of the way) and 16 MiB loopback reads at 89 ms (25 ms).
+    /// After a pair of operations from 1 MiB on, untimed: sync(2), since Azurite keeps blobs on disk and the page cache's
+    /// writeback would run under the next operations; then until Azurite's process is idle (at most 10 % of a core over
+    /// 200 ms, for at most 5 s), since Node collects a large PUT's buffers after answering it. Measured in rounds without
+    /// this, 256 MiB local hits took 74–111 ms and 16 MiB loopback reads 89 ms, against 33 and 25 ms size after size.
     /// </summary>
-    private static void Settle(long bytes)
+    private static async Task SettleAsync(long bytes, int azurite)
     {
-        if (bytes >= 1 << 20)
-            Sync();
+        if (bytes < 1 << 20)
+            return;
+        Sync();
+        var deadline = Stopwatch.GetTimestamp() + (5 * Stopwatch.Frequency);
+        var before = CpuTicks(azurite);
+        do
+        {
+            await Task.Delay(200);
+            var now = CpuTicks(azurite);
+            if (now - before <= 2) // clock ticks of 10 ms
+                return;
+            before = now;
+        }
+        while (Stopwatch.GetTimestamp() < deadline);
+    }
+
+    /// <summary>utime + stime of a process (/proc/PID/stat fields 14 and 15, after the parenthesised command name).</summary>
+    private static long CpuTicks(int pid)
+    {
+        var stat = File.ReadAllText($"/proc/{pid}/stat");
+        var fields = stat[(stat.LastIndexOf(')') + 2)..].Split(' ');
+        return long.Parse(fields[11], CultureInfo.InvariantCulture) + long.Parse(fields[12], CultureInfo.InvariantCulture);
     }
 
     private static int Warmup(int repetitions) => repetitions >= 20 ? 3 : 1;
