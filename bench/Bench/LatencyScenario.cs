@@ -23,8 +23,8 @@ namespace FaaST.Bench;
 /// and copied into a pooled buffer; <c>cache_write</c>: an object put into that cachelet (local/async/local: the write
 /// returns once the cache holds it, its upload runs in the background and is awaited, untimed, before the next write).</item>
 /// </list>
-/// After a warm-up, the run goes in rounds: each round, for every size still due, one operation of each kind (a write and
-/// a read of each pair alternate). The first rounds of each size are unrecorded warm-up; the p50 and p99 (nearest rank) go
+/// After a warm-up, the sizes below 16 MiB go in rounds (each round, for every size still due, one operation of each kind;
+/// a write and a read of each pair alternate), the larger ones size after size. The first operations are unrecorded; the p50 and p99 (nearest rank) go
 /// to bench/results/latency.json as <c>KIND_p50_ms_BYTES</c> / <c>KIND_p99_ms_BYTES</c>, which the simulator reads by prefix.
 /// </summary>
 public static class LatencyScenario
@@ -45,6 +45,9 @@ public static class LatencyScenario
 
     /// <summary>Unrecorded operations of each kind before the first size (about 1.5 s of each at 1 KiB).</summary>
     private const int WarmupOperations = 60;
+
+    /// <summary>Sizes below this are measured in rounds together; the larger ones size after size.</summary>
+    private const int RoundsBelow = 16 << 20;
 
     private static readonly Stopwatch Clock = Stopwatch.StartNew();
 
@@ -95,17 +98,25 @@ public static class LatencyScenario
             var warm = await SizeState.PrepareAsync(cache, store, 1 << 10, WarmupOperations, 0, "warm");
             for (var round = 0; round < WarmupOperations; round++)
                 await MeasureRoundAsync(warm, round, null);
-            // Then in rounds, one operation of each kind for every size still due per round: a burst of load from whatever
-            // else shares the machine lands on all sizes alike instead of on one row (a first full run, size after size,
-            // measured 1 B slower than 1 KiB).
+            // The sizes below 16 MiB in rounds, one operation of each kind for every size still due per round: a burst of load
+            // from whatever else shares the machine lands on all of them alike (a first full run, size after size, measured
+            // 1 B slower than 1 KiB). The larger sizes then size after size: in rounds, their operations slowed the others
+            // (full runs measured 16 MiB loopback reads at 89-108 ms in rounds, 25 ms alone; 256 MiB local hits 74-111 ms, 33 alone).
             var states = new List<SizeState>();
             foreach (var (bytes, repetitions) in sizes)
                 states.Add(await SizeState.PrepareAsync(cache, store, bytes, Warmup(repetitions), repetitions, "m"));
-            for (var round = 0; round < states.Max(s => s.Operations); round++)
+            var small = states.Where(s => s.Content.Length < RoundsBelow).ToArray();
+            for (var round = 0; round < small.Max(s => s.Operations); round++)
             {
-                var due = states.Where(s => round < s.Operations).ToArray();
-                Say($"round {round + 1}: {string.Join(", ", due.Select(s => s.Content.Length))} B{(round < due.Max(s => s.Warmup) ? " (warm-up where the size needs it)" : "")}");
+                var due = small.Where(s => round < s.Operations).ToArray();
+                Say($"round {round + 1}: {string.Join(", ", due.Select(s => s.Content.Length))} B");
                 foreach (var state in due)
+                    await MeasureRoundAsync(state, round, round < state.Warmup ? null : samples);
+            }
+            foreach (var state in states.Where(s => s.Content.Length >= RoundsBelow))
+            {
+                Say($"{state.Content.Length} B: {state.Warmup} + {state.Operations - state.Warmup} operations of each kind");
+                for (var round = 0; round < state.Operations; round++)
                     await MeasureRoundAsync(state, round, round < state.Warmup ? null : samples);
             }
 
@@ -118,16 +129,16 @@ public static class LatencyScenario
                     var (read, write) = await probe.PairAsync(bytes, $"shaped-{state.Tag}-{bytes}", verify: round == 0);
                     measured.Add(("storage_read", read));
                     measured.Add(("storage_write", write));
-                    await SettleAsync(bytes, azurite.ProcessId);
+                    Settle(bytes);
                 }
                 var (loopbackRead, loopbackWrite) = await StoragePairAsync(store, $"loopback-{state.Tag}-{bytes}", state.Content, state.ReadBuffer, verify: round == 0);
                 measured.Add(("storage_read_loopback", loopbackRead));
                 measured.Add(("storage_write_loopback", loopbackWrite));
-                await SettleAsync(bytes, azurite.ProcessId);
+                Settle(bytes);
                 var (hit, cacheWrite) = await state.CachePairAsync(cache, store, round);
                 measured.Add(("local_hit_read", hit));
                 measured.Add(("cache_write", cacheWrite));
-                await SettleAsync(bytes, azurite.ProcessId);
+                Settle(bytes);
                 if (into is not null)
                     foreach (var (kind, ms) in measured)
                         (into[kind].TryGetValue(bytes, out var list) ? list : into[kind][bytes] = []).Add(ms);
@@ -162,8 +173,8 @@ public static class LatencyScenario
         report.Config("rates_note", "per instance and per direction, HTB on both ends of the instance's veth (bench/net/cloudnet.sh): the paper's VMs' 90 MB/s to storage halved, as for Fig. 12");
         report.Config("sizes_bytes", new JsonArray(sizes.Select(s => (JsonNode?)s.Bytes).ToArray()));
         report.Config("repetitions", new JsonObject(sizes.Select(s => KeyValuePair.Create(s.Bytes.ToString(CultureInfo.InvariantCulture), (JsonNode?)s.Repetitions))));
-        report.Config("warmup", $"first {WarmupOperations} unrecorded operations of each kind at 1 KiB (the JIT's optimizing tier); then rounds of one operation of each kind for every size still due; the first 3 rounds of each size (1 where fewer than 20 are measured) unrecorded");
-        report.Config("storage", "Azurite (blobs in a temporary directory on disk; the page cache serves them; after each pair of operations from 1 MiB on, untimed: sync(2) and a wait until Azurite's process is idle (at most 10 % of a core over 200 ms, at most 5 s), so writeback and Node's collection of large buffers do not run under the next measurement), one instance for both networks");
+        report.Config("warmup", $"first {WarmupOperations} unrecorded operations of each kind at 1 KiB (the JIT's optimizing tier); then the sizes below 16 MiB in rounds of one operation of each kind for every size still due, the larger ones size after size (in rounds their operations slowed the others); the first 3 operations of each kind and size (1 where fewer than 20 are measured) unrecorded");
+        report.Config("storage", "Azurite (blobs in a temporary directory on disk; the page cache serves them; sync(2), untimed, after each pair of operations from 1 MiB on, so writeback does not run under the next one), one instance for both networks");
         report.Config("storage_read", "BlobStore.DownloadToAsync of the whole blob into a reused buffer, from a process of this benchmark inside the shaped instance namespace");
         report.Config("storage_write", $"BlobStore.UploadAsync of the whole blob (one PUT up to {new BlobStoreOptions().SingleUploadThreshold >> 20} MiB, else blocks), same process; alternating with the reads");
         report.Config("storage_loopback", network is null
@@ -178,36 +189,12 @@ public static class LatencyScenario
     [System.Runtime.InteropServices.DllImport("libc", EntryPoint = "sync")]
     private static extern void Sync();
 
-    /// <summary>
-    /// After a pair of operations from 1 MiB on, untimed: sync(2), since Azurite keeps blobs on disk and the page cache's
-    /// writeback would run under the next operations; then until Azurite's process is idle (at most 10 % of a core over
-    /// 200 ms, for at most 5 s), since Node collects a large PUT's buffers after answering it. Measured in rounds without
-    /// this, 256 MiB local hits took 74–111 ms and 16 MiB loopback reads 89 ms, against 33 and 25 ms size after size.
-    /// </summary>
-    private static async Task SettleAsync(long bytes, int azurite)
+    /// <summary>After a pair of operations from 1 MiB on, sync(2), untimed: Azurite keeps blobs on disk, and the page cache's
+    /// writeback of its writes should not run under the next operation.</summary>
+    private static void Settle(long bytes)
     {
-        if (bytes < 1 << 20)
-            return;
-        Sync();
-        var deadline = Stopwatch.GetTimestamp() + (5 * Stopwatch.Frequency);
-        var before = CpuTicks(azurite);
-        do
-        {
-            await Task.Delay(200);
-            var now = CpuTicks(azurite);
-            if (now - before <= 2) // clock ticks of 10 ms
-                return;
-            before = now;
-        }
-        while (Stopwatch.GetTimestamp() < deadline);
-    }
-
-    /// <summary>utime + stime of a process (/proc/PID/stat fields 14 and 15, after the parenthesised command name).</summary>
-    private static long CpuTicks(int pid)
-    {
-        var stat = File.ReadAllText($"/proc/{pid}/stat");
-        var fields = stat[(stat.LastIndexOf(')') + 2)..].Split(' ');
-        return long.Parse(fields[11], CultureInfo.InvariantCulture) + long.Parse(fields[12], CultureInfo.InvariantCulture);
+        if (bytes >= 1 << 20)
+            Sync();
     }
 
     private static int Warmup(int repetitions) => repetitions >= 20 ? 3 : 1;
