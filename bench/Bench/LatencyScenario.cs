@@ -101,7 +101,8 @@ public static class LatencyScenario
             // The sizes below 16 MiB in rounds, one operation of each kind for every size still due per round: a burst of load
             // from whatever else shares the machine lands on all of them alike (a first full run, size after size, measured
             // 1 B slower than 1 KiB). The larger sizes then size after size: in rounds, their operations slowed the others
-            // (full runs measured 16 MiB loopback reads at 89-108 ms in rounds, 25 ms alone; 256 MiB local hits 74-111 ms, 33 alone).
+            // (full runs measured 16 MiB loopback reads at 89-108 ms in rounds, 25-47 ms size after size). Large local hits
+            // vary between runs on this shared VM either way (256 MiB: 33 ms in one full run, 74-116 ms in later ones).
             var states = new List<SizeState>();
             foreach (var (bytes, repetitions) in sizes)
                 states.Add(await SizeState.PrepareAsync(cache, store, bytes, Warmup(repetitions), repetitions, "m"));
@@ -173,7 +174,7 @@ public static class LatencyScenario
         report.Config("rates_note", "per instance and per direction, HTB on both ends of the instance's veth (bench/net/cloudnet.sh): the paper's VMs' 90 MB/s to storage halved, as for Fig. 12");
         report.Config("sizes_bytes", new JsonArray(sizes.Select(s => (JsonNode?)s.Bytes).ToArray()));
         report.Config("repetitions", new JsonObject(sizes.Select(s => KeyValuePair.Create(s.Bytes.ToString(CultureInfo.InvariantCulture), (JsonNode?)s.Repetitions))));
-        report.Config("warmup", $"first {WarmupOperations} unrecorded operations of each kind at 1 KiB (the JIT's optimizing tier); then the sizes below 16 MiB in rounds of one operation of each kind for every size still due, the larger ones size after size (in rounds their operations slowed the others); the first 3 operations of each kind and size (1 where fewer than 20 are measured) unrecorded");
+        report.Config("warmup", $"first {WarmupOperations} unrecorded operations of each kind at 1 KiB (the JIT's optimizing tier); then the sizes below 16 MiB in rounds of one operation of each kind for every size still due, the larger ones size after size (in rounds their operations slowed the others' loopback reads); the first 3 operations of each kind and size (1 where fewer than 20 are measured) unrecorded");
         report.Config("storage", "Azurite (blobs in a temporary directory on disk; the page cache serves them; sync(2), untimed, after each pair of operations from 1 MiB on, so writeback does not run under the next one), one instance for both networks");
         report.Config("storage_read", "BlobStore.DownloadToAsync of the whole blob into a reused buffer, from a process of this benchmark inside the shaped instance namespace");
         report.Config("storage_write", $"BlobStore.UploadAsync of the whole blob (one PUT up to {new BlobStoreOptions().SingleUploadThreshold >> 20} MiB, else blocks), same process; alternating with the reads");
@@ -184,6 +185,7 @@ public static class LatencyScenario
         report.Config("cache_write", "BlobCache.WriteAsync under local/async/local: the object copied into the cache's /dev/shm arena and indexed, the upload left to the background (awaited untimed before the next write, then the object dropped); alternating with the local hits");
         report.Config("remote_hit_read", "not measured: a remote hit needs a second instance serving the peer protocol, which bench distributed gets by starting runtime hosts of python-bench (its rh_64mb_p50_ms, and rh_1kb_p50_ms at 16 concurrent, on loopback); that is not cheap to reuse here");
         report.Config("percentiles", "nearest rank over the measured samples; values in ms, rounded by Report to 1 µs below 100 ms and to 1 ms from 100 ms on");
+        report.Config("variance_note", "storage on the shaped network is bandwidth-bound and repeats within 2 % between full runs; loopback storage and local hits from 16 MiB on varied 2-3x between full runs on this shared 2-core VM (256 MiB local hit: 33 ms in one, 74-116 ms in later ones; memcpy here is about 10 GB/s, 25 ms for 256 MiB)");
     }
 
     [System.Runtime.InteropServices.DllImport("libc", EntryPoint = "sync")]
