@@ -55,7 +55,7 @@ public static class SimulateCommand
             clock.Stop();
             if (problems > 0)
                 Console.Error.WriteLine($"faast simulate: {problems} malformed line(s) skipped in {trace}");
-            var report = new SimulationReport(result, options, latency.Source, trace, line.Trace is null ? line.SyntheticDescription : "given", problems,
+            var report = new SimulationReport(result, options, Relative(home, latency.Source), Relative(home, trace), line.Trace is null ? line.SyntheticDescription : "given", problems,
                 result.Accesses / Math.Max(clock.Elapsed.TotalSeconds, 1e-9), clock.Elapsed.TotalSeconds, line.Quick);
             report.Print(Console.Out);
             var json = report.Write(Path.Combine(home, "bench", "results"));
@@ -70,6 +70,10 @@ public static class SimulateCommand
             return 1;
         }
     }
+
+    /// <summary>A path under the home as the results show it: relative, so results are the same on every checkout.</summary>
+    private static string Relative(string home, string text) =>
+        text.StartsWith(home + Path.DirectorySeparatorChar, StringComparison.Ordinal) ? text[(home.Length + 1)..] : text;
 
     private static string DefaultLatency(string home)
     {
