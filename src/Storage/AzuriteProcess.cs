@@ -354,13 +354,17 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
             try
             {
                 using var response = await http.GetAsync(probe, exited.Token).ConfigureAwait(false);
+                // The service's own name, not just "Azurite": two Azurites starting side by side (./faast test's lanes)
+                // can be handed the same free port, one for its blobs and one for its queues, and the blob probe was
+                // once answered by the other's queue service ("Azurite-Queue", CI 2026-11-28: a suite's every container
+                // create then failed with 404), while this one's blob service could not bind.
                 var server = response.Headers.Server.ToString();
-                if (server.Contains("Azurite", StringComparison.OrdinalIgnoreCase) && !instance.HasExited)
+                if (server.Contains("Azurite-Blob", StringComparison.OrdinalIgnoreCase) && !instance.HasExited)
                 {
                     if (queueProbe is null)
                         return true;
                     using var queueResponse = await http.GetAsync(queueProbe, exited.Token).ConfigureAwait(false);
-                    if (queueResponse.Headers.Server.ToString().Contains("Azurite", StringComparison.OrdinalIgnoreCase) && !instance.HasExited)
+                    if (queueResponse.Headers.Server.ToString().Contains("Azurite-Queue", StringComparison.OrdinalIgnoreCase) && !instance.HasExited)
                         return true;
                 }
             }
