@@ -247,10 +247,13 @@ public sealed class En4sScheduler : SchedulerBase
                 _activeLc.PushTail(t);
                 continue;
             }
-            // Saved credit plus the fair share since the last visit, never above one interval of share.
+            // Saved credit plus the fair share since the last visit, never above one interval of share — or the head
+            // request's cost, so a tenant whose share is below one request per interval (750 BE tenants splitting
+            // 80K tokens/s get ~0.1 token/ms) still saves up to it instead of living on the pool alone.
             double inc = s.Rate * (nowNs - s.LastRefillNs) * 1e-9;
             s.LastRefillNs = nowNs;
-            double tokens = Math.Min(s.Credit + inc, Math.Max(s.Credit, s.Rate * intervalSec));
+            double bank = Math.Max(s.Rate * intervalSec, s.Queue.Head.Cost);
+            double tokens = Math.Min(s.Credit + inc, Math.Max(s.Credit, bank));
             double demand = s.Queue.QueuedCost;
             if (demand > tokens && _pool > 0)
             {

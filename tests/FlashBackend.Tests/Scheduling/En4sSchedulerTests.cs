@@ -110,6 +110,26 @@ public class En4sSchedulerTests
     }
 
     [Fact]
+    public void ManyBeTenantsWhoseShareIsBelowOneRequestPerIntervalStillGetTheLeftover()
+    {
+        var s = NewEn4s();
+        int lc = Lc(s, "lc", 100_000);
+        var be = new int[200];
+        for (int i = 0; i < be.Length; i++)
+            be[i] = s.Register(new TenantSpec($"be{i}"));
+        s.RunAdmission(0);
+        Fill(s, lc, 50_000, 0);
+        foreach (int t in be)
+            Fill(s, t, 200, 0);
+        long before = be.Sum(t => s.DispatchedOf(t));
+        for (long t = 0; t <= 100_000_000; t += Poll)
+            Round(s, t);
+        // 200K tokens/s at 2 ms minus the LC tenant's 100K: 500 tokens/s, half a read per 1 ms interval, per BE tenant.
+        long got = be.Sum(t => s.DispatchedOf(t)) - before;
+        Assert.InRange(got, 9_000, 11_000);
+    }
+
+    [Fact]
     public void AdmissionRefusesAnLcSloBeyondTheDevicesTokenRateNamingTheTenantAndTheShortfall()
     {
         var s = NewEn4s();
