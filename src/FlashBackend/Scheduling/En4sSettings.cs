@@ -1,0 +1,60 @@
+namespace FaaST.FlashBackend.Scheduling;
+
+/// <summary>
+/// En4S's knobs the paper leaves open, with the values of the authors' code (mhxie/En4S storage/inc/nvme/nvmedev.h,
+/// storage/nvme/scheduling.c — read, not copied) and the reasons.
+/// </summary>
+public sealed record En4sSettings
+{
+    /// <summary>An LC tenant's deficit limit (how far below zero its credit may go: its burst allowance, §4.4) as a
+    /// fraction of its wTPS: 10 % (the authors' TOKEN_DEFICIT_LIMIT_PERC).</summary>
+    public double DeficitLimitFraction { get; init; } = 0.10;
+
+    /// <summary>A scheduling visit counts as a loan when the tenant has work queued and its credit is below
+    /// −deficit / this (the authors' TOKEN_DEFICIT_LIMIT_DIV = 2: half the allowance in use is "borrowing").</summary>
+    public double LoanThresholdDivisor { get; init; } = 2;
+
+    /// <summary>Consecutive loans after which the deficit limit is halved (the multiplicative decrease of §4.4's
+    /// consecutive-burst limit); the count restarts after each halving, and a visit that is not a loan (repayment)
+    /// resets both the count and the limit to its full value (the authors' code resets rather than adding back
+    /// step by step, so "additive increase" is one step to the original). 50 = the authors' TOKEN_DEFICIT_MAX_TIMES.</summary>
+    public int ConsecutiveLoansToHalve { get; init; } = 50;
+
+    /// <summary>Token reclaim runs at this fixed period, below the scheduling frequency (§4.5): 1 ms, the authors'
+    /// SCHED_FREQUENCY unit; ~100 scheduling rounds at a 10 µs poll, enough to average an LC tenant's short bursts.</summary>
+    public long ReclaimIntervalNs { get; init; } = 1_000_000;
+
+    /// <summary>An LC tenant's credit is reclaimed when it exceeds this multiple of its last increment (the tokens it
+    /// gained over the previous reclaim interval): 3 (the authors' POS_LIMIT_FACTOR).</summary>
+    public double ReclaimCreditMultiple { get; init; } = 3;
+
+    /// <summary>Fraction of such a tenant's credit moved to the BE pool: 60 % (TOKEN_FRAC_GIVEAWAY); the 40 % it keeps
+    /// still covers a burst at its next activation.</summary>
+    public double ReclaimFraction { get; init; } = 0.6;
+
+    /// <summary>The global BE pool holds at most this many reclaim intervals of the device's tokens: borrowed tokens
+    /// are for the present, never a bank for a later BE burst that would hit LC tenants.</summary>
+    public double PoolCapIntervals { get; init; } = 1;
+
+    /// <summary>Individual burst schedule (§4.4 (2)): one visit dequeues at most the tenant's token rate over this
+    /// period (and at least its head request); a tenant with more work and credit left goes to the tail so the next
+    /// tenant is visited. Exhaustive dequeue alone would let a tenant spending its burst allowance hold every free device
+    /// slot until the allowance is gone (a 10 % deficit is 100 ms of its rate); 1 ms is the authors' smoothing unit
+    /// (SMOOTHING_FACTOR 1000 per second).</summary>
+    public long VisitQuantumNs { get; init; } = 1_000_000;
+
+    /// <summary>Conservative burst control (Fig. 11b): the authors' 50 consecutive loans before halving.</summary>
+    public static En4sSettings Conservative { get; } = new();
+
+    /// <summary>Aggressive burst control (Fig. 11a): ten times as sensitive (the paper's 3‰ against 3 % detection
+    /// settings differ by 10x), halving after 5 consecutive loans.</summary>
+    public static En4sSettings Aggressive { get; } = new() { ConsecutiveLoansToHalve = 5 };
+
+    public void Validate()
+    {
+        if (!(DeficitLimitFraction >= 0) || !(LoanThresholdDivisor >= 1) || ConsecutiveLoansToHalve < 1)
+            throw new ArgumentException($"En4S settings: deficit fraction {DeficitLimitFraction} must be >= 0, loan divisor {LoanThresholdDivisor} >= 1, loans to halve {ConsecutiveLoansToHalve} >= 1");
+        if (ReclaimIntervalNs < 1 || VisitQuantumNs < 1 || !(ReclaimCreditMultiple >= 0) || !(ReclaimFraction >= 0 && ReclaimFraction <= 1) || !(PoolCapIntervals >= 0))
+            throw new ArgumentException($"En4S settings: reclaim interval {ReclaimIntervalNs} ns must be >= 1, credit multiple {ReclaimCreditMultiple} >= 0, fraction {ReclaimFraction} in [0, 1], pool cap {PoolCapIntervals} >= 0");
+    }
+}
