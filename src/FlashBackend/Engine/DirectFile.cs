@@ -18,7 +18,7 @@ internal sealed partial class DirectFile : IDisposable
 
     // Linux x86-64 and arm64 open(2) flags (asm-generic/fcntl.h; x86-64 shares these values).
     private const int ORdWr = 0x2, OCreat = 0x40, ODirect = 0x4000, OCloExec = 0x80000;
-    private const int EInval = 22;
+    private const int EInval = 22, ENoDev = 19;
 
     private readonly SafeFileHandle _handle;
 
@@ -35,7 +35,7 @@ internal sealed partial class DirectFile : IDisposable
 
     /// <summary>Opens (creating if needed) <paramref name="path"/> with O_DIRECT and preallocates
     /// <paramref name="capacity"/> bytes, so the log never grows the file on the write path (a block device
-    /// under /dev is taken as it is). Fails, naming the path, where the filesystem refuses O_DIRECT (tmpfs):
+    /// is taken as it is). Fails, naming the path, where the filesystem refuses O_DIRECT (tmpfs before Linux 6.6):
     /// a silent fallback to buffered I/O would make the device model's calibration measure the page cache.</summary>
     public static DirectFile Open(string path, long capacity)
     {
@@ -45,18 +45,16 @@ internal sealed partial class DirectFile : IDisposable
         if (fd < 0)
         {
             int errno = Marshal.GetLastPInvokeError();
-            string why = errno == EInval ? "the filesystem does not support O_DIRECT (tmpfs does not; use a disk-backed path such as /var/tmp)" : Marshal.GetPInvokeErrorMessage(errno);
+            string why = errno == EInval ? "the filesystem does not support O_DIRECT (tmpfs before Linux 6.6 does not; use a disk-backed path such as /var/tmp)" : Marshal.GetPInvokeErrorMessage(errno);
             throw new IOException($"flash file {path}: open with O_DIRECT failed (errno {errno}): {why}");
         }
         var handle = new SafeFileHandle(fd, ownsHandle: true);
         try
         {
-            if (!path.StartsWith("/dev/", StringComparison.Ordinal))
-            {
-                int err = Sys.PosixFallocate(fd, 0, capacity);
-                if (err != 0)
-                    throw new IOException($"flash file {path}: preallocating {capacity} bytes failed (errno {err}): {Marshal.GetPInvokeErrorMessage(err)}");
-            }
+            // ENODEV: not a regular file, i.e. a block device, whose size is what it is.
+            int err = Sys.PosixFallocate(fd, 0, capacity);
+            if (err != 0 && err != ENoDev)
+                throw new IOException($"flash file {path}: preallocating {capacity} bytes failed (errno {err}): {Marshal.GetPInvokeErrorMessage(err)}");
             return new DirectFile(path, handle, capacity);
         }
         catch
