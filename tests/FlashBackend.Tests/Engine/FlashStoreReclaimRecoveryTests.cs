@@ -39,13 +39,17 @@ public sealed class FlashStoreReclaimRecoveryTests : IDisposable
     public async Task ReadersRacingAWrappingWriterGetTheRightBytesOrAMissNeverOthers()
     {
         using FlashStore store = _files.Open(segments: 3, segmentSize: 32 << 10);
-        const int Keys = 24, Rounds = 400;
+        const int Keys = 24, Rounds = 1200;
+        var latest = new int[Keys];   // the round that last wrote each key: readers chase the live, soon-reclaimed versions
         int wrong = 0;
         using var writerDone = new ManualResetEventSlim();
         var writer = Task.Run(() =>
         {
             for (int r = 0; r < Rounds; r++)
+            {
                 store.Put("app-a", $"k{r % Keys}", $"v{r}", EngineFiles.Value($"k{r % Keys}", r, 3000 + (r % 7 * 1000)));
+                Volatile.Write(ref latest[r % Keys], r);
+            }
             writerDone.Set();
         });
         var readers = Enumerable.Range(0, 2).Select(seed => Task.Run(() =>
@@ -54,7 +58,7 @@ public sealed class FlashStoreReclaimRecoveryTests : IDisposable
             var buffer = new byte[16 << 10];
             while (!writerDone.IsSet)
             {
-                int r = rnd.Next(Rounds);
+                int r = Volatile.Read(ref latest[rnd.Next(Keys)]);
                 int length = 3000 + (r % 7 * 1000);
                 byte[] expected = EngineFiles.Value($"k{r % Keys}", r, length);
                 // Whole reads (header and CRC checked) and ranges (only the generation guards them); a reclaim that
