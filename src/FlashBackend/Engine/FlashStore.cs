@@ -95,7 +95,7 @@ public sealed partial class FlashStore : IDisposable
         Interlocked.Decrement(ref _segments[extent.Segment].InFlight);   // after publishing: reclaim waits for this
     }
 
-    /// <summary>Removes (tenant, key). In <see cref="StartupMode.Recover"/> a tombstone is logged first, so recovery
+    /// <summary>Removes (tenant, key). A tombstone is logged first (in either startup mode), so recovery
     /// does not bring the object back. Returns whether the key was stored.</summary>
     public bool Delete(string tenant, string key)
     {
