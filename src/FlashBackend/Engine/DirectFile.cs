@@ -41,7 +41,8 @@ internal sealed partial class DirectFile : IDisposable
     {
         if (capacity <= 0 || capacity % Alignment != 0)
             throw new ArgumentException($"flash file {path}: capacity {capacity} must be a positive multiple of {Alignment}", nameof(capacity));
-        int fd = Sys.Open(path, ORdWr | OCreat | ODirect | OCloExec, 0x1B0 /* 0660 */);
+        // 0600: the log holds every tenant's objects; only the server's user may read it (issue 22: tenants are isolated).
+        int fd = Sys.Open(path, ORdWr | OCreat | ODirect | OCloExec, 0x180 /* 0600 */);
         if (fd < 0)
         {
             int errno = Marshal.GetLastPInvokeError();

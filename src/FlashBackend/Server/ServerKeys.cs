@@ -80,7 +80,8 @@ public sealed class ServerKeys
     public bool IsAdminKey(string credential)
     {
         Span<byte> given = stackalloc byte[64];
-        return credential.Length == 64 && Encoding.UTF8.GetBytes(credential, given) == 64
+        // TryGetBytes: 64 characters may take more than 64 bytes in UTF-8 (a hostile header), which is simply not the key.
+        return credential.Length == 64 && Encoding.UTF8.TryGetBytes(credential, given, out int n) && n == 64
             && CryptographicOperations.FixedTimeEquals(given, _adminKey);
     }
 
