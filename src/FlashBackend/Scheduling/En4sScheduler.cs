@@ -23,6 +23,8 @@ public sealed class En4sScheduler : SchedulerBase
     private readonly En4sSettings _settings;
     private readonly ActiveList _activeLc;
     private readonly ActiveList _activeBe;
+    private readonly WakeHeap _parked;
+    private readonly ActiveList _parkedBe;
     private readonly List<int> _pendingLc = [];
     private double _pool;
     private double _beShare;
@@ -41,6 +43,8 @@ public sealed class En4sScheduler : SchedulerBase
         _settings = settings;
         _activeLc = new ActiveList(limits.MaxTenants);
         _activeBe = new ActiveList(limits.MaxTenants);
+        _parked = new WakeHeap(limits.MaxTenants);
+        _parkedBe = new ActiveList(limits.MaxTenants);
     }
 
     public override string Name => "en4s";
@@ -65,6 +69,11 @@ public sealed class En4sScheduler : SchedulerBase
     public int[] ActiveLcOrder() => _activeLc.Snapshot();
 
     public int[] ActiveBeOrder() => _activeBe.Snapshot();
+
+    /// <summary>Tenants with queued work parked out of the active lists until their tokens allow a dispatch.</summary>
+    public int ParkedCount => _parked.Count + _parkedBe.Count;
+
+    public bool IsParked(int tenant) => Get(tenant).Parked;
 
     /// <summary>Fast join (§4.3.3): every tenant starts as BE at once; one with an LC SLO waits for
     /// <see cref="RunAdmission"/>.</summary>
@@ -121,11 +130,13 @@ public sealed class En4sScheduler : SchedulerBase
                 decisions.Add(new AdmissionDecision(t, spec.Name, false,
                     $"tenant '{spec.Name}': LC SLO of {spec.IopsSlo:0} IOPS at {ratio:P0} read needs {need:0} tokens/s; " +
                     $"the device carries {capacity:0} tokens/s within p95 {strictest} µs and admitted LC tenants hold " +
-                    $"{_lcReserved:0}; shortfall {shortfall:0} tokens/s (the tenant stays best-effort)"));
+                    $"{_lcReserved:0}; shortfall {shortfall:0} tokens/s (the tenant stays best-effort)",
+                    need, Math.Max(0, capacity - _lcReserved)));
                 continue;
             }
             BeTenants.Remove(t);
             LcTenants.Add(t);
+            double left = capacity - _lcReserved;
             s.IsLc = true;
             s.Rate = need;
             s.Credit = 0;
@@ -137,7 +148,8 @@ public sealed class En4sScheduler : SchedulerBase
             _lcReserved += need;
             // If it is in the BE active list, the next BE pass moves it to the LC list's tail.
             decisions.Add(new AdmissionDecision(t, spec.Name, true,
-                $"tenant '{spec.Name}': admitted as LC with {need:0} tokens/s ({_lcReserved:0} of {capacity:0} reserved)"));
+                $"tenant '{spec.Name}': admitted as LC with {need:0} tokens/s ({_lcReserved:0} of {capacity:0} reserved)",
+                need, left));
         }
         _pendingLc.Clear();
         RecomputeBeShare(BeTenants.Count);
@@ -178,6 +190,8 @@ public sealed class En4sScheduler : SchedulerBase
         Advance(nowNs);
         if (nowNs >= _nextReclaimNs)
             Reclaim(nowNs);
+        while (_parked.TryPopDue(nowNs, out int woken))
+            Unpark(woken);
         int cap = BatchCap(batch);
         int n = 0;
 
@@ -186,8 +200,13 @@ public sealed class En4sScheduler : SchedulerBase
             int t = _activeLc.Head;
             ref var s = ref Tenants[t];
             RefillLc(ref s, nowNs);
+            // A visit cut off by a full batch continues in the next call with the same burst schedule and is not a new
+            // visit for the loan count: otherwise a batch of 4 would count 16 times the loans of a batch of 64.
+            bool continuing = s.InVisit;
+            s.InVisit = false;
             // Consecutive-burst limit (§4.4): a visit that finds the tenant borrowing counts as a loan.
-            if (s.Credit < -(s.DeficitLimit / _settings.LoanThresholdDivisor))
+            if (continuing) { }
+            else if (s.Credit < -(s.DeficitLimit / _settings.LoanThresholdDivisor))
             {
                 if (++s.LoanTimes > _settings.ConsecutiveLoansToHalve)
                 {
@@ -200,13 +219,18 @@ public sealed class En4sScheduler : SchedulerBase
                 s.LoanTimes = 0;
                 s.DeficitLimit = s.BaseDeficitLimit;
             }
-            bool blocked = false;
+            bool blocked = false, outOfTokens = false;
             double quantum = s.Rate * _settings.VisitQuantumNs * 1e-9;
-            double spent = 0;
+            double spent = continuing ? s.VisitSpent : 0;
             while (s.Queue.Count > 0)
             {
                 if (n == cap)
-                    return n; // batch full: the tenant stays at the head, the next call continues its dequeue
+                {
+                    // Batch full: the tenant stays at the head, the next call continues this visit's dequeue.
+                    s.InVisit = true;
+                    s.VisitSpent = spent;
+                    return n;
+                }
                 if (InFlight >= Limits.LcInFlightMax)
                 {
                     // Blocked by a full device queue (§4.3.2): to the tail, so the slots that free up next go to the
@@ -214,9 +238,14 @@ public sealed class En4sScheduler : SchedulerBase
                     _activeLc.Requeue();
                     return n;
                 }
-                if (s.Credit < -s.DeficitLimit || (spent > 0 && spent + s.Queue.Head.Cost > quantum))
+                if (s.Credit < -s.DeficitLimit)
                 {
-                    blocked = true; // out of tokens and allowance, or this visit's burst schedule is used up
+                    outOfTokens = true; // out of tokens and burst allowance: parked until the refill covers it
+                    break;
+                }
+                if (spent > 0 && spent + s.Queue.Head.Cost > quantum)
+                {
+                    blocked = true; // this visit's burst schedule is used up; credit is left, so to the tail
                     break;
                 }
                 var r = s.Queue.Dequeue();
@@ -225,7 +254,14 @@ public sealed class En4sScheduler : SchedulerBase
                 NoteDispatched(ref s);
                 batch[n++] = r;
             }
-            if (blocked)
+            if (outOfTokens)
+            {
+                _activeLc.PopHead();
+                // Eligible again when credit + rate·dt reaches −deficit limit (the +1 ns absorbs the rounding down).
+                long dt = (long)((-s.DeficitLimit - s.Credit) / s.Rate * 1e9) + 1;
+                Park(t, ref s, nowNs + dt, fromBe: false);
+            }
+            else if (blocked)
                 _activeLc.Requeue();
             else
             {
@@ -233,6 +269,8 @@ public sealed class En4sScheduler : SchedulerBase
                 s.Active = false;
             }
         }
+
+        WakeBeOnPool(nowNs);
 
         double intervalSec = _settings.ReclaimIntervalNs * 1e-9;
         for (int visits = _activeBe.Count; visits > 0; visits--)
@@ -288,7 +326,10 @@ public sealed class En4sScheduler : SchedulerBase
             s.Credit = saved;
             _pool += tokens - saved;
             if (blocked)
-                _activeBe.Requeue();
+            {
+                _activeBe.PopHead();
+                ParkBe(t, ref s, nowNs);
+            }
             else
             {
                 _activeBe.PopHead();
@@ -331,6 +372,10 @@ public sealed class En4sScheduler : SchedulerBase
                 ReclaimedTotal += give;
             }
         }
+        // The pool is refilled now: every BE tenant parked for want of pool tokens gets a visit (once per interval,
+        // so the cost is O(BE tenants) per millisecond, not per scheduling round).
+        while (_parkedBe.Count > 0)
+            Unpark(_parkedBe.PopHead());
         int idleBe = BeTenants.Count - _activeBeCount;
         if (idleBe > 0 && _nextReclaimNs != long.MinValue)
             _pool += idleBe * _beShare * _settings.ReclaimIntervalNs * 1e-9;
@@ -338,6 +383,61 @@ public sealed class En4sScheduler : SchedulerBase
         _nextReclaimNs = _nextReclaimNs == long.MinValue
             ? nowNs + _settings.ReclaimIntervalNs
             : Math.Max(_nextReclaimNs + _settings.ReclaimIntervalNs, nowNs - nowNs % _settings.ReclaimIntervalNs + _settings.ReclaimIntervalNs);
+    }
+
+    private void Park(int tenant, ref TenantState s, long wakeNs, bool fromBe)
+    {
+        s.Parked = true;
+        s.ParkedFromBe = fromBe;
+        _parked.Push(tenant, wakeNs);
+    }
+
+    /// <summary>A BE tenant whose tokens (share, saved credit and the whole pool) do not cover its head request: parked
+    /// until its own share covers it if that comes before the next reclaim, else until the pool refills (the reclaim,
+    /// or tokens other BE tenants lend back — see <see cref="WakeBeOnPool"/>).</summary>
+    private void ParkBe(int tenant, ref TenantState s, long nowNs)
+    {
+        double need = s.Queue.Head.Cost - s.Credit;
+        if (s.Rate > 0)
+        {
+            double dtNs = need / s.Rate * 1e9;
+            if (nowNs + dtNs < _nextReclaimNs)
+            {
+                Park(tenant, ref s, nowNs + (long)dtNs + 1, fromBe: true);
+                return;
+            }
+        }
+        s.Parked = true;
+        s.ParkedFromBe = true;
+        _parkedBe.PushTail(tenant);
+    }
+
+    /// <summary>Tokens lent back to the pool between reclaims go to the BE tenants parked for the pool, front first,
+    /// as far as they cover each one's head request: O(woken) per round.</summary>
+    private void WakeBeOnPool(long nowNs)
+    {
+        double avail = _pool;
+        while (_parkedBe.Count > 0)
+        {
+            ref var s = ref Tenants[_parkedBe.Head];
+            double need = s.Queue.Head.Cost - s.Credit - s.Rate * (nowNs - s.LastRefillNs) * 1e-9;
+            if (need > avail)
+                break;
+            avail -= Math.Max(need, 0);
+            Unpark(_parkedBe.PopHead());
+        }
+    }
+
+    /// <summary>Back to the tail of the list it was parked from (activation order, §4.3.2). A tenant admitted as LC
+    /// while parked from the BE list goes back to the BE list, whose pass moves it to the LC list.</summary>
+    private void Unpark(int tenant)
+    {
+        ref var s = ref Tenants[tenant];
+        s.Parked = false;
+        if (s.ParkedFromBe)
+            _activeBe.PushTail(tenant);
+        else
+            _activeLc.PushTail(tenant);
     }
 
     private void CapPool()

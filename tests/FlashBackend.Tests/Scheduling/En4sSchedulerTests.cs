@@ -77,9 +77,11 @@ public class En4sSchedulerTests
         Assert.Equal(loansToHalve, maxLoans);
         Assert.Equal(500, s.DeficitLimitOf(a));
         Assert.Equal(1, s.LoanTimesOf(a)); // the count restarts after the halving
-        for (int i = 0; i < 40 * loansToHalve; i++)
+        // Parked out of tokens, the tenant is visited (and a loan counted) only when its refill allows a dispatch:
+        // the halving brought it below the new limit, so it waits 25 ms (250 tokens at 10K/s), then borrows again.
+        for (int i = 0; i < 10_000; i++)
             Round(s, t += Poll);
-        Assert.True(s.DeficitLimitOf(a) < 500, "a standing backlog kept halving the limit");
+        Assert.True(s.DeficitLimitOf(a) < 500, "a standing backlog did not keep halving the limit");
         // Drain the backlog, let the credit come back above zero, then one request: the visit finds it repaid.
         while (s.QueuedOf(a) > 0)
             Round(s, t += Poll);
@@ -189,7 +191,7 @@ public class En4sSchedulerTests
     }
 
     [Fact]
-    public void ABlockedTenantIsRequeuedBehindTheOthers()
+    public void ATenantOutOfTokensIsParkedAndReturnsBehindTheOthersWhenItsRefillAllowsADispatch()
     {
         // A one-second burst schedule, so only the deficit limit blocks here.
         var s = NewEn4s(En4sSettings.Conservative with { VisitQuantumNs = 1_000_000_000 });
@@ -202,11 +204,23 @@ public class En4sSchedulerTests
         var order = new List<int>();
         Round(s, 0, order);
         Assert.Equal(Enumerable.Repeat(a, 11).Concat(Enumerable.Repeat(b, 11)).Concat(Enumerable.Repeat(c, 3)), order);
-        Assert.Equal([a, b], s.ActiveLcOrder()); // c emptied and left; a and b wait at the tail in block order
+        // c emptied and left; a and b are parked (no round visits them) until their credit is back at −10 tokens.
+        Assert.Empty(s.ActiveLcOrder());
+        Assert.Equal(2, s.ParkedCount);
+        Assert.True(s.IsParked(a) && s.IsParked(b));
         int d = Lc(s, "late-d", 1_000);
         s.RunAdmission(0);
         Fill(s, d, 1, 0);
-        Assert.Equal([a, b, d], s.ActiveLcOrder());
+        Assert.Equal([d], s.ActiveLcOrder());
+        // One token at 100 tokens/s: eligible 10 ms later, in block order, behind the tenant activated meanwhile.
+        order.Clear();
+        Round(s, 9_000_000, order);
+        Assert.Equal([d], order);
+        Assert.Equal(2, s.ParkedCount);
+        Round(s, 10_000_001, order);
+        Assert.Equal([d, a, b], order);
+        Assert.Empty(s.ActiveLcOrder());
+        Assert.Equal(2, s.ParkedCount); // one read each, out of tokens again
     }
 
     [Fact]
