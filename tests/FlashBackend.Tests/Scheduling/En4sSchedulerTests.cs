@@ -6,8 +6,11 @@ public class En4sSchedulerTests
 {
     private const long Poll = 10_000; // 10 µs of virtual time per scheduling round
 
+    /// <summary>The mechanism tests run with the authors' 10 % deficit limit (the default is 50 %, see
+    /// <see cref="En4sSettings.DeficitLimitFraction"/>) so their counts stay small and readable.</summary>
     private static En4sScheduler NewEn4s(En4sSettings? settings = null, SchedulerLimits? limits = null) =>
-        new(CostTable.I3XLarge, limits ?? SchedulerLimits.Default, DeviceProfile.I3XLarge, settings ?? En4sSettings.Conservative);
+        new(CostTable.I3XLarge, limits ?? SchedulerLimits.Default, DeviceProfile.I3XLarge,
+            (settings ?? En4sSettings.Conservative) with { DeficitLimitFraction = 0.10 });
 
     private static int Lc(En4sScheduler s, string name, double iops, int p95Us = 2000, double read = 1.0) =>
         s.Register(new TenantSpec(name, iops, p95Us, read));

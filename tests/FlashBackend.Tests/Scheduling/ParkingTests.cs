@@ -8,8 +8,10 @@ public class ParkingTests
 {
     private const long Poll = 10_000;
 
+    /// <summary>With the authors' 10 % deficit limit, as in En4sSchedulerTests, so the counts below stay small.</summary>
     private static En4sScheduler NewEn4s(SchedulerLimits? limits = null) =>
-        new(CostTable.I3XLarge, limits ?? SchedulerLimits.Default, DeviceProfile.I3XLarge, En4sSettings.Conservative);
+        new(CostTable.I3XLarge, limits ?? SchedulerLimits.Default, DeviceProfile.I3XLarge,
+            En4sSettings.Conservative with { DeficitLimitFraction = 0.10 });
 
     private static void Fill(IIoScheduler s, int tenant, int n, long now)
     {
@@ -37,7 +39,7 @@ public class ParkingTests
         for (int i = 0; i < be.Length; i++)
             be[i] = s.Register(new TenantSpec($"be{i}"));
         s.RunAdmission(0);
-        foreach (int t in lc) Fill(s, t, 200, 0);   // each LC tenant 200 reads: half a second of its SLO
+        foreach (int t in lc) Fill(s, t, 2_000, 0); // each LC tenant 2,000 reads: five seconds of its SLO
         foreach (int t in be) Fill(s, t, 200, 0);
         long dispatched = 0;
         for (long t = 0; t <= 50_000_000; t += Poll)
