@@ -30,6 +30,7 @@ public sealed class En4sScheduler : SchedulerBase
     private double _beShare;
     private double _lcReserved;
     private long _nextReclaimNs = long.MinValue;
+    private long _lastReclaimNs = long.MinValue;
     private int _activeBeCount;
 
     public En4sScheduler(CostTable costs, SchedulerLimits limits, DeviceProfile device, En4sSettings settings)
@@ -216,8 +217,7 @@ public sealed class En4sScheduler : SchedulerBase
             }
             else
             {
-                s.LoanTimes = 0;
-                s.DeficitLimit = s.BaseDeficitLimit;
+                s.LoanTimes = 0; // repaid: the allowance grows back additively at reclaim time (§4.4's AI)
             }
             bool blocked = false, outOfTokens = false;
             double quantum = s.Rate * _settings.VisitQuantumNs * 1e-9;
@@ -358,9 +358,15 @@ public sealed class En4sScheduler : SchedulerBase
     /// </summary>
     private void Reclaim(long nowNs)
     {
+        // Additive increase (§4.4): a tenant whose last visit was not a loan regains its allowance in proportion to the
+        // time since the last reclaim, reaching the original after AllowanceRecoveryNs.
+        double regain = _lastReclaimNs == long.MinValue ? 0 : (nowNs - _lastReclaimNs) / (double)_settings.AllowanceRecoveryNs;
+        _lastReclaimNs = nowNs;
         foreach (int t in LcTenants)
         {
             ref var s = ref Tenants[t];
+            if (s.LoanTimes == 0 && s.DeficitLimit < s.BaseDeficitLimit)
+                s.DeficitLimit = Math.Min(s.BaseDeficitLimit, s.DeficitLimit + regain * s.BaseDeficitLimit);
             RefillLc(ref s, nowNs);
             s.LastIncrement = s.IncrementSinceReclaim;
             s.IncrementSinceReclaim = 0;

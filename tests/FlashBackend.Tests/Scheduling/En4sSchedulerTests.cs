@@ -92,8 +92,15 @@ public class En4sSchedulerTests
         Round(s, t);
         Fill(s, a, 1, t);
         Round(s, t += Poll);
-        Assert.Equal(1_000, s.DeficitLimitOf(a));
         Assert.Equal(0, s.LoanTimesOf(a));
+        // Additive increase: the allowance grows back with time at reclaim ticks, not in one step, up to the original.
+        double limit = s.DeficitLimitOf(a);
+        Assert.True(limit < 1_000, $"the limit {limit} came back in one step");
+        Round(s, t += 100_000_000);
+        Assert.True(s.DeficitLimitOf(a) > limit, "no additive increase after 100 ms of repayment");
+        long recovery = aggressive ? 10_000_000_000 : 1_000_000_000;
+        Round(s, t += recovery);
+        Assert.Equal(1_000, s.DeficitLimitOf(a));
     }
 
     [Fact]
