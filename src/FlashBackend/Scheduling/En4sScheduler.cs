@@ -17,17 +17,20 @@ namespace FaaST.FlashBackend.Scheduling;
 /// Single-threaded: one instance per device queue, driven by that queue's thread; no locks; the hot path (Enqueue,
 /// Dispatch, OnCompletion) allocates nothing once the per-tenant rings have grown to the workload.
 /// </summary>
-public sealed class En4sScheduler : SchedulerBase
+public sealed partial class En4sScheduler : SchedulerBase
 {
     private readonly DeviceProfile _device;
     private readonly En4sSettings _settings;
     private readonly ActiveList _activeLc;
     private readonly ActiveList _activeBe;
+    private readonly WakeHeap _parked;
+    private readonly ActiveList _parkedBe;
     private readonly List<int> _pendingLc = [];
     private double _pool;
     private double _beShare;
     private double _lcReserved;
     private long _nextReclaimNs = long.MinValue;
+    private long _lastReclaimNs = long.MinValue;
     private int _activeBeCount;
 
     public En4sScheduler(CostTable costs, SchedulerLimits limits, DeviceProfile device, En4sSettings settings)
@@ -41,6 +44,8 @@ public sealed class En4sScheduler : SchedulerBase
         _settings = settings;
         _activeLc = new ActiveList(limits.MaxTenants);
         _activeBe = new ActiveList(limits.MaxTenants);
+        _parked = new WakeHeap(limits.MaxTenants);
+        _parkedBe = new ActiveList(limits.MaxTenants);
     }
 
     public override string Name => "en4s";
@@ -65,6 +70,11 @@ public sealed class En4sScheduler : SchedulerBase
     public int[] ActiveLcOrder() => _activeLc.Snapshot();
 
     public int[] ActiveBeOrder() => _activeBe.Snapshot();
+
+    /// <summary>Tenants with queued work parked out of the active lists until their tokens allow a dispatch.</summary>
+    public int ParkedCount => _parked.Count + _parkedBe.Count;
+
+    public bool IsParked(int tenant) => Get(tenant).Parked;
 
     /// <summary>Fast join (§4.3.3): every tenant starts as BE at once; one with an LC SLO waits for
     /// <see cref="RunAdmission"/>.</summary>
@@ -121,11 +131,13 @@ public sealed class En4sScheduler : SchedulerBase
                 decisions.Add(new AdmissionDecision(t, spec.Name, false,
                     $"tenant '{spec.Name}': LC SLO of {spec.IopsSlo:0} IOPS at {ratio:P0} read needs {need:0} tokens/s; " +
                     $"the device carries {capacity:0} tokens/s within p95 {strictest} µs and admitted LC tenants hold " +
-                    $"{_lcReserved:0}; shortfall {shortfall:0} tokens/s (the tenant stays best-effort)"));
+                    $"{_lcReserved:0}; shortfall {shortfall:0} tokens/s (the tenant stays best-effort)",
+                    need, Math.Max(0, capacity - _lcReserved)));
                 continue;
             }
             BeTenants.Remove(t);
             LcTenants.Add(t);
+            double left = capacity - _lcReserved;
             s.IsLc = true;
             s.Rate = need;
             s.Credit = 0;
@@ -137,7 +149,8 @@ public sealed class En4sScheduler : SchedulerBase
             _lcReserved += need;
             // If it is in the BE active list, the next BE pass moves it to the LC list's tail.
             decisions.Add(new AdmissionDecision(t, spec.Name, true,
-                $"tenant '{spec.Name}': admitted as LC with {need:0} tokens/s ({_lcReserved:0} of {capacity:0} reserved)"));
+                $"tenant '{spec.Name}': admitted as LC with {need:0} tokens/s ({_lcReserved:0} of {capacity:0} reserved)",
+                need, left));
         }
         _pendingLc.Clear();
         RecomputeBeShare(BeTenants.Count);
@@ -178,6 +191,8 @@ public sealed class En4sScheduler : SchedulerBase
         Advance(nowNs);
         if (nowNs >= _nextReclaimNs)
             Reclaim(nowNs);
+        while (_parked.TryPopDue(nowNs, out int woken))
+            Unpark(woken);
         int cap = BatchCap(batch);
         int n = 0;
 
@@ -186,8 +201,13 @@ public sealed class En4sScheduler : SchedulerBase
             int t = _activeLc.Head;
             ref var s = ref Tenants[t];
             RefillLc(ref s, nowNs);
+            // A visit cut off by a full batch continues in the next call with the same burst schedule and is not a new
+            // visit for the loan count: otherwise a batch of 4 would count 16 times the loans of a batch of 64.
+            bool continuing = s.InVisit;
+            s.InVisit = false;
             // Consecutive-burst limit (§4.4): a visit that finds the tenant borrowing counts as a loan.
-            if (s.Credit < -(s.DeficitLimit / _settings.LoanThresholdDivisor))
+            if (continuing) { }
+            else if (s.Credit < -(s.DeficitLimit / _settings.LoanThresholdDivisor))
             {
                 if (++s.LoanTimes > _settings.ConsecutiveLoansToHalve)
                 {
@@ -197,16 +217,20 @@ public sealed class En4sScheduler : SchedulerBase
             }
             else
             {
-                s.LoanTimes = 0;
-                s.DeficitLimit = s.BaseDeficitLimit;
+                s.LoanTimes = 0; // repaid: the allowance grows back additively at reclaim time (§4.4's AI)
             }
-            bool blocked = false;
+            bool blocked = false, outOfTokens = false;
             double quantum = s.Rate * _settings.VisitQuantumNs * 1e-9;
-            double spent = 0;
+            double spent = continuing ? s.VisitSpent : 0;
             while (s.Queue.Count > 0)
             {
                 if (n == cap)
-                    return n; // batch full: the tenant stays at the head, the next call continues its dequeue
+                {
+                    // Batch full: the tenant stays at the head, the next call continues this visit's dequeue.
+                    s.InVisit = true;
+                    s.VisitSpent = spent;
+                    return n;
+                }
                 if (InFlight >= Limits.LcInFlightMax)
                 {
                     // Blocked by a full device queue (§4.3.2): to the tail, so the slots that free up next go to the
@@ -214,9 +238,14 @@ public sealed class En4sScheduler : SchedulerBase
                     _activeLc.Requeue();
                     return n;
                 }
-                if (s.Credit < -s.DeficitLimit || (spent > 0 && spent + s.Queue.Head.Cost > quantum))
+                if (s.Credit < -s.DeficitLimit)
                 {
-                    blocked = true; // out of tokens and allowance, or this visit's burst schedule is used up
+                    outOfTokens = true; // out of tokens and burst allowance: parked until the refill covers it
+                    break;
+                }
+                if (spent > 0 && spent + s.Queue.Head.Cost > quantum)
+                {
+                    blocked = true; // this visit's burst schedule is used up; credit is left, so to the tail
                     break;
                 }
                 var r = s.Queue.Dequeue();
@@ -225,7 +254,14 @@ public sealed class En4sScheduler : SchedulerBase
                 NoteDispatched(ref s);
                 batch[n++] = r;
             }
-            if (blocked)
+            if (outOfTokens)
+            {
+                _activeLc.PopHead();
+                // Eligible again when credit + rate·dt reaches −deficit limit (the +1 ns absorbs the rounding down).
+                long dt = (long)((-s.DeficitLimit - s.Credit) / s.Rate * 1e9) + 1;
+                Park(t, ref s, nowNs + dt, fromBe: false);
+            }
+            else if (blocked)
                 _activeLc.Requeue();
             else
             {
@@ -233,6 +269,8 @@ public sealed class En4sScheduler : SchedulerBase
                 s.Active = false;
             }
         }
+
+        WakeBeOnPool(nowNs);
 
         double intervalSec = _settings.ReclaimIntervalNs * 1e-9;
         for (int visits = _activeBe.Count; visits > 0; visits--)
@@ -288,7 +326,10 @@ public sealed class En4sScheduler : SchedulerBase
             s.Credit = saved;
             _pool += tokens - saved;
             if (blocked)
-                _activeBe.Requeue();
+            {
+                _activeBe.PopHead();
+                ParkBe(t, ref s, nowNs);
+            }
             else
             {
                 _activeBe.PopHead();
@@ -298,52 +339,5 @@ public sealed class En4sScheduler : SchedulerBase
         }
         CapPool();
         return n;
-    }
-
-    private static void RefillLc(ref TenantState s, long nowNs)
-    {
-        double inc = s.Rate * (nowNs - s.LastRefillNs) * 1e-9;
-        s.LastRefillNs = nowNs;
-        s.Credit += inc;
-        s.IncrementSinceReclaim += inc;
-    }
-
-    /// <summary>
-    /// Token reclaim (§4.5), once per <see cref="En4sSettings.ReclaimIntervalNs"/>: every LC tenant is brought up to
-    /// date; one whose credit exceeds 3× what it gained over the last interval gives 60 % of it to the BE pool. Idle BE
-    /// tenants' shares for the interval go to the pool too, so BE stays work-conserving. LC tokens are thus lent only
-    /// after a whole interval of not being used, which keeps an LC tenant's short bursts covered (the leak §4.5 fixes).
-    /// Without BE tenants the reclaimed tokens only bound the LC tenant's bank (the pool is capped).
-    /// </summary>
-    private void Reclaim(long nowNs)
-    {
-        foreach (int t in LcTenants)
-        {
-            ref var s = ref Tenants[t];
-            RefillLc(ref s, nowNs);
-            s.LastIncrement = s.IncrementSinceReclaim;
-            s.IncrementSinceReclaim = 0;
-            if (s.Credit > _settings.ReclaimCreditMultiple * s.LastIncrement && s.Credit > 0)
-            {
-                double give = _settings.ReclaimFraction * s.Credit;
-                s.Credit -= give;
-                _pool += give;
-                ReclaimedTotal += give;
-            }
-        }
-        int idleBe = BeTenants.Count - _activeBeCount;
-        if (idleBe > 0 && _nextReclaimNs != long.MinValue)
-            _pool += idleBe * _beShare * _settings.ReclaimIntervalNs * 1e-9;
-        CapPool();
-        _nextReclaimNs = _nextReclaimNs == long.MinValue
-            ? nowNs + _settings.ReclaimIntervalNs
-            : Math.Max(_nextReclaimNs + _settings.ReclaimIntervalNs, nowNs - nowNs % _settings.ReclaimIntervalNs + _settings.ReclaimIntervalNs);
-    }
-
-    private void CapPool()
-    {
-        double cap = _device.TokensPerSecond * _settings.ReclaimIntervalNs * 1e-9 * _settings.PoolCapIntervals;
-        if (_pool > cap)
-            _pool = cap;
     }
 }

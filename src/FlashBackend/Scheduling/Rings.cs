@@ -87,3 +87,85 @@ internal sealed class ActiveList
         return a;
     }
 }
+
+/// <summary>
+/// Tenants parked until a virtual time (a min-heap of (wake time, park order, tenant), preallocated at the tenant
+/// slots): a tenant blocked for want of tokens leaves its active list and returns when its refill makes it eligible, so
+/// a scheduling round visits only tenants that can dispatch (§4.3.2's requeue, without re-visiting a blocked tenant every
+/// round — the cost that otherwise grows with the number of blocked tenants). Ties wake in park order. Never allocates.
+/// </summary>
+internal sealed class WakeHeap
+{
+    private readonly long[] _wake;
+    private readonly long[] _order;
+    private readonly int[] _tenant;
+    private int _count;
+    private long _next;
+
+    public WakeHeap(int capacity)
+    {
+        _wake = new long[capacity];
+        _order = new long[capacity];
+        _tenant = new int[capacity];
+    }
+
+    public int Count => _count;
+
+    /// <summary>The earliest wake time, or <see cref="long.MaxValue"/> when empty.</summary>
+    public long NextWakeNs => _count == 0 ? long.MaxValue : _wake[0];
+
+    public void Push(int tenant, long wakeNs)
+    {
+        if (_count == _wake.Length)
+            throw new InvalidOperationException($"wake heap: full at {_count} tenants while parking tenant {tenant}; a tenant was parked twice");
+        int i = _count++;
+        _wake[i] = wakeNs;
+        _order[i] = _next++;
+        _tenant[i] = tenant;
+        while (i > 0)
+        {
+            int p = (i - 1) >> 1;
+            if (!Less(i, p))
+                break;
+            Swap(i, p);
+            i = p;
+        }
+    }
+
+    /// <summary>Pops the earliest tenant due at or before <paramref name="nowNs"/>.</summary>
+    public bool TryPopDue(long nowNs, out int tenant)
+    {
+        if (_count == 0 || _wake[0] > nowNs)
+        {
+            tenant = -1;
+            return false;
+        }
+        tenant = _tenant[0];
+        _count--;
+        if (_count > 0)
+        {
+            Swap(0, _count);
+            int i = 0;
+            while (true)
+            {
+                int l = 2 * i + 1, r = l + 1, m = i;
+                if (l < _count && Less(l, m)) m = l;
+                if (r < _count && Less(r, m)) m = r;
+                if (m == i)
+                    break;
+                Swap(i, m);
+                i = m;
+            }
+        }
+        return true;
+    }
+
+    private bool Less(int a, int b) => _wake[a] < _wake[b] || (_wake[a] == _wake[b] && _order[a] < _order[b]);
+
+    private void Swap(int a, int b)
+    {
+        (_wake[a], _wake[b]) = (_wake[b], _wake[a]);
+        (_order[a], _order[b]) = (_order[b], _order[a]);
+        (_tenant[a], _tenant[b]) = (_tenant[b], _tenant[a]);
+    }
+}

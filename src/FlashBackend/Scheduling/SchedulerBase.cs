@@ -8,6 +8,13 @@ internal struct TenantState
     public bool IsLc;
     public bool PendingLc;
     public bool Active;
+    /// <summary>Waiting out of its active list for tokens (En4S only); <see cref="ParkedFromBe"/> says which list it
+    /// returns to.</summary>
+    public bool Parked;
+    public bool ParkedFromBe;
+    /// <summary>An LC visit cut off by the batch limit, to be continued, and the tokens it has spent so far.</summary>
+    public bool InVisit;
+    public double VisitSpent;
     public TenantSpec Spec;
     public int Flows;
     public RequestRing Queue;

@@ -57,5 +57,7 @@ public sealed record SchedulerLimits
     }
 }
 
-/// <summary>The outcome of the slow LC admission of one tenant (§4.3.3).</summary>
-public readonly record struct AdmissionDecision(int Tenant, string Name, bool Admitted, string Reason);
+/// <summary>The outcome of the slow LC admission of one tenant (§4.3.3): who, whether, why, what it asked (its wTPS)
+/// and what the device had left for LC reservations within the strictest p95 bound before this decision.</summary>
+public readonly record struct AdmissionDecision(int Tenant, string Name, bool Admitted, string Reason,
+    double RequestedTokensPerSecond = 0, double LeftTokensPerSecond = 0);

@@ -3,7 +3,33 @@ namespace FaaST.FlashBackend.Scheduling;
 /// <summary>One tenant of a driven workload: its SLO and the load it offers (4 KiB-block requests of
 /// <see cref="SizeBytes"/>, Poisson arrivals at <see cref="OfferedIops"/>, reads with probability
 /// <see cref="ReadRatio"/>).</summary>
-public sealed record WorkloadTenant(TenantSpec Spec, double OfferedIops, double ReadRatio, int SizeBytes = 4096);
+public sealed record WorkloadTenant(TenantSpec Spec, double OfferedIops, double ReadRatio, int SizeBytes = 4096)
+{
+    /// <summary>The group the tenant is reported in (Fig. 10's LC G0 … BE G1); empty: its own name.</summary>
+    public string Group { get; init; } = "";
+
+    /// <summary>A periodically bursting tenant (Fig. 11's malicious LC G0): for the first <see cref="BurstOnNs"/> of
+    /// every <see cref="BurstPeriodNs"/> it offers <see cref="BurstFactor"/> times <see cref="WorkloadTenant.OfferedIops"/>.
+    /// Period 0: steady.</summary>
+    public double BurstFactor { get; init; } = 1;
+    public long BurstPeriodNs { get; init; }
+    public long BurstOnNs { get; init; }
+
+    internal double RateAt(long nowNs) =>
+        BurstPeriodNs > 0 && nowNs % BurstPeriodNs < BurstOnNs ? OfferedIops * BurstFactor : OfferedIops;
+}
+
+/// <summary>What a group of tenants got, measured after the warm-up: latencies pooled over its tenants; goodput and
+/// SLO summed; per-window completed and good IOPS when <see cref="WorkloadRun.WindowNs"/> is set.</summary>
+public sealed record GroupOutcome(string Group, int Tenants, double SloIops, double OfferedIops, double CompletedIops,
+    double GoodputIops, double P95Us, double ReadP95Us, double[] WindowIops, double[] WindowGoodputIops)
+{
+    public double GoodputFraction => SloIops > 0 ? GoodputIops / SloIops : 0;
+}
+
+/// <summary>The per-tenant and per-group outcomes of one run, and the read p95 pooled over every tenant that registered
+/// an LC SLO (Fig. 10's "LC read tail").</summary>
+public sealed record WorkloadResult(IReadOnlyList<TenantOutcome> Tenants, IReadOnlyList<GroupOutcome> Groups, double LcReadP95Us);
 
 /// <summary>What one tenant got, measured after the warm-up.</summary>
 public sealed record TenantOutcome(
@@ -27,6 +53,8 @@ public sealed record WorkloadRun
     public ulong ArrivalSeed { get; init; } = 2;
     /// <summary>Slow LC admission runs this often (En4S only); the first run is at time 0, before any load.</summary>
     public long AdmissionEveryNs { get; init; } = 1_000_000;
+    /// <summary>Per-group IOPS and goodput over windows of this length from time 0 (Fig. 11's 25 ms); 0: none.</summary>
+    public long WindowNs { get; init; }
 }
 
 /// <summary>
@@ -37,6 +65,9 @@ public sealed record WorkloadRun
 public static class WorkloadDriver
 {
     public static IReadOnlyList<TenantOutcome> Run(IIoScheduler scheduler, DeviceModel device,
+        IReadOnlyList<WorkloadTenant> tenants, WorkloadRun run) => RunDetailed(scheduler, device, tenants, run).Tenants;
+
+    public static WorkloadResult RunDetailed(IIoScheduler scheduler, DeviceModel device,
         IReadOnlyList<WorkloadTenant> tenants, WorkloadRun run)
     {
         ArgumentNullException.ThrowIfNull(scheduler);
@@ -64,7 +95,7 @@ public static class WorkloadDriver
         for (int i = 0; i < count; i++)
             if (tenants[i].OfferedIops > 0)
             {
-                next[i] = rng.NextExponential(1e9 / tenants[i].OfferedIops);
+                next[i] = rng.NextExponential(1e9 / tenants[i].RateAt(0));
                 arrivals.Enqueue(i, (long)next[i]);
             }
 
@@ -76,6 +107,18 @@ public static class WorkloadDriver
             latencies[i] = [];
             readLatencies[i] = [];
         }
+        var groupNames = new List<string>();
+        var groupOf = new int[count];
+        for (int i = 0; i < count; i++)
+        {
+            string g = tenants[i].Group.Length > 0 ? tenants[i].Group : tenants[i].Spec.Name;
+            int gi = groupNames.IndexOf(g);
+            if (gi < 0) { gi = groupNames.Count; groupNames.Add(g); }
+            groupOf[i] = gi;
+        }
+        int windows = run.WindowNs > 0 ? (int)((run.DurationNs + run.WindowNs - 1) / run.WindowNs) : 0;
+        var windowDone = new long[groupNames.Count, Math.Max(windows, 1)];
+        var windowGood = new long[groupNames.Count, Math.Max(windows, 1)];
         var batch = new IoRequest[64];
         long id = 0;
         for (long now = 0; now < run.DurationNs; now += run.PollNs)
@@ -92,20 +135,26 @@ public static class WorkloadDriver
                 var w = tenants[i];
                 var type = rng.NextDouble() < w.ReadRatio ? IoType.Read : IoType.Write;
                 scheduler.Enqueue(new IoRequest(id++, ids[i], type, w.SizeBytes, at), now);
-                next[i] += rng.NextExponential(1e9 / w.OfferedIops);
+                next[i] += rng.NextExponential(1e9 / w.RateAt(at));
                 arrivals.Enqueue(i, (long)next[i]);
             }
             while (device.TryComplete(now, out var c))
             {
                 scheduler.OnCompletion(c.Request, now);
+                int i = byId[c.Request.Tenant];
+                bool inSlo = tenants[i].Spec.P95LatencyUs == 0 || c.LatencyNs <= tenants[i].Spec.P95LatencyUs * 1000L;
+                if (windows > 0 && c.CompleteNs < run.DurationNs)
+                {
+                    int wi = (int)(c.CompleteNs / run.WindowNs);
+                    windowDone[groupOf[i], wi]++;
+                    if (inSlo) windowGood[groupOf[i], wi]++;
+                }
                 if (c.CompleteNs < run.WarmupNs)
                     continue; // measured by completion time: a backlog carried past the warm-up still counts
-                int i = byId[c.Request.Tenant];
                 latencies[i].Add(c.LatencyNs);
                 if (c.Request.Type == IoType.Read)
                     readLatencies[i].Add(c.LatencyNs);
-                int slo = tenants[i].Spec.P95LatencyUs;
-                if (slo == 0 || c.LatencyNs <= slo * 1000L)
+                if (inSlo)
                     good[i]++;
             }
             int n = scheduler.Dispatch(now, batch);
@@ -124,7 +173,38 @@ public static class WorkloadDriver
                 latencies[i].Count / seconds, good[i] / seconds,
                 P95(latencies[i]) / 1000.0, P95(readLatencies[i]) / 1000.0, admission[i]);
         }
-        return outcomes;
+        var groups = new GroupOutcome[groupNames.Count];
+        for (int g = 0; g < groups.Length; g++)
+        {
+            var all = new List<long>();
+            var reads = new List<long>();
+            double slo = 0, offered = 0, goodSum = 0;
+            int members = 0;
+            for (int i = 0; i < count; i++)
+            {
+                if (groupOf[i] != g) continue;
+                members++;
+                all.AddRange(latencies[i]);
+                reads.AddRange(readLatencies[i]);
+                slo += tenants[i].Spec.IopsSlo;
+                offered += tenants[i].OfferedIops;
+                goodSum += good[i];
+            }
+            var wIops = new double[windows];
+            var wGood = new double[windows];
+            for (int w = 0; w < windows; w++)
+            {
+                wIops[w] = windowDone[g, w] * 1e9 / run.WindowNs;
+                wGood[w] = windowGood[g, w] * 1e9 / run.WindowNs;
+            }
+            groups[g] = new GroupOutcome(groupNames[g], members, slo, offered, all.Count / seconds, goodSum / seconds,
+                P95(all) / 1000.0, P95(reads) / 1000.0, wIops, wGood);
+        }
+        var lcReads = new List<long>();
+        for (int i = 0; i < count; i++)
+            if (tenants[i].Spec.IsLatencyCritical)
+                lcReads.AddRange(readLatencies[i]);
+        return new WorkloadResult(outcomes, groups, P95(lcReads) / 1000.0);
     }
 
     private static double P95(List<long> values)
