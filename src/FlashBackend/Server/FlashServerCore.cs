@@ -38,6 +38,7 @@ internal sealed partial class FlashServerCore : IDisposable
     public FlowTable Flows { get; } = new();
     public SchedulerLimits Limits { get; } = SchedulerLimits.Default;
     public DeviceProfile Device { get; }
+    public CostTable Costs { get; }
 
     private FlashServerCore(ServeOptions options, ServerKeys keys, FlashStore store, ILogger log)
     {
@@ -45,16 +46,32 @@ internal sealed partial class FlashServerCore : IDisposable
         Keys = keys;
         Store = store;
         _log = log;
-        Device = DeviceFor(options.DeviceTokensPerSecond);
-        // The cost model: the i3.xlarge calibration (CostTable.I3XLarge) until the sweep tool's fit for this device is
-        // wired in; a read costs 1 token on any device by definition, so gets are priced right either way.
+        // The device and its cost model: a profile `fit` measured on this device (--device-profile), else the i3.xlarge
+        // calibration (CostTable.I3XLarge, the paper's device) scaled to --device-tokens. A read costs 1 token on any
+        // device by definition, so gets are priced right either way; only writes' prices depend on the fit.
+        (Device, Costs) = LoadDevice(options);
         IIoScheduler scheduler = options.Scheduler switch
         {
-            SchedulerKind.Reflex => new ReflexScheduler(CostTable.I3XLarge, Limits, Device),
-            SchedulerKind.Fcfs => new FcfsScheduler(CostTable.I3XLarge, Limits),
-            _ => new En4sScheduler(CostTable.I3XLarge, Limits, Device, En4sSettings.Conservative),
+            SchedulerKind.Reflex => new ReflexScheduler(Costs, Limits, Device),
+            SchedulerKind.Fcfs => new FcfsScheduler(Costs, Limits),
+            _ => new En4sScheduler(Costs, Limits, Device, En4sSettings.Conservative),
         };
         Dispatcher = new IoDispatcher(scheduler, Limits, log) { Housekeeping = CloseIdleFlows };
+    }
+
+    private static (DeviceProfile, CostTable) LoadDevice(ServeOptions options)
+    {
+        if (options.DeviceProfilePath is not { } path)
+            return (DeviceFor(options.DeviceTokensPerSecond), CostTable.I3XLarge);
+        try
+        {
+            var fitted = Calibration.DeviceFitResult.Load(path);
+            return (fitted.ToDeviceProfile(), fitted.ToCostTable());
+        }
+        catch (Exception e) when (e is System.Text.Json.JsonException or ArgumentException or NotSupportedException)
+        {
+            throw new InvalidDataException($"--device-profile {path}: not a device profile `fit` wrote: {e.Message}", e);
+        }
     }
 
     /// <summary>The i3.xlarge profile's shape scaled to this device's token rate: its latency-bounded rows (which LC

@@ -53,6 +53,13 @@ public sealed record ServeOptions
     /// </summary>
     public double DeviceTokensPerSecond { get; init; } = 50_000;
 
+    /// <summary>
+    /// --device-profile FILE: the device as `fit` measured it (Calibration/DeviceFit: its token rate, its rate by p95
+    /// bound, which LC admission reads, and its write costs C*(WR, r)), instead of the i3.xlarge shape scaled to
+    /// --device-tokens. Exclusive with --device-tokens. Null: that scaled shape.
+    /// </summary>
+    public string? DeviceProfilePath { get; init; }
+
     /// <summary>Segments of the log: 64 MiB (FlashStoreOptions' reasoning), or smaller for a small capacity so the
     /// log holds at least 4 segments (tests run on a few MiB).</summary>
     public int SegmentSize => (int)Math.Min(64L << 20, Math.Max(64 << 10, Capacity / 4 / 4096 * 4096));
@@ -88,7 +95,8 @@ public sealed record ServeOptions
     /// <summary>Parses the options after `serve`; throws <see cref="OptionException"/> naming the option.</summary>
     public static ServeOptions Parse(IReadOnlyList<string> args)
     {
-        string? device = null, state = null, ready = null;
+        string? device = null, state = null, ready = null, profile = null;
+        bool tokensGiven = false;
         long? capacity = null;
         IPEndPoint listen = new(IPAddress.Loopback, 0);
         bool allowRemote = false, ephemeral = false;
@@ -117,7 +125,9 @@ public sealed record ServeOptions
                         _ => throw new OptionException($"--scheduler: '{s}' is not one of en4s, reflex, fcfs"),
                     };
                     break;
+                case "--device-profile": profile = Value(); break;
                 case "--device-tokens":
+                    tokensGiven = true;
                     string t = Value();
                     if (!double.TryParse(t, NumberStyles.Float, CultureInfo.InvariantCulture, out tokens))
                         throw new OptionException($"--device-tokens: '{t}' is not a number");
@@ -125,6 +135,8 @@ public sealed record ServeOptions
                 default: throw new OptionException($"{a}: unknown option (see ./faast flash --help)");
             }
         }
+        if (profile is not null && tokensGiven)
+            throw new OptionException("--device-profile: the profile gives the device's token rate; drop --device-tokens");
         var options = new ServeOptions
         {
             Device = device ?? throw new OptionException("--device: required (a file, created and preallocated, or a block device)"),
@@ -136,6 +148,7 @@ public sealed record ServeOptions
             Ephemeral = ephemeral,
             Scheduler = scheduler,
             DeviceTokensPerSecond = tokens,
+            DeviceProfilePath = profile,
         };
         options.Validate();
         return options;
