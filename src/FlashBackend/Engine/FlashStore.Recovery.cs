@@ -32,7 +32,11 @@ public sealed partial class FlashStore
                 if (first == 0)
                     first = h.Sequence;
                 last = h.Sequence;
-                if (PayloadChecks(h, pos, padded, lease))
+                if (h.Abandoned)
+                {
+                    // A put whose stream broke: stepped over, never indexed (FlashStore.PutStream).
+                }
+                else if (PayloadChecks(h, pos, padded, lease))
                 {
                     var name = new ObjectName(h.Tenant, h.Key);
                     if (!winners.TryGetValue(name, out var w) || w.Header.Sequence < h.Sequence)

@@ -143,20 +143,7 @@ public sealed partial class FlashStore : IDisposable
     {
         int headerSize = RecordFormat.HeaderSize(header);
         long padded = RecordFormat.PaddedSize(headerSize, payload.Length);
-        long offset, seq;
-        int seg;
-        long generation;
-        lock (_appendLock)
-        {
-            if (_current < 0 || _writePos + padded > SegmentStart(_current) + _segmentSize)
-                SwitchSegment();
-            offset = _writePos;
-            _writePos += padded;
-            seq = ++_sequence;
-            seg = _current;
-            generation = _segments[seg].Generation;
-            Interlocked.Increment(ref _segments[seg].InFlight);
-        }
+        (long offset, long seq, int seg, long generation) = Reserve(padded, out _);
         header = header with { Sequence = seq };
         using AlignedBufferPool.Lease lease = _pool.Rent();
         Span<byte> buf = lease.Span;
@@ -176,6 +163,24 @@ public sealed partial class FlashStore : IDisposable
             used = 0;
         }
         return new Extent(header.Etag, offset, headerSize, payload.Length, seq, seg, generation, header.PayloadCrc);
+    }
+
+    /// <summary>Reserves <paramref name="padded"/> bytes at the log's tail (under the append lock, no I/O) and raises
+    /// the segment's in-flight count; <paramref name="evicted"/> is how many objects a reclaim on the way dropped.</summary>
+    private (long Offset, long Sequence, int Segment, long Generation) Reserve(long padded, out int evicted)
+    {
+        lock (_appendLock)
+        {
+            long before = _evicted;
+            if (_current < 0 || _writePos + padded > SegmentStart(_current) + _segmentSize)
+                SwitchSegment();
+            evicted = (int)(_evicted - before);
+            long offset = _writePos;
+            _writePos += padded;
+            int seg = _current;
+            Interlocked.Increment(ref _segments[seg].InFlight);
+            return (offset, ++_sequence, seg, _segments[seg].Generation);
+        }
     }
 
     /// <summary>Moves the tail to a free segment, or reclaims the oldest (under the append lock).</summary>
@@ -229,7 +234,7 @@ public sealed partial class FlashStore : IDisposable
     private readonly record struct ObjectName(string Tenant, string Key);
 
     /// <summary>Where one version lives: immutable, replaced whole in the index.</summary>
-    private sealed record Extent(string Etag, long Offset, int HeaderSize, long Length, long Sequence, int Segment, long Generation, uint PayloadCrc);
+    internal sealed record Extent(string Etag, long Offset, int HeaderSize, long Length, long Sequence, int Segment, long Generation, uint PayloadCrc);
 
     private sealed class Segment(int index)
     {

@@ -17,6 +17,10 @@ internal static class RecordFormat
     public const uint Magic = 0x31524C46; // "FLR1"
     public const ushort FormatVersion = 1;
     public const ushort TombstoneFlag = 1;
+
+    /// <summary>A streamed put that ended without its bytes (a broken stream): the header is written so recovery can
+    /// step over the record to the ones after it in the segment, and the record is never indexed.</summary>
+    public const ushort AbandonedFlag = 2;
     public const int FixedSize = 40;
     private const int HeaderCrcOffset = 36;
 
@@ -58,7 +62,7 @@ internal static class RecordFormat
         int e = Encoding.UTF8.GetBytes(h.Etag, dest[(FixedSize + t + k)..]);
         BinaryPrimitives.WriteUInt32LittleEndian(dest, Magic);
         BinaryPrimitives.WriteUInt16LittleEndian(dest[4..], FormatVersion);
-        BinaryPrimitives.WriteUInt16LittleEndian(dest[6..], h.Tombstone ? TombstoneFlag : (ushort)0);
+        BinaryPrimitives.WriteUInt16LittleEndian(dest[6..], (ushort)((h.Tombstone ? TombstoneFlag : 0) | (h.Abandoned ? AbandonedFlag : 0)));
         BinaryPrimitives.WriteInt64LittleEndian(dest[8..], h.Sequence);
         BinaryPrimitives.WriteInt64LittleEndian(dest[16..], h.PayloadLength);
         BinaryPrimitives.WriteUInt32LittleEndian(dest[24..], h.PayloadCrc);
@@ -99,7 +103,8 @@ internal static class RecordFormat
             length,
             BinaryPrimitives.ReadUInt32LittleEndian(block[24..]),
             (BinaryPrimitives.ReadUInt16LittleEndian(block[6..]) & TombstoneFlag) != 0,
-            size);
+            size,
+            (BinaryPrimitives.ReadUInt16LittleEndian(block[6..]) & AbandonedFlag) != 0);
     }
 
     /// <summary>CRC32C (Castagnoli) with the hardware instruction through <see cref="BitOperations.Crc32C(uint, ulong)"/>:
@@ -118,4 +123,4 @@ internal static class RecordFormat
 }
 
 /// <summary>A record's header fields; <see cref="HeaderSize"/> is filled in when parsed.</summary>
-internal sealed record RecordHeader(string Tenant, string Key, string Etag, long Sequence, long PayloadLength, uint PayloadCrc, bool Tombstone, int HeaderSize = 0);
+internal sealed record RecordHeader(string Tenant, string Key, string Etag, long Sequence, long PayloadLength, uint PayloadCrc, bool Tombstone, int HeaderSize = 0, bool Abandoned = false);
