@@ -249,7 +249,8 @@ internal sealed partial class PlatformHost
                 LoadViewOf(a));
         }).ToArray(),
         _unavailable.IsEmpty ? null : _unavailable.Values.OrderBy(u => u.App, StringComparer.Ordinal)
-            .Select(u => new UnavailableAppView(u.App, u.Version, u.Reason)).ToArray());
+            .Select(u => new UnavailableAppView(u.App, u.Version, u.Reason)).ToArray(),
+        _context.Flash.Address is { } flash ? new FlashView(flash, _context.Flash.ServerPid, _context.Flash.Apps) : null);
 
     private static LoadView LoadViewOf(AppHost a)
     {
