@@ -20,8 +20,11 @@ public sealed class FlashServer : IAsyncDisposable
     private readonly WebApplication _app;
     private readonly FlashServerCore _core;
 
-    private FlashServer(WebApplication app, FlashServerCore core, Uri address)
+    private readonly ILoggerFactory _coreLogs;
+
+    private FlashServer(WebApplication app, FlashServerCore core, Uri address, ILoggerFactory coreLogs)
     {
+        _coreLogs = coreLogs;
         _app = app;
         _core = core;
         Address = address;
@@ -45,8 +48,18 @@ public sealed class FlashServer : IAsyncDisposable
 
         Action<ILoggingBuilder> configure = logging ?? (b => b.AddSimpleConsole(o => o.SingleLine = true).SetMinimumLevel(LogLevel.Information)
             .AddFilter("Microsoft", LogLevel.Warning).AddFilter("Grpc", LogLevel.Warning));
-        using ILoggerFactory bootLogs = LoggerFactory.Create(configure);
-        FlashServerCore core = await FlashServerCore.OpenAsync(options, bootLogs.CreateLogger("FaaST.FlashBackend")).ConfigureAwait(false);
+        // The core's logger lives as long as the server (the dispatcher logs through it until disposal).
+        ILoggerFactory coreLogs = LoggerFactory.Create(configure);
+        FlashServerCore core;
+        try
+        {
+            core = await FlashServerCore.OpenAsync(options, coreLogs.CreateLogger("FaaST.FlashBackend")).ConfigureAwait(false);
+        }
+        catch
+        {
+            coreLogs.Dispose();
+            throw;
+        }
         try
         {
             WebApplicationBuilder builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions { Args = [], ContentRootPath = AppContext.BaseDirectory });
@@ -69,11 +82,12 @@ public sealed class FlashServer : IAsyncDisposable
             var address = new Uri(bound.Replace("[::]", "127.0.0.1", StringComparison.Ordinal));
             if (options.ReadyFile is { } ready)
                 ServerKeys.WriteAtomically(ready, address.ToString().TrimEnd('/') + "\n");
-            return new FlashServer(app, core, address);
+            return new FlashServer(app, core, address, coreLogs);
         }
         catch
         {
             core.Dispose();
+            coreLogs.Dispose();
             throw;
         }
     }
@@ -85,5 +99,6 @@ public sealed class FlashServer : IAsyncDisposable
         await _app.StopAsync().ConfigureAwait(false);
         _core.Dispose();
         await _app.DisposeAsync().ConfigureAwait(false);
+        _coreLogs.Dispose();
     }
 }

@@ -174,7 +174,7 @@ internal sealed class FlashTierService(FlashServerCore core) : FlashTier.FlashTi
                     data.Span[..n].CopyTo(stage.AsSpan(fill));
                     fill += n;
                     data = data[n..];
-                    if (fill == stage.Length && received < h.Length)
+                    if (fill == stage.Length && (data.Length > 0 || received < h.Length))   // full, and more bytes follow
                     {
                         await WriteUnit(tenant, flow, put, stage, fill, commit: false, key).ConfigureAwait(false);
                         fill = 0;

@@ -1,0 +1,227 @@
+using System.Diagnostics;
+using System.Globalization;
+using System.Text.Json.Nodes;
+using FaaST.Protos.Flash;
+using Google.Protobuf;
+using Grpc.Core;
+using Grpc.Net.Client;
+
+namespace FaaST.Bench.Flash;
+
+/// <summary>What <see cref="RealServer.RunAsync"/> does: how many 4 KiB objects, for how long per queue depth.</summary>
+internal sealed record RealServerOptions
+{
+    /// <summary>4 KiB objects filled before the load: 32,768 (128 MiB of values; each takes 8 KiB on the device, header
+    /// and payload, so 256 MiB are read from): far larger than the page cache could hide, were O_DIRECT ever lost.</summary>
+    public int Objects { get; init; } = 32_768;
+
+    public TimeSpan Duration { get; init; } = TimeSpan.FromSeconds(8);
+
+    public IReadOnlyList<int> QueueDepths { get; init; } = [1, 32];
+
+    /// <summary>Where the device file goes (disk-backed: /dev/shm is tmpfs); removed at the end.</summary>
+    public string Directory { get; init; } = "/var/tmp";
+}
+
+/// <summary>One queue depth: the server's 4 KiB gets and fio's 4 KiB O_DIRECT random reads of the same file.</summary>
+internal sealed record RealServerPoint(int QueueDepth, double Iops, double P50Us, double P95Us, double FioIops, double FioP50Us, double FioP95Us)
+{
+    public double FractionOfFio => FioIops > 0 ? Iops / FioIops : 0;
+}
+
+/// <summary>
+/// The real server under load (issue 22: <c>real_server_get_4k_iops</c> beside fio, goal within 80 %): the server as
+/// its own process (`FaaST.FlashBackend.dll serve`, En4S) on a file in /var/tmp, one BE tenant, N 4 KiB objects put
+/// through gRPC, then a closed loop of 4 KiB gets of random keys at each queue depth (QD concurrent callers, each
+/// issuing its next get when the last returns) through real Grpc.Net.Client channels for a fixed time; then, with the
+/// server stopped, fio 3.33 reads the same file the same way (<c>--direct=1 --rw=randread --bs=4k --ioengine=psync
+/// --numjobs=QD</c>) in the same run. The server's --device-tokens is set far above the device, so the scheduler never
+/// throttles the lone tenant and the figure measures the server's path (gRPC, dispatcher hand-offs, engine) against
+/// the device's own rate. Engineer "bench" owns the scenario that calls this; the file is removed at the end.
+/// </summary>
+internal static class RealServer
+{
+    public static async Task<IReadOnlyList<RealServerPoint>> RunAsync(RealServerOptions options, TextWriter log)
+    {
+        string dir = System.IO.Directory.CreateDirectory(Path.Combine(options.Directory, $"faast-flash-realserver-{Environment.ProcessId}")).FullName;
+        string device = Path.Combine(dir, "device.dat");
+        long capacity = Math.Max(256L << 20, (long)options.Objects * 8192 * 2 / (64L << 20) * (64L << 20) + (128L << 20));
+        var points = new List<(int Qd, double Iops, double P50, double P95)>();
+        try
+        {
+            using (Process server = await StartServerAsync(dir, device, capacity))
+            {
+                try
+                {
+                    Uri address = new(File.ReadAllText(Path.Combine(dir, "ready")).Trim());
+                    string admin = File.ReadAllText(Path.Combine(dir, "state", "keys", "admin")).Trim();
+                    using var adminChannel = GrpcChannel.ForAddress(address);
+                    var reply = await new FlashAdmin.FlashAdminClient(adminChannel).RegisterTenantAsync(
+                        new RegisterTenantRequest { Tenant = "bench" }, Bearer(admin));
+                    var auth = Bearer(reply.Token);
+                    int channelCount = 4;
+                    var channels = Enumerable.Range(0, channelCount).Select(_ => GrpcChannel.ForAddress(address)).ToArray();
+                    var clients = channels.Select(c => new FlashTier.FlashTierClient(c)).ToArray();
+                    int flow = (await clients[0].OpenFlowAsync(new OpenFlowRequest { Instance = "bench" }, auth)).Flow;
+                    await FillAsync(clients, auth, flow, options.Objects);
+                    log.WriteLine($"real server: {options.Objects} 4 KiB objects put");
+                    foreach (int qd in options.QueueDepths)
+                    {
+                        var (iops, p50, p95) = await GetLoadAsync(clients, auth, flow, options.Objects, qd, options.Duration);
+                        log.WriteLine($"real server QD {qd}: {iops:0} gets/s, p50 {p50:0} µs, p95 {p95:0} µs");
+                        points.Add((qd, iops, p50, p95));
+                    }
+                    foreach (var c in channels)
+                        c.Dispose();
+                }
+                finally
+                {
+                    if (!server.HasExited)
+                    {
+                        server.Kill(entireProcessTree: true);
+                        await server.WaitForExitAsync();
+                    }
+                }
+            }
+            var result = new List<RealServerPoint>();
+            foreach (var p in points)
+            {
+                // Only the log's written part: ext4 answers reads of preallocated, never-written blocks with zeros
+                // without touching the disk, which would flatter fio. The log fills from offset 0 (an empty start).
+                var fio = await FioAsync(device, (long)options.Objects * 8192, p.Qd, options.Duration);
+                log.WriteLine($"fio QD {p.Qd}: {fio.Iops:0} reads/s, p50 {fio.P50:0} µs, p95 {fio.P95:0} µs");
+                result.Add(new RealServerPoint(p.Qd, p.Iops, p.P50, p.P95, fio.Iops, fio.P50, fio.P95));
+            }
+            return result;
+        }
+        finally
+        {
+            System.IO.Directory.Delete(dir, recursive: true);
+        }
+    }
+
+    /// <summary>The figures as the bench report names them (real_server_get_4k_iops is QD 32's, the device's peak).</summary>
+    public static JsonObject ToJson(IReadOnlyList<RealServerPoint> points)
+    {
+        var json = new JsonObject();
+        foreach (var p in points)
+        {
+            json[$"qd{p.QueueDepth}"] = new JsonObject
+            {
+                ["real_server_get_4k_iops"] = Math.Round(p.Iops), ["p50_us"] = Math.Round(p.P50Us), ["p95_us"] = Math.Round(p.P95Us),
+                ["fio_4k_iops"] = Math.Round(p.FioIops), ["fio_p50_us"] = Math.Round(p.FioP50Us), ["fio_p95_us"] = Math.Round(p.FioP95Us),
+                ["fraction_of_fio"] = Math.Round(p.FractionOfFio, 3),
+            };
+        }
+        if (points.Count > 0)
+        {
+            var peak = points.MaxBy(p => p.QueueDepth)!;
+            json["real_server_get_4k_iops"] = Math.Round(peak.Iops);
+            json["fio_4k_iops"] = Math.Round(peak.FioIops);
+        }
+        return json;
+    }
+
+    private static Metadata Bearer(string credential) => new() { { "authorization", "Bearer " + credential } };
+
+    private static async Task<Process> StartServerAsync(string dir, string device, long capacity)
+    {
+        var psi = new ProcessStartInfo("dotnet") { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
+        foreach (string a in new[]
+        {
+            Path.Combine(AppContext.BaseDirectory, "FaaST.FlashBackend.dll"), "serve", "--device", device,
+            "--capacity", capacity.ToString(CultureInfo.InvariantCulture), "--state", Path.Combine(dir, "state"),
+            "--ready-file", Path.Combine(dir, "ready"), "--ephemeral", "--device-tokens", "10000000",
+        })
+            psi.ArgumentList.Add(a);
+        Process p = Process.Start(psi) ?? throw new InvalidOperationException("could not start the flash server");
+        _ = p.StandardOutput.ReadToEndAsync();
+        Task<string> err = p.StandardError.ReadToEndAsync();
+        var clock = Stopwatch.StartNew();
+        while (!File.Exists(Path.Combine(dir, "ready")))
+        {
+            if (p.HasExited)
+                throw new InvalidOperationException($"the flash server exited with {p.ExitCode}: {await err}");
+            if (clock.Elapsed > TimeSpan.FromMinutes(2))
+                throw new TimeoutException("the flash server wrote no ready file within 2 minutes");
+            await Task.Delay(50);
+        }
+        return p;
+    }
+
+    private static async Task FillAsync(FlashTier.FlashTierClient[] clients, Metadata auth, int flow, int objects)
+    {
+        int next = -1;
+        await Task.WhenAll(Enumerable.Range(0, 32).Select(async w =>
+        {
+            var value = new byte[4096];
+            for (int i; (i = Interlocked.Increment(ref next)) < objects;)
+            {
+                Random.Shared.NextBytes(value);
+                using var call = clients[w % clients.Length].Put(auth);
+                await call.RequestStream.WriteAsync(new PutRequest { Header = new PutHeader { Flow = flow, Key = Key(i), Etag = "\"1\"", Length = value.Length } });
+                await call.RequestStream.WriteAsync(new PutRequest { Data = ByteString.CopyFrom(value) });
+                await call.RequestStream.CompleteAsync();
+                await call;
+            }
+        }));
+    }
+
+    private static ObjectKey Key(int i) => new() { Container = "bench", Blob = "k" + i.ToString(CultureInfo.InvariantCulture) };
+
+    private static async Task<(double Iops, double P50Us, double P95Us)> GetLoadAsync(FlashTier.FlashTierClient[] clients, Metadata auth, int flow, int objects, int qd, TimeSpan duration)
+    {
+        var keys = Enumerable.Range(0, objects).Select(Key).ToArray();
+        var latencies = new List<long>[qd];
+        long deadline = Stopwatch.GetTimestamp() + (long)(duration.TotalSeconds * Stopwatch.Frequency);
+        var clock = Stopwatch.StartNew();
+        await Task.WhenAll(Enumerable.Range(0, qd).Select(w => Task.Run(async () =>
+        {
+            var mine = latencies[w] = new List<long>(1 << 16);
+            var rng = new Random(w);
+            var client = clients[w % clients.Length];
+            while (Stopwatch.GetTimestamp() < deadline)
+            {
+                long start = Stopwatch.GetTimestamp();
+                using var call = client.Get(new GetRequest { Flow = flow, Key = keys[rng.Next(objects)] }, auth);
+                int bytes = 0;
+                bool found = false;
+                while (await call.ResponseStream.MoveNext(CancellationToken.None))
+                {
+                    if (call.ResponseStream.Current.PartCase == GetReply.PartOneofCase.Header)
+                        found = call.ResponseStream.Current.Header.Found;
+                    else
+                        bytes += call.ResponseStream.Current.Data.Length;
+                }
+                if (!found || bytes != 4096)
+                    throw new InvalidOperationException($"real server: a get answered found={found} with {bytes} bytes; every key was put with 4096");
+                mine.Add(Stopwatch.GetTimestamp() - start);
+            }
+        })));
+        double seconds = clock.Elapsed.TotalSeconds;
+        var all = latencies.SelectMany(l => l).Order().ToArray();
+        double Us(double q) => all.Length == 0 ? 0 : all[(int)Math.Min(all.Length - 1, Math.Ceiling(q * all.Length) - 1)] * 1e6 / Stopwatch.Frequency;
+        return (all.Length / seconds, Us(0.50), Us(0.95));
+    }
+
+    private static async Task<(double Iops, double P50, double P95)> FioAsync(string file, long size, int qd, TimeSpan duration)
+    {
+        var psi = new ProcessStartInfo("fio") { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
+        foreach (string a in new[]
+        {
+            "--name=realserver", $"--filename={file}", "--direct=1", "--rw=randread", "--bs=4k", "--ioengine=psync",
+            $"--numjobs={qd}", "--thread", "--group_reporting", "--time_based", $"--runtime={Math.Max(1, (int)duration.TotalSeconds)}",
+            $"--size={size}", "--output-format=json",
+        })
+            psi.ArgumentList.Add(a);
+        using Process p = Process.Start(psi) ?? throw new InvalidOperationException("fio did not start (Debian package fio)");
+        Task<string> err = p.StandardError.ReadToEndAsync();
+        string output = await p.StandardOutput.ReadToEndAsync();
+        await p.WaitForExitAsync();
+        if (p.ExitCode != 0)
+            throw new InvalidOperationException($"fio on {file} exited with {p.ExitCode}: {await err}");
+        JsonNode read = JsonNode.Parse(output[output.IndexOf('{', StringComparison.Ordinal)..])!["jobs"]![0]!["read"]!;
+        JsonNode pct = read["clat_ns"]!["percentile"]!;
+        return (read["iops"]!.GetValue<double>(), pct["50.000000"]!.GetValue<double>() / 1000, pct["95.000000"]!.GetValue<double>() / 1000);
+    }
+}
