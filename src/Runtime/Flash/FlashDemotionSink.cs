@@ -13,13 +13,23 @@ namespace FaaST.Runtime.Flash;
 /// bytes are readable only until the call returns, so they are streamed to the tier from the extent itself (64 KiB
 /// chunks, no copy into a buffer) before it returns. Objects that expired (their TTL says they should be fetched
 /// again), that are under <see cref="Policy.FlashPolicy.MinDemoteBytes"/> or over the tier's largest value, or that
-/// leave while the tier is down are skipped and counted. A put that fails or stalls for the flash timeout marks the
+/// leave while the tier is down are skipped and counted. A put that fails or stalls (<see cref="MinTimeout"/>) marks the
 /// tier down as a read would; the eviction itself goes on (an evicted object is never the only copy).
 /// </summary>
 internal sealed class FlashDemotionSink(FlashClient client, FlashMetrics metrics) : IEvictionSink
 {
     /// <summary>flash.proto's largest data message: values travel in chunks of at most 64 KiB.</summary>
     private const int ChunkBytes = 64 * 1024;
+
+    /// <summary>
+    /// The least a demotion waits for the tier to take its next message: 2 s, not flash.timeoutMs. A demotion is off
+    /// every read's path (the pump's own thread), and a server that schedules writes behind reads (En4S prices them
+    /// above reads, §4.1) may hold a put far longer than a read's 10 ms without being down; a put that fails marks
+    /// the tier down for reads as well, so only a server that is really gone should fail one.
+    /// </summary>
+    private static readonly TimeSpan MinTimeout = TimeSpan.FromSeconds(2);
+
+    private TimeSpan Timeout => client.Policy.Timeout > MinTimeout ? client.Policy.Timeout : MinTimeout;
 
     public void OnEvicted(in BlobKey key, string version, in Extent bytes) =>
         OnEvicted(new EvictedObject(key, bytes.Length, version, EvictionReason.Space, DateTimeOffset.UtcNow), bytes);
@@ -41,7 +51,7 @@ internal sealed class FlashDemotionSink(FlashClient client, FlashMetrics metrics
 
     private async ValueTask PutAsync(EvictedObject evicted, Extent bytes)
     {
-        using var timeout = new CancellationTokenSource(client.Policy.Timeout);
+        using var timeout = new CancellationTokenSource(Timeout);
         try
         {
             if (await client.FlowAsync(timeout.Token) is not { } flow)
@@ -65,7 +75,7 @@ internal sealed class FlashDemotionSink(FlashClient client, FlashMetrics metrics
                 // Wrapped, not copied: the message is serialised into the HTTP/2 stream before WriteAsync completes,
                 // and the extent stays readable until this method returns.
                 await call.RequestStream.WriteAsync(new PutRequest { Data = UnsafeByteOperations.UnsafeWrap(bytes.GetMemory(offset, n)) }, timeout.Token);
-                timeout.CancelAfter(client.Policy.Timeout); // per chunk: a large value takes its time
+                timeout.CancelAfter(Timeout); // per chunk: a large value takes its time
             }
             await call.RequestStream.CompleteAsync();
             await call.ResponseAsync.WaitAsync(timeout.Token);
