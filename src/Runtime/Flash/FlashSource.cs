@@ -57,10 +57,13 @@ internal sealed class FlashSource(FlashClient client, FlashMetrics metrics) : IB
         }
         finally
         {
-            // An unused HEAD is still awaited (never left unobserved); its failure is storage's to report on the GET.
-            if (!head.IsCompleted)
-                await head.ContinueWith(static _ => { }, CancellationToken.None, TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
-            _ = head.Exception;
+            // A HEAD still running when flash missed is not waited for (storage's GET comes next and would wait behind
+            // it); its failure is observed here, never left unobserved, and is storage's to report on that GET.
+            if (head.IsCompleted)
+                _ = head.Exception;
+            else
+                _ = head.ContinueWith(static t => _ = t.Exception, CancellationToken.None, TaskContinuationOptions.OnlyOnFaulted | TaskContinuationOptions.ExecuteSynchronously,
+                    TaskScheduler.Default);
         }
     }
 
