@@ -124,6 +124,10 @@ public sealed record CachePolicy
     /// pre-warmed (<see cref="PrewarmPolicy"/>; Faa$T §3.3).</summary>
     public PrewarmPolicy Prewarm { get; init; } = PrewarmPolicy.Default;
 
+    /// <summary><c>flash</c>: whether and how the app's instances use the flash tier between the cache and storage
+    /// (<see cref="FlashPolicy"/>; issue 22).</summary>
+    public FlashPolicy Flash { get; init; } = FlashPolicy.Default;
+
     /// <summary>Whether <c>container/blob</c> matches a <c>cache.doNotCache</c> glob, so it is read and
     /// written straight through. Independent of <see cref="Enabled"/>.</summary>
     public bool DoNotCache(string container, string blob) => DoNotCacheGlobs.Matches(container, blob);

@@ -35,7 +35,7 @@ namespace FaaST.Policy;
 /// <see cref="CachePolicy"/>, <see cref="ScalePolicy"/>, the latter as <see cref="CachePolicy.Scale"/>); an unknown or duplicate key is an error, so a typo never goes unnoticed.
 /// <c>schemas/faast.schema.json</c> describes the same shape for editors.
 /// </summary>
-public static class CachePolicyFile
+public static partial class CachePolicyFile
 {
     /// <summary>The file's name in the app directory.</summary>
     public const string FileName = "faast.json";
@@ -140,7 +140,7 @@ public static class CachePolicyFile
         }
     }
 
-    private sealed class Reader(string file)
+    private sealed partial class Reader(string file)
     {
         public CachePolicy ReadRoot(JsonElement root)
         {
@@ -149,6 +149,7 @@ public static class CachePolicyFile
             var policy = CachePolicy.Default;
             ScalePolicy? scale = null;
             PrewarmPolicy? prewarm = null;
+            FlashPolicy? flash = null;
             foreach (var (key, value) in Members(root, ""))
             {
                 switch (key.Path)
@@ -165,12 +166,17 @@ public static class CachePolicyFile
                     case "prewarm":
                         prewarm = ReadPrewarm(value, key);
                         break;
+                    case "flash":
+                        flash = ReadFlash(value, key);
+                        break;
                     default:
                         throw new UnreachableException(key.Path);
                 }
             }
             if (scale is not null)
                 policy = policy with { Scale = scale };
+            if (flash is not null)
+                policy = policy with { Flash = flash };
             return prewarm is null ? policy : policy with { Prewarm = prewarm };
         }
 

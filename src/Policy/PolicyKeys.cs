@@ -167,6 +167,16 @@ internal static partial class PolicyKeys
             MaxTime = TimeSpan.FromDays(365),
         },
         new("prewarm.history.maxRecords", PolicyValueKind.Integer) { MinInteger = 1, MaxInteger = 10_000 },
+        new("flash", PolicyValueKind.Object),
+        new("flash.enabled", PolicyValueKind.Boolean),
+        new("flash.address", PolicyValueKind.String),
+        new("flash.iopsSlo", PolicyValueKind.Number) { ExclusiveMin = 0, Max = 10_000_000 },
+        new("flash.p95LatencyUs", PolicyValueKind.Integer) { MinInteger = 1, MaxInteger = 10_000_000 },
+        new("flash.readRatio", PolicyValueKind.Number) { Min = 0, Max = 1 },
+        new("flash.timeoutMs", PolicyValueKind.Integer) { MinInteger = 1, MaxInteger = 60_000 },
+        new("flash.retryAfterSeconds", PolicyValueKind.Integer) { MinInteger = 1, MaxInteger = 3_600 },
+        new("flash.demote", PolicyValueKind.Boolean),
+        new("flash.minDemoteBytes", PolicyValueKind.Size) { MinBytes = 0, MaxBytes = ByteSize.GiB },
     ];
 
     private static readonly Dictionary<string, PolicyKey> ByPath = All.ToDictionary(k => k.Path, StringComparer.Ordinal);

@@ -175,6 +175,10 @@ public sealed class PolicyFileTests : IDisposable
             "histogram": { "binWidth": "00:00:30", "range": "02:00:00", "headPercentile": 10, "tailPercentile": 95, "margin": 0.2,
                            "minCv": 1.5, "maxOutOfBounds": 0.75, "minSamples": 3 },
             "history": { "maxAge": "1.00:00:00", "maxRecords": 8 }
+          },
+          "flash": {
+            "enabled": true, "address": "http://127.0.0.1:7300", "iopsSlo": 20000, "p95LatencyUs": 500, "readRatio": 0.9,
+            "timeoutMs": 20, "retryAfterSeconds": 2, "demote": false, "minDemoteBytes": "4KiB"
           }
         }
         """;
@@ -805,6 +809,7 @@ public sealed class PolicyFileTests : IDisposable
         // Keys without a default are the optional ones and the objects.
         var without = PolicyKeys.All.Select(k => k.Path).Except(withDefault).Order(StringComparer.Ordinal);
         Assert.Equal(["$schema", "cache", "cache.cacheCapacity", "cache.eviction", "cache.eviction.ttl",
+            "flash", "flash.address", "flash.iopsSlo", "flash.p95LatencyUs", "flash.readRatio",
             "prewarm", "prewarm.histogram", "prewarm.history", "prewarm.maxBytes",
             "scale", "scale.band", "scale.bandwidth", "scale.votes"], without);
     }

@@ -69,6 +69,8 @@ internal static class RuntimeComponents
             services.AddFromExisting<FaaST.Scaling.IInstanceLoadTime, ScalingComponent>();
         }
         services.AddLifecycleComponent<FaaST.Runtime.Prewarm.PrewarmComponent>();
+        // The flash tier (issue 22): a read source, a demotion sink and its component, when faast.json enables it.
+        FaaST.Runtime.Flash.FlashRegistration.AddFlashTier(services, app, options.Cache.Policy, given.Environment);
 
         // Later components: instances that need nothing injected, then the registrations of the hook.
         foreach (var participant in given.Participants)

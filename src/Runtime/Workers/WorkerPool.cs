@@ -271,6 +271,9 @@ internal sealed partial class WorkerPool : IAsyncDisposable
     {
         "FAAST_PEER_SECRET", "FAAST_DEVELOPMENT_STORAGE", "FAAST_SCALE_CONTROLLER", "FAAST_ENFORCE_KEYS",
         "FAAST_EXIT_WITH_STDIN", "FAAST_HOME",
+        // The flash tier's address and the app's token (issue 22): the host's, so the app's code cannot reach the tier
+        // around the cache with the app's credential.
+        "FAAST_FLASH_ADDRESS", "FAAST_FLASH_TOKEN",
     };
 
     /// <summary>Whether the host's variable <paramref name="name"/> is one a worker may see (<see cref="HostVariables"/>, LC_*).</summary>

@@ -8,8 +8,11 @@ namespace FaaST.ScaleController.Platform;
 /// <summary>What every app on the platform shares: the options, the provider, the clock, and how an instance is set up.</summary>
 /// <remarks>One in the platform's registry (<see cref="PlatformServices"/>), which gives it its parts.</remarks>
 internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider provider, TimeProvider time, ILoggerFactory loggers,
-    PlatformKeys keys, InstanceRegistry registry, Telemetry.PlatformMetrics metrics)
+    PlatformKeys keys, InstanceRegistry registry, Telemetry.PlatformMetrics metrics, Flash.PlatformFlash flash)
 {
+    /// <summary>The flash tier's server the platform runs for the apps that enable it.</summary>
+    public Flash.PlatformFlash Flash { get; } = flash;
+
     public PlatformOptions Options { get; } = options;
 
     public IInstanceProvider Provider { get; } = provider;
@@ -84,6 +87,9 @@ internal sealed class PlatformContext(PlatformOptions options, IInstanceProvider
         }
         if (ControlAddress is { } control)
             environment["FAAST_SCALE_CONTROLLER"] = control.ToString();
+        // The flash tier's address and this app's own token, when the app is registered with the platform's server.
+        foreach (var (name, value) in Flash.EnvironmentFor(deployment.App))
+            environment[name] = value;
         // Instances listen on loopback behind the frontend; when the frontend is reachable beyond loopback the
         // instances must check function keys as a host listening there would.
         if (!System.Net.IPAddress.IsLoopback(System.Net.IPAddress.Parse(Options.ListenAddress)))

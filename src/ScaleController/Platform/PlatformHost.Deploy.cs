@@ -62,7 +62,7 @@ internal sealed partial class PlatformHost
     /// <summary>The outcome tag of a deploy that threw: failed on the platform's side (no instance, storage), cancelled, or refused.</summary>
     private static string DeployOutcome(Exception e) => e switch
     {
-        InstanceStartException or AppStorageException or PlatformBudgetException or StorageUnavailableException or BlobStorageException
+        InstanceStartException or AppStorageException or Flash.FlashServerException or PlatformBudgetException or StorageUnavailableException or BlobStorageException
             or DeploymentStoreException or IOException => "failed",
         OperationCanceledException => "cancelled",
         _ => "refused",
@@ -89,6 +89,8 @@ internal sealed partial class PlatformHost
                 var directory = await _deployments.ExtractAsync(deployment, Options.StateDirectory, ct);
                 await _context.AppStorage.StartAsync(deployment.App, directory, ct);
                 var file = CachePolicyFile.Load(directory);
+                // Registered with the flash tier (its SLO admitted) before any instance of this version starts.
+                await _context.Flash.PrepareAsync(deployment.App, file.Flash, ct);
                 var policy = file.Scale;
                 var schedule = Prewarm.LoadScheduleOptions.From(file.Prewarm);
                 if (_apps.TryGetValue(deployment.App, out var running))

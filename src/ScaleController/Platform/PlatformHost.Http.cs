@@ -185,6 +185,18 @@ internal sealed partial class PlatformHost
             context.Response.Headers.RetryAfter = "60";
             await WriteErrorAsync(context, StatusCodes.Status503ServiceUnavailable, e.Message);
         }
+        catch (Flash.FlashAdmissionException e)
+        {
+            // The flash tier cannot carry the app's SLO beside the apps already admitted: the deployer's to change.
+            Log.DeployRefused(_logger, name, e.Message);
+            await WriteErrorAsync(context, StatusCodes.Status422UnprocessableEntity, e.Message);
+        }
+        catch (Flash.FlashServerException e)
+        {
+            Log.DeployRefused(_logger, name, e.Message);
+            context.Response.Headers.RetryAfter = "10";
+            await WriteErrorAsync(context, StatusCodes.Status503ServiceUnavailable, e.Message);
+        }
         catch (InstanceStartException e)
         {
             // The package was fine, but no instance of it started: the deployer's to fix, nothing changed (defect 7).
@@ -237,7 +249,8 @@ internal sealed partial class PlatformHost
                 LoadViewOf(a));
         }).ToArray(),
         _unavailable.IsEmpty ? null : _unavailable.Values.OrderBy(u => u.App, StringComparer.Ordinal)
-            .Select(u => new UnavailableAppView(u.App, u.Version, u.Reason)).ToArray());
+            .Select(u => new UnavailableAppView(u.App, u.Version, u.Reason)).ToArray(),
+        _context.Flash.Address is { } flash ? new FlashView(flash, _context.Flash.ServerPid, _context.Flash.Apps) : null);
 
     private static LoadView LoadViewOf(AppHost a)
     {

@@ -114,6 +114,17 @@ public sealed record PlatformOptions
     /// <summary>More tracing set-up (tests add an in-memory exporter); the frontend traces when this is given or OTLP exports traces.</summary>
     public Action<OpenTelemetry.Trace.TracerProviderBuilder>? Tracing { get; init; }
 
+    /// <summary>
+    /// The size of the flash server's device file (STATE/flash/device) when an app enables the flash tier without an
+    /// address (issue 22). Default 1 GiB: the size docs/flash.md measured the file device at, a whole number of the
+    /// server's 64 MiB segments, and small next to the disk of the machines FaaST runs on; an operator with an NVMe
+    /// device runs `./faast flash` on it and names it in the apps' flash.address instead.
+    /// </summary>
+    public long FlashCapacity { get; init; } = 1L << 30;
+
+    /// <summary>FaaST.FlashBackend.dll; default the checkout's build (src/FlashBackend/bin/Release/net10.0).</summary>
+    public string? FlashServerDll { get; init; }
+
     /// <summary>Receives instance output lines (label, line); default: the console.</summary>
     public Action<string, string>? InstanceOutput { get; init; }
 }

@@ -47,6 +47,9 @@ internal static class PlatformServices
             var apps = sp.GetRequiredService<DeployedApps>();
             return new PlatformMetrics(sp.GetRequiredService<IMeterFactory>(), () => apps.Values);
         });
+        // The flash tier's server, started for the apps that enable it (issue 22); stopped after their instances.
+        services.AddSingleton<Flash.PlatformFlash>();
+        services.AddSingleton<ILifecycleParticipant>(sp => sp.GetRequiredService<Flash.PlatformFlash>());
         services.AddSingleton<PlatformContext>();
         services.AddSingleton<IAppLifecycle>(sp => sp.GetRequiredService<PlatformContext>().AppEvents);
         services.AddSingleton(sp => new AdminGuard(sp.GetRequiredService<PlatformKeys>(), options, sp.GetRequiredService<TimeProvider>(), PlatformLogger(sp)));

@@ -5,7 +5,11 @@ namespace FaaST.ScaleController.Platform;
 /// <summary>What GET /admin/platform answers: what an operator looks at first. <paramref name="Unavailable"/>: deployed
 /// apps that are not served, and why (null when there are none).</summary>
 public sealed record PlatformStatus(Uri Address, Uri Control, string Routing, IReadOnlyList<AppStatus> Apps,
-    IReadOnlyList<UnavailableAppView>? Unavailable = null);
+    IReadOnlyList<UnavailableAppView>? Unavailable = null, FlashView? Flash = null);
+
+/// <summary>The flash server the platform runs (issue 22), once an app enabled it: where, its process, and the apps
+/// registered with it. Tokens are never shown.</summary>
+public sealed record FlashView(Uri Address, int? ProcessId, IReadOnlyList<string> Apps);
 
 /// <summary>A deployed app the platform cannot serve (its own Azurite did not start when the platform loaded it again):
 /// its requests get 503 with <paramref name="Reason"/> until its next deploy.</summary>
