@@ -34,7 +34,7 @@ public sealed class FlashPolicyFileTests
         Assert.Null(p.P95LatencyUs);
         Assert.Null(p.ReadRatio);
         Assert.False(p.LatencyCritical);
-        Assert.Equal(TimeSpan.FromMilliseconds(10), p.Timeout);
+        Assert.Equal(TimeSpan.FromMilliseconds(250), p.Timeout);
         Assert.Equal(TimeSpan.FromSeconds(5), p.RetryAfter);
         Assert.True(p.Demote);
         Assert.Equal(1024, p.MinDemoteBytes);
