@@ -38,14 +38,16 @@ public sealed class ReloadScheduleTests : IAsyncLifetime
     }
 
     /// <summary>
-    /// Four invocations of <paramref name="path"/> with idle times of about 6.5, 6.5 and 25.5 s (in the middle of their
-    /// one-second bins, whatever a busy machine adds): the head's bin gives a window of at least 5.4 s (6 s less 10 %), more
+    /// Four invocations of <paramref name="path"/> with idle times of about 9.5, 9.5 and 25.5 s (in the middle of their
+    /// one-second bins, whatever a busy machine adds): the head's bin gives a window of at least 8.1 s (9 s less 10 %), more
     /// than two leads of 2 s, so the app is unloaded a lead after the last invocation and loaded again a lead before the
-    /// window opens; the tail keeps it loaded until about 28 s after the last invocation, long after a slow instance start.
+    /// window opens, about 4 s later (with 6.5 s idle times that was 1.4 s, less than stopping an instance took in a CI run
+    /// at load average 20); the tail keeps it loaded until about 28 s after the last invocation, long after a slow
+    /// instance start.
     /// </summary>
     private static async Task LearnAsync(HttpClient client, string path, string expected)
     {
-        foreach (var pause in new[] { 0, 6.5, 6.5, 25.5 })
+        foreach (var pause in new[] { 0, 9.5, 9.5, 25.5 })
         {
             await Task.Delay(TimeSpan.FromSeconds(pause));
             Assert.Equal(expected, await client.GetStringAsync(path));
@@ -75,16 +77,24 @@ public sealed class ReloadScheduleTests : IAsyncLifetime
         var learnt = (await AppAsync(client, "periodic")).Load!;
         Assert.Equal(3, learnt.IdleTimes);
         Assert.Equal("Histogram", learnt.Mode);
-        Assert.True(learnt.PrewarmWindowSeconds >= 5.4, learnt.Reason);
+        Assert.True(learnt.PrewarmWindowSeconds >= 8.1, learnt.Reason);
 
         // No request from here on: the platform unloads the app, then loads it again by itself.
         // Loaded and its instance's InstanceStarted are raised one after the other: wait for the second, or a busy
         // machine can show the list between the two (CI once saw six events here).
-        await Eventually.TrueAsync(() => events.Count(e => e.Kind == AppLifecycleKind.InstanceStarted) == 2,
+        await Eventually.TrueAsync(() => events.Count(e => e.Kind == AppLifecycleKind.InstanceStarted) == 2
+                && events.Any(e => e.Kind == AppLifecycleKind.InstanceStopped),
             "the app unloaded and loaded again ahead of the predicted invocation", () => string.Join(", ", events.Select(e => e.Kind)), seconds: 120);
         var kinds = events.Select(e => e.Kind).ToArray();
-        Assert.Equal([AppLifecycleKind.Loaded, AppLifecycleKind.InstanceStarted, AppLifecycleKind.Unloading, AppLifecycleKind.InstanceStopped,
-            AppLifecycleKind.Unloaded, AppLifecycleKind.Loaded, AppLifecycleKind.InstanceStarted], kinds.Take(7));
+        string seen = string.Join(", ", kinds);
+        Assert.True(kinds.Take(3).SequenceEqual([AppLifecycleKind.Loaded, AppLifecycleKind.InstanceStarted, AppLifecycleKind.Unloading]), seen);
+        int reload = Array.IndexOf(kinds, AppLifecycleKind.Loaded, 1);
+        Assert.True(reload > 2 && reload + 1 < kinds.Length && kinds[reload + 1] == AppLifecycleKind.InstanceStarted, seen);
+        Assert.True(Array.IndexOf(kinds, AppLifecycleKind.InstanceStopped) > 2, seen);
+        // The app is Unloaded when its last instance stopped before the reload began (the usual order); when stopping
+        // took longer than the lead (a busy machine), the reload comes first and the app is never empty: no Unloaded.
+        int unloaded = Array.IndexOf(kinds, AppLifecycleKind.Unloaded);
+        Assert.True(unloaded < 0 || (unloaded > Array.IndexOf(kinds, AppLifecycleKind.InstanceStopped) && unloaded < reload), seen);
         var reloaded = await AppAsync(client, "periodic");
         Assert.Equal(1, reloaded.Load!.Reloads);
         Assert.Contains(reloaded.Decisions, d => d.Kind == "unload" && d.Reason.Contains("unloaded 2 s after an invocation", StringComparison.Ordinal));
