@@ -24,6 +24,13 @@ public interface IBandwidthNetwork : IAsyncDisposable
     /// <summary>Starts the blob storage (Azurite) the instances share; its connection string.</summary>
     Task<string> StartStorageAsync(CancellationToken ct);
 
+    /// <summary>Where a service the instances reach over an unshaped link listens (the flash server of
+    /// <c>./faast bench flash</c>): the platform address on the shaped network, 127.0.0.1 on loopback.</summary>
+    System.Net.IPAddress ServiceAddress { get; }
+
+    /// <summary>The master key the instances' admin API takes (null: keys are not checked, loopback).</summary>
+    string? MasterKey { get; }
+
     /// <summary>Starts instances of an app (one more group; <see cref="InstanceGroupOptions.ExpectedMembers"/> says the view to wait for).</summary>
     Task<IBandwidthGroup> StartInstancesAsync(InstanceGroupOptions options, CancellationToken ct);
 }
@@ -61,6 +68,10 @@ public sealed class LoopbackNetwork(string home, string? reason = null) : IBandw
     public bool Shaped => false;
 
     public (double StorageMBps, double PeerMBps)? Rates => null;
+
+    public System.Net.IPAddress ServiceAddress => System.Net.IPAddress.Loopback;
+
+    public string? MasterKey => null;
 
     public async Task<string> StartStorageAsync(CancellationToken ct)
     {

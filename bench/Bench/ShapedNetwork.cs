@@ -53,6 +53,10 @@ public sealed class ShapedNetwork : IBandwidthNetwork
 
     public (double StorageMBps, double PeerMBps)? Rates => (_network.Settings.StorageMbps / 8.0, _network.Settings.PeerMbps / 8.0);
 
+    public IPAddress ServiceAddress => _network.PlatformAddress;
+
+    public string? MasterKey => _masterKey;
+
     public async Task<string> StartStorageAsync(CancellationToken ct)
     {
         _azurite = await AzuriteProcess.StartAsync(_home, ct: ct, listenAddress: _network.StorageAddress, dataDirectory: _data.Path);

@@ -15,12 +15,24 @@ internal static partial class Wrk
 
     /// <summary>Runs wrk against <paramref name="url"/> for <paramref name="duration"/> over <paramref name="connections"/> keep-alive connections (one thread).</summary>
     /// <exception cref="InvalidOperationException">wrk is not installed, failed, or printed no latency distribution.</exception>
-    public static async Task<Result> RunAsync(Uri url, TimeSpan duration, int connections = 1)
+    public static Task<Result> RunAsync(Uri url, TimeSpan duration, int connections = 1) => RunAsync(url, duration, connections, script: null);
+
+    /// <summary>As <see cref="RunAsync(Uri, TimeSpan, int)"/> with a Lua <paramref name="script"/> (<c>-s</c>) that
+    /// shapes each request (e.g. walks a list of paths under <paramref name="url"/>), one connection.</summary>
+    public static Task<Result> RunScriptAsync(Uri url, TimeSpan duration, string script) => RunAsync(url, duration, 1, script);
+
+    private static async Task<Result> RunAsync(Uri url, TimeSpan duration, int connections, string? script)
     {
         ArgumentOutOfRangeException.ThrowIfLessThan(connections, 1);
         var info = new ProcessStartInfo("wrk") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
-        foreach (var a in (string[])["-t1", $"-c{connections.ToString(CultureInfo.InvariantCulture)}", $"-d{Math.Max(1, (int)duration.TotalSeconds)}s", "--latency", url.ToString()])
+        foreach (var a in (string[])["-t1", $"-c{connections.ToString(CultureInfo.InvariantCulture)}", $"-d{Math.Max(1, (int)duration.TotalSeconds)}s", "--latency"])
             info.ArgumentList.Add(a);
+        if (script is not null)
+        {
+            info.ArgumentList.Add("-s");
+            info.ArgumentList.Add(script);
+        }
+        info.ArgumentList.Add(url.ToString());
         Process process;
         try
         {
@@ -41,6 +53,10 @@ internal static partial class Wrk
             return Parse(text) ?? throw new InvalidOperationException($"wrk {url}: no latency distribution in its output:\n{text}");
         }
     }
+
+    /// <summary>Whether wrk is on the PATH (./faast bench installs Debian's package).</summary>
+    public static bool Available =>
+        (Environment.GetEnvironmentVariable("PATH") ?? "").Split(':', StringSplitOptions.RemoveEmptyEntries).Any(d => File.Exists(Path.Combine(d, "wrk")));
 
     /// <summary>The 50 % and 99 % lines of wrk's latency distribution and its requests per second; null when absent.</summary>
     internal static Result? Parse(string output)

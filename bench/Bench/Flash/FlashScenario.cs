@@ -17,7 +17,7 @@ public static class FlashScenario
 
     private static void Say(string message) => Console.WriteLine($"[{Clock.Elapsed.TotalSeconds,6:0.0} s] {message}");
 
-    public static async Task<int> RunAsync(string home, bool quick)
+    public static async Task<int> RunAsync(string home, bool quick, string[] args)
     {
         var report = new Report("flash", quick);
         report.Config("loadavg_at_start", File.ReadAllText("/proc/loadavg").Trim());
@@ -50,6 +50,8 @@ public static class FlashScenario
         var peak = points.MaxBy(p => p.QueueDepth)!;
         report.Add("real_server_get_4k_iops", peak.Iops, $"QD {peak.QueueDepth}, {peak.FractionOfFio:P0} of fio's {peak.FioIops:0}");
         series["real_server"] = RealServer.ToJson(points);
+        Say("end to end: samples/flash-app with the tier beside the same app without it, on the shaped network (FlashEndToEnd)");
+        series["e2e"] = await FlashEndToEnd.RunAsync(home, quick, args.Contains("--loopback"), report);
 
         series["paper_vs_ours"] = PaperTable(series);
         var json = report.Write(home);

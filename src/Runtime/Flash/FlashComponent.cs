@@ -52,7 +52,7 @@ internal sealed class FlashComponent : ILifecycleParticipant, IDisposable
             _client.Address.ToString(), _settings.AddressSource, _client.Flow, _client.MaxValueBytes, _client.Usable,
             _client.SkippedFor?.TotalSeconds,
             new FlashCounters(m.Hits, m.HitBytes, m.Hits == 0 ? null : m.HitMicros / 1000.0 / m.Hits, m.Misses, m.Stale, m.Fallbacks,
-                m.SkippedReads, m.Demotions, m.DemotionBytes, m.DemotionsSkipped, m.DemotionFailures),
+                m.SkippedReads, m.Demotions, m.DemotionBytes, m.DemotionsSkipped, m.DemotionsHeld, m.DemotionFailures),
             stats is null ? null : new FlashTenantStats(stats.Tenant, stats.Class, stats.IopsSlo, stats.P95LatencySloUs, stats.Flows,
                 stats.Gets, stats.Hits, stats.Misses, stats.Puts, stats.BytesRead, stats.BytesWritten, stats.Iops, stats.ReadP95Us,
                 stats.GoodputFrac, stats.Throttled, stats.ChecksumFailures),
@@ -73,7 +73,7 @@ internal sealed record FlashStatus(string Address, string AddressSource, int? Fl
 
 /// <summary>This instance's counters (<see cref="FlashMetrics"/>); <see cref="HitMeanMs"/> is a hit's mean time.</summary>
 internal sealed record FlashCounters(long Hits, long HitBytes, double? HitMeanMs, long Misses, long Stale, long Fallbacks, long SkippedReads,
-    long Demotions, long DemotionBytes, long DemotionsSkipped, long DemotionFailures);
+    long Demotions, long DemotionBytes, long DemotionsSkipped, long DemotionsHeld, long DemotionFailures);
 
 /// <summary>The app's own counters on the server (FlashTier.Stats; IOPS, p95 and goodput over the server's window).</summary>
 internal sealed record FlashTenantStats(string Tenant, string Class, double IopsSlo, int P95LatencySloUs, int Flows, long Gets, long Hits,

@@ -14,9 +14,10 @@ namespace FaaST.Runtime.Flash;
 /// chunks, no copy into a buffer) before it returns. Objects that expired (their TTL says they should be fetched
 /// again), that are under <see cref="Policy.FlashPolicy.MinDemoteBytes"/> or over the tier's largest value, or that
 /// leave while the tier is down are skipped and counted. A put that fails or stalls (<see cref="MinTimeout"/>) marks the
-/// tier down as a read would; the eviction itself goes on (an evicted object is never the only copy).
+/// tier down as a read would; the eviction itself goes on (an evicted object is never the only copy). A version the tier
+/// is known to hold already (<see cref="FlashHeldVersions"/>) is not written again.
 /// </summary>
-internal sealed class FlashDemotionSink(FlashClient client, FlashMetrics metrics) : IEvictionSink
+internal sealed class FlashDemotionSink(FlashClient client, FlashMetrics metrics, FlashHeldVersions held) : IEvictionSink
 {
     /// <summary>flash.proto's largest data message: values travel in chunks of at most 64 KiB.</summary>
     private const int ChunkBytes = 64 * 1024;
@@ -41,6 +42,11 @@ internal sealed class FlashDemotionSink(FlashClient client, FlashMetrics metrics
             || client.MaxValueBytes is var max && max > 0 && length > max || string.IsNullOrEmpty(evicted.ETag))
         {
             metrics.DemotionSkipped();
+            return;
+        }
+        if (held.IsHeld(evicted.Key, evicted.ETag))
+        {
+            metrics.DemotionHeld(); // the tier served or stored this very version: nothing to write (FlashHeldVersions)
             return;
         }
         // The pump is a background task and the bytes must be written before returning: waiting here is the seam's
@@ -80,6 +86,7 @@ internal sealed class FlashDemotionSink(FlashClient client, FlashMetrics metrics
             await call.RequestStream.CompleteAsync();
             await call.ResponseAsync.WaitAsync(timeout.Token);
             metrics.Demoted(bytes.Length);
+            held.Held(evicted.Key, evicted.ETag);
         }
         catch (RpcException e) when (e.StatusCode is StatusCode.InvalidArgument or StatusCode.ResourceExhausted)
         {

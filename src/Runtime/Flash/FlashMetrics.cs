@@ -15,7 +15,7 @@ internal sealed class FlashMetrics : IDisposable
 {
     private readonly Meter _meter;
     private long _hits, _hitBytes, _hitMicros, _misses, _stale, _fallbacks, _skipped;
-    private long _demotions, _demotionBytes, _demotionsSkipped, _demotionFailures;
+    private long _demotions, _demotionBytes, _demotionsSkipped, _demotionsHeld, _demotionFailures;
 
     public FlashMetrics(string app)
     {
@@ -30,6 +30,8 @@ internal sealed class FlashMetrics : IDisposable
         _meter.CreateObservableCounter("faast.flash.demotion.bytes", () => DemotionBytes, "By", "Bytes of evicted objects written to the flash tier");
         _meter.CreateObservableCounter("faast.flash.demotions.skipped", () => DemotionsSkipped, "{object}",
             "Evicted objects not demoted: under flash.minDemoteBytes, over the tier's largest value, expired, or the tier down");
+        _meter.CreateObservableCounter("faast.flash.demotions.held", () => DemotionsHeld, "{object}",
+            "Evicted objects not demoted because the tier already holds that version (it served or stored it)");
         _meter.CreateObservableCounter("faast.flash.demotion.failures", () => DemotionFailures, "{object}", "Demotions the tier refused or failed");
     }
 
@@ -44,6 +46,7 @@ internal sealed class FlashMetrics : IDisposable
     public long Demotions => Volatile.Read(ref _demotions);
     public long DemotionBytes => Volatile.Read(ref _demotionBytes);
     public long DemotionsSkipped => Volatile.Read(ref _demotionsSkipped);
+    public long DemotionsHeld => Volatile.Read(ref _demotionsHeld);
     public long DemotionFailures => Volatile.Read(ref _demotionFailures);
 
     public void Hit(long bytes, TimeSpan took)
@@ -68,6 +71,8 @@ internal sealed class FlashMetrics : IDisposable
     }
 
     public void DemotionSkipped() => Interlocked.Increment(ref _demotionsSkipped);
+
+    public void DemotionHeld() => Interlocked.Increment(ref _demotionsHeld);
 
     public void DemotionFailed() => Interlocked.Increment(ref _demotionFailures);
 

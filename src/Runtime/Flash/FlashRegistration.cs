@@ -30,6 +30,7 @@ internal static class FlashRegistration
         var settings = Resolve(app, policy.Flash, environment ?? Environment.GetEnvironmentVariables());
         services.AddSingleton(settings);
         services.AddSingleton(provider => new FlashMetrics(app.Name));
+        services.AddSingleton<FlashHeldVersions>();
         services.AddSingleton(provider => new FlashClient(settings.Address, settings.Token, $"{Environment.MachineName}-{Environment.ProcessId}",
             policy.Flash, provider.GetRequiredService<ILoggerFactory>().CreateLogger("FaaST.Flash")));
         services.AddSingleton<IBlobSource, FlashSource>();

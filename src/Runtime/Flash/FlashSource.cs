@@ -1,5 +1,6 @@
 using System.Diagnostics;
 using FaaST.Cachelet;
+using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Sources;
 using FaaST.Protos.Flash;
 using FaaST.Storage;
@@ -20,7 +21,7 @@ namespace FaaST.Runtime.Flash;
 /// <see cref="Policy.FlashPolicy.RetryAfter"/>.
 /// </para>
 /// </summary>
-internal sealed class FlashSource(FlashClient client, FlashMetrics metrics) : IBlobSource
+internal sealed class FlashSource(FlashClient client, FlashMetrics metrics, FlashHeldVersions held) : IBlobSource
 {
     public string Name => "flash";
 
@@ -47,6 +48,7 @@ internal sealed class FlashSource(FlashClient client, FlashMetrics metrics) : IB
         {
             // The tier found its record corrupt and dropped it (flash.proto): a miss, not a tier failure.
             metrics.Miss();
+            held.Forget(request.Key);
             return SourceResult.Unavailable;
         }
         catch (Exception e) when (!ct.IsCancellationRequested && IsTierFailure(e))
@@ -85,6 +87,7 @@ internal sealed class FlashSource(FlashClient client, FlashMetrics metrics) : IB
         if (!header.Found)
         {
             metrics.Miss();
+            held.Forget(request.Key);
             return SourceResult.Unavailable;
         }
         // If storage has answered already, a stale copy is not even streamed.
@@ -94,7 +97,7 @@ internal sealed class FlashSource(FlashClient client, FlashMetrics metrics) : IB
             if (!answered)
                 return SourceResult.Unavailable;
             if (early?.ETag != header.Etag)
-                return Stale(early);
+                return Stale(request.Key, early);
         }
         var length = header.ObjectLength;
         var into = target.Open(length);
@@ -119,15 +122,17 @@ internal sealed class FlashSource(FlashClient client, FlashMetrics metrics) : IB
         if (!known)
             return SourceResult.Unavailable;
         if (current?.ETag != header.Etag)
-            return Stale(current);
+            return Stale(request.Key, current);
+        held.Held(request.Key, header.Etag);
         return new SourceResult(SourceOutcome.Found, header.Etag, length, ReadPath.LocalMiss, Validated: true);
     }
 
     /// <summary>The tier's copy is not storage's current version (or the blob is gone): never served. A deleted blob is
     /// answered as storage would (not found); a changed one by storage itself, next in the chain.</summary>
-    private SourceResult Stale(BlobProperties? current)
+    private SourceResult Stale(in BlobKey key, BlobProperties? current)
     {
         metrics.StaleCopy();
+        held.Forget(key); // the tier's version is not storage's: an eviction of the current one must be demoted
         return current is null ? SourceResult.NotFound : SourceResult.Unavailable;
     }
 
