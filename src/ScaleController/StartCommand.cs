@@ -85,6 +85,7 @@ internal static class StartCommand
                 InstanceArguments = arguments,
                 SingleApp = app.Name,
                 InitialInstances = instancesGiven ? instances : null,
+                FlashDeviceProfile = FittedFlashProfile(),
             }, ct: stop);
             await platform.DeployDirectoryAsync(app.Directory, instancesGiven ? instances : null, stop);
             await Console.Error.WriteLineAsync($"faast: {app.Name} is served at {platform.Address} (platform status: {new Uri(platform.Address, "admin/platform")})");
@@ -132,6 +133,15 @@ internal static class StartCommand
     /// the extracted app, as it reads the app's own folder. One folder per app folder (a short hash of its path),
     /// so two apps of the same name in different folders never share an extraction.
     /// </summary>
+    /// <summary>FAAST_HOME/.faast/flash/device-profile.json when `./faast flash fit` wrote it (its default --out): the
+    /// disk this machine's flash server runs on, measured once, so the platform's server prices writes as the disk does
+    /// (<see cref="PlatformOptions.FlashDeviceProfile"/>); null otherwise.</summary>
+    private static string? FittedFlashProfile()
+    {
+        var path = Path.Combine(FaaSTHome.Find(), ".faast", "flash", "device-profile.json");
+        return File.Exists(path) ? path : null;
+    }
+
     private static string StartStateDirectory(FunctionApp app)
     {
         var hash = Convert.ToHexStringLower(System.Security.Cryptography.SHA256.HashData(System.Text.Encoding.UTF8.GetBytes(app.Directory)))[..8];
@@ -233,6 +243,7 @@ internal static class StartCommand
             StateDirectory = state,
             StorageConnectionString = "",
             InstanceArguments = arguments,
+            FlashDeviceProfile = FittedFlashProfile(),
         };
         try
         {

@@ -122,6 +122,16 @@ public sealed record PlatformOptions
     /// </summary>
     public long FlashCapacity { get; init; } = 1L << 30;
 
+    /// <summary>
+    /// The device profile the platform's flash server schedules with (`./faast flash fit --device … --out FILE`: the
+    /// disk's token rate, its rate by p95 bound for admission, and its write costs C*(WR, r)). Default: STATE/flash/
+    /// device-profile.json when that file exists, else none, and the server prices I/O with the i3.xlarge shape scaled
+    /// to 50K tokens/s. The platform does not sweep the disk itself (a fit loads it fully for ~20 s), but the default
+    /// shape prices a 4 KiB write at 7–10 reads, where this VM's disk measured 1.0–1.65 (docs/flash.md): demotions are
+    /// then over-charged to the app's SLO several times, so an operator fits once and leaves the file there.
+    /// </summary>
+    public string? FlashDeviceProfile { get; init; }
+
     /// <summary>FaaST.FlashBackend.dll; default the checkout's build (src/FlashBackend/bin/Release/net10.0).</summary>
     public string? FlashServerDll { get; init; }
 

@@ -1,8 +1,12 @@
+using System.Diagnostics;
 using System.Net;
 using System.Net.Http.Json;
 using FaaST.ScaleController.Deploy;
 using FaaST.ScaleController.Platform;
 using FaaST.ScaleController.Tests.Platform;
+using FaaST.Protos.Flash;
+using Grpc.Core;
+using Grpc.Net.Client;
 
 namespace FaaST.ScaleController.Tests.Flash;
 
@@ -92,5 +96,56 @@ public sealed class FlashDeployTests : IAsyncLifetime
         var redeployed = EnvironmentOf(Assert.Single(status.Apps.Single(a => a.App == "alpha").Instances).ProcessId);
         Assert.False(redeployed.ContainsKey("FAAST_FLASH_TOKEN"));
         Assert.False(redeployed.ContainsKey("FAAST_FLASH_ADDRESS"));
+    }
+
+    /// <summary>Runs `FaaST.FlashBackend.dll fit` on a small scratch file (a real sweep of this disk, cut short).</summary>
+    private static async Task<string> FitAsync(string directory)
+    {
+        var profile = Path.Combine(directory, "fitted-profile.json");
+        var psi = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true };
+        foreach (var a in (string[])[Path.Combine(Repo.Root, "src", "FlashBackend", "bin", "Release", "net10.0", "FaaST.FlashBackend.dll"),
+            "fit", "--device", Path.Combine(directory, "fit.dat"), "--out", profile, "--size", "8MiB", "--seconds-per-point", "0.05"])
+            psi.ArgumentList.Add(a);
+        using var p = Process.Start(psi)!;
+        var output = p.StandardOutput.ReadToEndAsync();
+        var error = await p.StandardError.ReadToEndAsync();
+        await p.WaitForExitAsync();
+        Assert.True(p.ExitCode == 0, $"fit exited {p.ExitCode}: {error}{await output}");
+        return profile;
+    }
+
+    [Fact]
+    public async Task The_platforms_flash_server_schedules_with_the_fitted_device_profile()
+    {
+        using var scratch = new TempDirectory("faast-fit-");
+        var profile = await FitAsync(scratch.Path);
+        var fitted = System.Text.Json.Nodes.JsonNode.Parse(await File.ReadAllTextAsync(profile))!["tokens_per_second"]!.GetValue<double>();
+        var options = _bed.Options() with { FlashCapacity = 64L << 20, FlashDeviceProfile = profile };
+        var platform = await _bed.StartPlatformAsync(options);
+        using var admin = AdminKey.Client(platform.Address, platform.Keys.AdminKey);
+        await _bed.DeployAsync(admin, "fitted", App("fitted", """{ "enabled": true }"""));
+
+        // The server's own answer (FlashAdmin.Stats, with the admin key the platform reads from the server's state).
+        var status = await StatusAsync(admin);
+        using var channel = GrpcChannel.ForAddress(status.Flash!.Address);
+        var key = (await File.ReadAllTextAsync(Path.Combine(options.StateDirectory, "flash", "state", "keys", "admin"))).Trim();
+        var stats = await new FlashAdmin.FlashAdminClient(channel).StatsAsync(new ServerStatsRequest(), new Metadata { { "authorization", "Bearer " + key } });
+        Assert.Equal(fitted, stats.DeviceTokensPerSecond);
+    }
+
+    [Fact]
+    public async Task A_device_profile_that_is_not_there_fails_the_flash_deploy_with_503_naming_it_and_how_to_write_it()
+    {
+        var missing = Path.Combine(_bed.StatePath, "no-such-profile.json");
+        var platform = await _bed.StartPlatformAsync(_bed.Options() with { FlashCapacity = 64L << 20, FlashDeviceProfile = missing });
+        using var admin = AdminKey.Client(platform.Address, platform.Keys.AdminKey);
+
+        using var refused = await PutAsync(admin, "unfitted", App("unfitted", """{ "enabled": true }"""));
+
+        var body = await refused.Content.ReadAsStringAsync();
+        Assert.True(refused.StatusCode == HttpStatusCode.ServiceUnavailable, $"{refused.StatusCode}: {body}{_bed.Tail()}");
+        Assert.Contains(missing, body, StringComparison.Ordinal);
+        Assert.Contains("./faast flash fit", body, StringComparison.Ordinal);
+        Assert.DoesNotContain((await StatusAsync(admin)).Apps, a => a.App == "unfitted");
     }
 }

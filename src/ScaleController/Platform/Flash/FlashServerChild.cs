@@ -33,6 +33,29 @@ internal sealed class FlashServerChild(PlatformOptions options, ILogger logger) 
 
     private string ReadyFile => Path.Combine(Directory, "ready");
 
+    /// <summary>The profile the server is started with (<see cref="PlatformOptions.FlashDeviceProfile"/>, else
+    /// STATE/flash/device-profile.json if it exists), or null: the server's default device shape.</summary>
+    public string? DeviceProfile =>
+        options.FlashDeviceProfile ?? (File.Exists(Path.Combine(Directory, "device-profile.json")) ? Path.Combine(Directory, "device-profile.json") : null);
+
+    /// <summary>`serve`'s arguments: the device, state and port under STATE/flash, and the device profile if any.</summary>
+    internal IReadOnlyList<string> ServeArguments(string dll)
+    {
+        var args = new List<string>
+        {
+            dll, "serve", "--device", DevicePath, "--capacity", options.FlashCapacity.ToString(System.Globalization.CultureInfo.InvariantCulture),
+            "--state", StateDirectory, "--listen", $"127.0.0.1:{_port}", "--ready-file", ReadyFile,
+        };
+        if (DeviceProfile is { } profile)
+        {
+            if (!File.Exists(profile))
+                throw new FlashServerException($"the flash device profile {profile} (PlatformOptions.FlashDeviceProfile) does not exist; write it with `./faast flash fit --device PATH --out {profile}`");
+            args.Add("--device-profile");
+            args.Add(profile);
+        }
+        return args;
+    }
+
     /// <summary>The server's address, once started.</summary>
     public Uri? Address { get; private set; }
 
@@ -81,16 +104,9 @@ internal sealed class FlashServerChild(PlatformOptions options, ILogger logger) 
         var dll = options.FlashServerDll ?? DefaultDll();
         if (!File.Exists(dll))
             throw new FlashServerException($"the flash server {dll} is not built (dotnet build src/FlashBackend -c Release)");
-        var start = new ProcessStartInfo("dotnet")
-        {
-            RedirectStandardOutput = true,
-            RedirectStandardError = true,
-            ArgumentList =
-            {
-                dll, "serve", "--device", DevicePath, "--capacity", options.FlashCapacity.ToString(System.Globalization.CultureInfo.InvariantCulture),
-                "--state", StateDirectory, "--listen", $"127.0.0.1:{_port}", "--ready-file", ReadyFile,
-            },
-        };
+        var start = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true };
+        foreach (var a in ServeArguments(dll))
+            start.ArgumentList.Add(a);
         var process = Process.Start(start) ?? throw new FlashServerException("dotnet did not start the flash server");
         process.OutputDataReceived += (_, e) => { if (e.Data is { } line) Log.Output(logger, LogText.EscapeOutput(line)); };
         process.ErrorDataReceived += (_, e) => { if (e.Data is { } line) Log.Output(logger, LogText.EscapeOutput(line)); };
@@ -116,7 +132,7 @@ internal sealed class FlashServerChild(PlatformOptions options, ILogger logger) 
         process.Exited += (_, _) => _ = OnExitedAsync(process);
         if (process.HasExited)
             _ = OnExitedAsync(process);
-        Log.Started(logger, address, process.Id, DevicePath, StateDirectory);
+        Log.Started(logger, address, process.Id, DevicePath, StateDirectory, DeviceProfile ?? "none (the i3.xlarge shape at 50K tokens/s; ./faast flash fit writes one)");
         return address;
     }
 

@@ -3,8 +3,8 @@ namespace FaaST.ScaleController.Platform.Flash;
 /// <summary>The platform's flash server lines (event ids 8260-8269).</summary>
 internal static partial class Log
 {
-    [LoggerMessage(EventId = 8260, Level = LogLevel.Information, Message = "Flash server started at {Address} (pid {Pid}; device {Device}, state {State})")]
-    public static partial void Started(ILogger logger, Uri address, int pid, string device, string state);
+    [LoggerMessage(EventId = 8260, Level = LogLevel.Information, Message = "Flash server started at {Address} (pid {Pid}; device {Device}, state {State}; device profile {Profile})")]
+    public static partial void Started(ILogger logger, Uri address, int pid, string device, string state, string profile);
 
     [LoggerMessage(EventId = 8261, Level = LogLevel.Warning, Message = "Flash server (pid {Pid}) exited with {ExitCode}; restarting it on {Address} (instances read from storage meanwhile)")]
     public static partial void Exited(ILogger logger, int pid, int exitCode, Uri address);
