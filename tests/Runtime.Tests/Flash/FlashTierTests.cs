@@ -117,8 +117,10 @@ public sealed class FlashTierTests(AzuriteFixture azurite) : IAsyncLifetime
         await ReadAllAsync(host, blobs);
         await ADemotedObjectAsync(token, blobs);
         var afterFirst = await FlashHostTests.FlashStatusAsync(host.Http);
-        // Not every eviction is demoted: one the pump has not started when a miss needs its memory is dropped.
-        Assert.True(afterFirst.Instance.Demotions >= Objects / 4, $"{afterFirst.Instance.Demotions} demotions of {Objects} objects through a 2 MiB cache");
+        // Not every eviction is demoted: one the pump has not started when a miss needs its memory is dropped, and how
+        // many are depends on the machine's load (with two CPU hogs beside the test, 24-29 of 128; alone, most of them).
+        // The claim tested is about the demoted ones: each is a flash hit with identical bytes on the next pass.
+        Assert.True(afterFirst.Instance.Demotions >= 1, $"no demotion of {Objects} objects through a 2 MiB cache");
         Assert.Equal(afterFirst.Instance.Demotions * (long)ObjectBytes, afterFirst.Instance.DemotionBytes);
 
         // The second pass in the same order: every read misses the cache (LRU over a scan), and what was demoted is a flash hit.
@@ -126,7 +128,9 @@ public sealed class FlashTierTests(AzuriteFixture azurite) : IAsyncLifetime
 
         var status = await FlashHostTests.FlashStatusAsync(host.Http);
         var hits = status.Instance.Hits - afterFirst.Instance.Hits;
-        Assert.True(hits >= Objects / 4, $"{hits} flash hits of {Objects} misses (demoted {afterFirst.Instance.Demotions})");
+        // Every object demoted in the first pass is held by the tier (64 MiB, far more than 8 MiB of objects) and every
+        // read of the second pass misses the cache, so each is a flash hit (ReadAllAsync compared every hash).
+        Assert.True(hits >= afterFirst.Instance.Demotions, $"{hits} flash hits of {Objects} misses, though {afterFirst.Instance.Demotions} objects were demoted before");
         Assert.Equal(hits * ObjectBytes, status.Instance.HitBytes - afterFirst.Instance.HitBytes);
         Assert.Equal((0L, 0L), (status.Instance.Stale, status.Instance.Fallbacks));
         Assert.True(status.Usable);
@@ -154,7 +158,7 @@ public sealed class FlashTierTests(AzuriteFixture azurite) : IAsyncLifetime
         var hits = status.Instance.Hits - afterFirst.Instance.Hits;
         var held = status.Instance.DemotionsHeld;
         var demoted = status.Instance.Demotions - afterFirst.Instance.Demotions;
-        Assert.True(hits >= Objects / 4, $"{hits} flash hits of {Objects} misses");
+        Assert.True(hits >= afterFirst.Instance.Demotions, $"{hits} flash hits of {Objects} misses, though {afterFirst.Instance.Demotions} objects were demoted before");
         Assert.True(held >= 1, $"no eviction was recognised as held by the tier ({hits} hits, {demoted} demotions in the second pass)");
         // Demoted in the second pass: at most the objects read from storage in it, plus those the first pass left in the
         // cache (2 MiB of 64 KiB objects), which came from storage too. Without the rule the hits would be written again.
