@@ -72,7 +72,11 @@ public sealed class FlashServer : IAsyncDisposable
                 k.Limits.Http2.MaxStreamsPerConnection = 1024;
             });
             builder.Services.AddSingleton(core);
-            builder.Services.AddGrpc(g => g.EnableDetailedErrors = false);
+            builder.Services.AddGrpc(g =>
+            {
+                g.EnableDetailedErrors = false;
+                g.Interceptors.Add<ClientGoneInterceptor>();
+            });
             builder.Services.Configure<HostOptions>(h => h.ShutdownTimeout = TimeSpan.FromSeconds(30));
             WebApplication app = builder.Build();
             app.MapGrpcService<FlashTierService>();

@@ -16,7 +16,7 @@ namespace FaaST.ScaleController.Tests.Flash;
 /// answered with the old flash copy; the flash server killed mid-load costs no read, the platform restarts it, and
 /// flash hits resume.
 /// </summary>
-public sealed class FlashPlatformTests(Xunit.Abstractions.ITestOutputHelper log) : IDisposable
+public sealed class FlashPlatformTests : IDisposable
 {
     private const int ObjectBytes = 256 * 1024;
     // 32 MiB of objects through the sample's 8 MiB cache.
@@ -130,15 +130,13 @@ public sealed class FlashPlatformTests(Xunit.Abstractions.ITestOutputHelper log)
             await PlatformCommand.StopAsync(platform);
         }
         Assert.Equal(0, platform.ExitCode);
-        // The flash server's own failures (its dispatcher, its store, a crash) fail the test. gRPC's report of a handler
-        // that ended with an unexpected exception (category Grpc.AspNetCore.Server.ServerCallHandler) is written to the
-        // test's output instead: one CI run under a load average of 19 showed one such Error line, logged just before the
-        // test's kill -9, whose text the assertion did not keep; until it is known, it is shown, not failed on.
+        // The flash server logged no failure: neither its own (dispatcher, store, a crash) nor gRPC's report of a handler
+        // that ended with an unexpected exception. A CI run under a load average of 19 once showed the latter; its text
+        // was not kept, but closing a channel under a running get or put reproduces such lines (an instance's channel
+        // closes when it stops), and the server now ends those calls quietly (ClientGoneInterceptor, tested by
+        // FlashBackend.Tests' ClientGoneTests), so any such line is a new failure.
         var failures = output.Where(l => l.Contains("[flash]", StringComparison.Ordinal) && l.Contains("fail:", StringComparison.Ordinal)).ToList();
-        foreach (var line in failures)
-            log.WriteLine(line);
-        var own = failures.Where(l => !l.Contains("Grpc.AspNetCore.Server.ServerCallHandler", StringComparison.Ordinal)).ToList();
-        Assert.True(own.Count == 0, "the flash server logged failures:\n" + string.Join('\n', own)
+        Assert.True(failures.Count == 0, "the flash server logged failures:\n" + string.Join('\n', failures)
             + "\n--- its whole output:\n" + string.Join('\n', output.Where(l => l.Contains("[flash]", StringComparison.Ordinal))));
     }
 }
