@@ -24,6 +24,9 @@ public sealed class ReadChainTests(AzuriteFixture azurite)
         public TaskCompletionSource? Gate { get; set; }
         public TaskCompletionSource Entered { get; } = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
+        /// <summary>Answer as a tier that checked its copy with storage during the fetch (the flash tier's HEAD).</summary>
+        public bool ClaimsValidated { get; init; }
+
         public string Name => "memory";
 
         public async ValueTask<SourceResult> FetchAsync(SourceRequest request, IFetchTarget target, CancellationToken ct)
@@ -36,7 +39,7 @@ public sealed class ReadChainTests(AzuriteFixture azurite)
                 return SourceResult.Unavailable;
             await using (var sink = target.Open(found.Bytes.Length))
                 await sink.WriteAsync(found.Bytes, ct);
-            return new SourceResult(SourceOutcome.Found, found.Version, found.Bytes.Length, ReadPath.LocalMiss);
+            return new SourceResult(SourceOutcome.Found, found.Version, found.Bytes.Length, ReadPath.LocalMiss, Validated: ClaimsValidated);
         }
     }
 
@@ -105,6 +108,22 @@ public sealed class ReadChainTests(AzuriteFixture azurite)
         using var read = await cache.ReadAsync(azurite.Store, Container, name, default) ?? throw new InvalidOperationException("not found");
         Assert.Equal("current"u8.ToArray(), Bytes(read));
         Assert.Equal(1, cache.ObjectCount); // the stale copy left the index again
+    }
+
+    [Fact]
+    public async Task Under_the_checking_preset_a_tier_copy_storage_vouched_for_during_its_fetch_is_not_checked_again()
+    {
+        // The tier claims its (here stale) copy was checked with storage while it fetched: the chain takes its word and
+        // does not repeat the HEAD (one storage round trip per flash hit). The stale bytes show that no second check ran;
+        // the tier that makes the claim (FlashSource) serves only at the ETag its own HEAD returned.
+        var tier = new MemoryTier { ClaimsValidated = true };
+        await using var cache = NewCache(new CachePolicy { Consistency = ConsistencyPreset.StorageSyncStorage }, tier);
+        var (name, _) = await NewBlobAsync("current"u8.ToArray());
+        tier.Objects[name] = ("\"0xclaimed\"", "claimed"u8.ToArray());
+
+        using var read = await cache.ReadAsync(azurite.Store, Container, name, default) ?? throw new InvalidOperationException("not found");
+        Assert.Equal("claimed"u8.ToArray(), Bytes(read));
+        Assert.Equal("\"0xclaimed\"", read.ETag);
     }
 
     [Fact]

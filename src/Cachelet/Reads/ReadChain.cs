@@ -70,7 +70,7 @@ internal sealed class ReadChain
                 case HitCheck.AskOwner:
                 {
                     // The owner holds the current version: ask it, sending our version (no bytes if it matches).
-                    var (outcome, fresh) = await AskAsync(_ownerSource, new SourceRequest(store, key, owner, entry.ETag, Validate: false), countAccess: true, ct);
+                    var (outcome, fresh, _) = await AskAsync(_ownerSource, new SourceRequest(store, key, owner, entry.ETag, Validate: false), countAccess: true, ct);
                     if (outcome == SourceOutcome.NotFound)
                     {
                         _core.Index.Remove(key);
@@ -194,20 +194,24 @@ internal sealed class ReadChain
                     continue;
                 SourceOutcome outcome;
                 CachedRead? read;
+                bool validated;
                 if (ReferenceEquals(source, _storageSource))
                 {
                     using var admission = await Scheduler.AdmitAsync(priority, promoted?.Task, ct);
-                    (outcome, read) = await AskAsync(source, request, countAccess, ct);
+                    (outcome, read, validated) = await AskAsync(source, request, countAccess, ct);
                 }
                 else
                 {
-                    (outcome, read) = await AskAsync(source, request, countAccess, ct);
+                    (outcome, read, validated) = await AskAsync(source, request, countAccess, ct);
                 }
                 if (outcome == SourceOutcome.NotFound)
                     return null;
                 if (read is not { } found)
                     continue;
-                if (source.Authoritative || await StillCurrentAsync(store, key, owner, found, ct))
+                // A copy from a tier is checked with storage unless storage vouched for its version during the fetch
+                // (SourceResult.Validated: the flash tier's HEAD runs beside its get, after this read's epoch was taken),
+                // which a second HEAD here would only repeat: one storage round trip per flash hit.
+                if (source.Authoritative || validated || await StillCurrentAsync(store, key, owner, found, ct))
                     return found;
             }
             throw new InvalidOperationException($"no source of {key.Container}/{key.Blob} answered (the chain must end with storage)");
@@ -223,9 +227,9 @@ internal sealed class ReadChain
     }
 
     /// <summary>
-    /// An object from a source that is not authoritative (a tier holding copies) is checked against
-    /// storage where the preset checks reads (every read, or the owner's first read in an epoch); one
-    /// that storage no longer holds is dropped and the next source asked.
+    /// An object from a source that is not authoritative (a tier holding copies) and that storage did not vouch for
+    /// during the fetch is checked against storage where the preset checks reads (every read, or the owner's first
+    /// read in an epoch); one that storage no longer holds is dropped and the next source asked.
     /// </summary>
     private async ValueTask<bool> StillCurrentAsync(IBlobStore store, BlobKey key, Peer? owner, CachedRead read, CancellationToken ct)
     {
@@ -248,7 +252,7 @@ internal sealed class ReadChain
     /// Asks one source, into a new target: the object (cached when there was room, pinned) if found,
     /// with the source's outcome. Whatever a failed or unanswered fetch had received is discarded.
     /// </summary>
-    private async ValueTask<(SourceOutcome Outcome, CachedRead? Read)> AskAsync(IBlobSource source, SourceRequest request, bool countAccess, CancellationToken ct)
+    private async ValueTask<(SourceOutcome Outcome, CachedRead? Read, bool Validated)> AskAsync(IBlobSource source, SourceRequest request, bool countAccess, CancellationToken ct)
     {
         var epoch = _core.Epoch.Current; // before the fetch: a bypassing write that lands during it moves the epoch
         var target = new FetchTarget(_core, request.Key, countAccess, _uncachedLog);
@@ -256,8 +260,8 @@ internal sealed class ReadChain
         {
             var result = await source.FetchAsync(request, target, ct);
             if (result.Outcome != SourceOutcome.Found)
-                return (result.Outcome, null);
-            return (SourceOutcome.Found, target.Complete(result, result.Validated ? epoch : CacheEntry.NotValidated));
+                return (result.Outcome, null, false);
+            return (SourceOutcome.Found, target.Complete(result, result.Validated ? epoch : CacheEntry.NotValidated), result.Validated);
         }
         finally
         {
