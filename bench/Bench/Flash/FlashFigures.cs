@@ -20,16 +20,17 @@ internal static class FlashFigures
     /// What one pass of each scheduler costs in Fig. 8's virtual time: fixed ns per Dispatch call plus ns per tenant
     /// visit. CALIBRATED ON THIS MACHINE, not invented: <see cref="Fig8Calibrate"/> times Dispatch with a Stopwatch over
     /// the real scheduler code in Fig. 8's own driver and fits time = pass·passes + visit·visits by least squares over
-    /// 10/100/1,000 tenants × batch 4/64 (LC 25 %, 200K requests a run). Measured 2026-11-28 16:42 UTC on the 2-core
-    /// AMD EPYC VM at load average 0.41: En4S 132.5 ns/pass + 39.71 ns/visit, ReFlex 480.5 ns/pass + 4.26 ns/visit
-    /// (ns per Dispatch call: En4S 237–7,122, ReFlex 260–3,945). A ReFlex visit is mostly an empty tenant's refill;
-    /// an En4S visit does the loan check, the burst quantum and the list moves, and En4S's visits include the reclaim's
-    /// walk of every LC tenant once a millisecond and the unparking of BE tenants. A 3-term fit with ns per dispatched
-    /// request gave an unstable request term (−1.6 to 18 ns over two runs), so the model keeps pass + visit. Fixed here
-    /// so the figure stays deterministic; every run re-measures and reports fig8_calibrated_* beside them.
+    /// 10/100/1,000 tenants × batch 4/64 (LC 25 %). Three runs inside `./faast bench flash` on 2026-11-28 (2-core AMD EPYC
+    /// VM, load average 2.7–4.8, after Fig. 10–12 had warmed the JIT): En4S 24.0 / 20.4 / 19.6 ns per pass + 11.36 /
+    /// 12.07 / 13.36 ns per visit; ReFlex −39.8 / −30.1 / −31.7 ns per pass + 3.96 / 3.99 / 3.72 ns per visit. Taken:
+    /// En4S 21 + 12.3, ReFlex 0 + 3.9 (its negative intercept is the fit's noise; a pass cannot cost less than nothing).
+    /// A first standalone run from a cold process gave En4S 39.7 ns/visit (tier-0 JIT code), not used. A ReFlex visit
+    /// is mostly an idle tenant's refill; an En4S visit does the loan check, the burst quantum and the list moves, and
+    /// En4S's visits include the reclaim's walk of every LC tenant once a millisecond and the unparking of BE tenants.
+    /// Fixed here so the figure stays deterministic; every run re-measures and reports fig8_calibrated_* beside them.
     /// </summary>
-    public static readonly PassCost En4sPassCost = new(PassNs: 132.5, VisitNs: 39.71);
-    public static readonly PassCost ReflexPassCost = new(PassNs: 480.5, VisitNs: 4.26);
+    public static readonly PassCost En4sPassCost = new(PassNs: 21, VisitNs: 12.3);
+    public static readonly PassCost ReflexPassCost = new(PassNs: 0, VisitNs: 3.9);
 
     private static PassCost CostOf(string name) => name == "en4s" ? En4sPassCost : ReflexPassCost;
 
