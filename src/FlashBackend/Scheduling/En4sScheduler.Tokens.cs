@@ -25,6 +25,8 @@ public sealed partial class En4sScheduler
         // time since the last reclaim, reaching the original after AllowanceRecoveryNs.
         double regain = _lastReclaimNs == long.MinValue ? 0 : (nowNs - _lastReclaimNs) / (double)_settings.AllowanceRecoveryNs;
         _lastReclaimNs = nowNs;
+        // Every LC tenant is visited here (O(LC tenants) once per interval, not per round): counted as visits.
+        Visits += LcTenants.Count;
         foreach (int t in LcTenants)
         {
             ref var s = ref Tenants[t];
@@ -101,6 +103,7 @@ public sealed partial class En4sScheduler
     /// while parked from the BE list goes back to the BE list, whose pass moves it to the LC list.</summary>
     private void Unpark(int tenant)
     {
+        Visits++; // a heap or list pop and a push: one visit
         ref var s = ref Tenants[tenant];
         s.Parked = false;
         if (s.ParkedFromBe)

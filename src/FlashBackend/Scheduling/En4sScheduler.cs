@@ -199,6 +199,7 @@ public sealed partial class En4sScheduler : SchedulerBase
         for (int visits = _activeLc.Count; visits > 0; visits--)
         {
             int t = _activeLc.Head;
+            Visits++;
             ref var s = ref Tenants[t];
             RefillLc(ref s, nowNs);
             // A visit cut off by a full batch continues in the next call with the same burst schedule and is not a new
@@ -276,6 +277,7 @@ public sealed partial class En4sScheduler : SchedulerBase
         for (int visits = _activeBe.Count; visits > 0; visits--)
         {
             int t = _activeBe.Head;
+            Visits++;
             ref var s = ref Tenants[t];
             if (s.IsLc)
             {

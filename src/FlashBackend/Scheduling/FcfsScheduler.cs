@@ -26,6 +26,7 @@ public sealed class FcfsScheduler : SchedulerBase
         while (n < cap && _fifo.Count > 0 && InFlight < Limits.LcInFlightMax)
         {
             var r = _fifo.Dequeue();
+            Visits++; // one queue operation per request: FCFS walks no tenants
             ref var s = ref Tenants[r.Tenant];
             s.Queue.Dequeue(); // per-tenant FIFO order equals global order restricted to the tenant
             NoteDispatched(ref s);

@@ -37,4 +37,9 @@ public interface IIoScheduler
 
     /// <summary>Requests queued in the scheduler.</summary>
     int Queued { get; }
+
+    /// <summary>The scheduler's own work so far, deterministically: tenants visited by Dispatch (and by the periodic
+    /// work it triggers, such as En4S's reclaim), or queue operations for FCFS. Fig. 8 (§6.2.1) charges each pass this
+    /// many visits of virtual time, since the difference between En4S and ReFlex there is the traversal's cost.</summary>
+    long TenantVisits { get; }
 }

@@ -77,6 +77,7 @@ public sealed class ReflexScheduler : SchedulerBase
         for (int k = 0; k < lcCount; k++)
         {
             int t = LcTenants[(_lcStart + k) % lcCount];
+            Visits++;
             ref var s = ref Tenants[t];
             s.Credit += s.Rate * (nowNs - s.LastRefillNs) * 1e-9;
             s.LastRefillNs = nowNs;
@@ -104,6 +105,7 @@ public sealed class ReflexScheduler : SchedulerBase
         for (int k = 0; k < beCount; k++)
         {
             int t = BeTenants[(_beStart + k) % beCount];
+            Visits++;
             ref var s = ref Tenants[t];
             s.Credit += s.Rate * (nowNs - s.LastRefillNs) * 1e-9;
             s.LastRefillNs = nowNs;

@@ -52,6 +52,9 @@ public abstract class SchedulerBase : IIoScheduler
     private int _inFlight;
     private int _queued;
     private protected long NowNs;
+    /// <summary>See <see cref="TenantVisits"/>: a plain increment where a tenant is visited (single-threaded, no
+    /// allocation).</summary>
+    private protected long Visits;
 
     private protected SchedulerBase(CostTable costs, SchedulerLimits limits)
     {
@@ -72,6 +75,8 @@ public abstract class SchedulerBase : IIoScheduler
     public int InFlight => _inFlight;
 
     public int Queued => _queued;
+
+    public long TenantVisits => Visits;
 
     /// <summary>The read ratio observed over recent requests (starts at 1: no writes seen).</summary>
     public double ObservedReadRatio { get; private set; } = 1.0;
