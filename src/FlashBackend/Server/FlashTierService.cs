@@ -14,7 +14,7 @@ namespace FaaST.FlashBackend.Server;
 /// the scheduler on its own; a unit holds its scheduler slot only while its device I/O runs (never while waiting on
 /// the network), and values stream through one unit-sized pooled buffer whatever their size.
 /// </summary>
-internal sealed class FlashTierService(FlashServerCore core) : FlashTier.FlashTierBase
+internal sealed partial class FlashTierService(FlashServerCore core) : FlashTier.FlashTierBase
 {
     private readonly FlashStore _store = core.Store;
     private readonly IoDispatcher _dispatcher = core.Dispatcher;
