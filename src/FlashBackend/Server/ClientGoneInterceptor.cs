@@ -68,9 +68,12 @@ internal sealed class ClientGoneInterceptor : Interceptor
     }
 
     /// <summary>The call was aborted (the client reset the stream or closed its connection) and the exception is what a
-    /// stream read or write throws then.</summary>
+    /// stream read or write throws then. An IOException Kestrel itself raised ("The request stream was aborted") is the
+    /// stream's, never the device's (the engine's are its own module's), and may come before the call's token is
+    /// cancelled: seen when the suites ran in parallel.</summary>
     private static bool Gone(Exception e, ServerCallContext context) =>
-        e is IOException or InvalidOperationException or OperationCanceledException && context.CancellationToken.IsCancellationRequested;
+        e is IOException { Source: { } source } && source.StartsWith("Microsoft.AspNetCore", StringComparison.Ordinal)
+        || e is IOException or InvalidOperationException or OperationCanceledException && context.CancellationToken.IsCancellationRequested;
 
     private static RpcException Cancelled(Exception e, ServerCallContext context) =>
         new(new Status(StatusCode.Cancelled, $"{context.Method}: the client went away ({e.GetType().Name}: {e.Message})"));

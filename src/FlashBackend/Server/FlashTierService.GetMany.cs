@@ -122,25 +122,7 @@ internal sealed partial class FlashTierService
         try
         {
             IoTicket ticket = await Admit(tenant, flow, IoType.Read, (int)length, "GetMany", key).ConfigureAwait(false);
-            ReadStatus status;
-            int n;
-            try
-            {
-                status = reader.Read(buffer.AsSpan(0, (int)length), out n);
-            }
-            catch (IOException e)
-            {
-                throw new RpcException(new Status(StatusCode.Internal, $"{call} of '{key}' for tenant '{tenant.Name}': device read failed: {e.Message}"));
-            }
-            finally
-            {
-                _dispatcher.Complete(ticket);
-            }
-            if (status == ReadStatus.Corrupt)
-            {
-                Interlocked.Increment(ref tenant.Counters.ChecksumFailures);
-                throw new RpcException(new Status(StatusCode.DataLoss, $"{call} of '{key}' for tenant '{tenant.Name}': the stored value failed its checksum; it is dropped"));
-            }
+            ReadStatus status = ReadGranted(tenant, ticket, ref reader, buffer.AsSpan(0, (int)length), call, key, out int n);
             if (status == ReadStatus.Miss)
                 return MissOf(tenant, item.Id);
             Interlocked.Increment(ref tenant.Counters.Hits);

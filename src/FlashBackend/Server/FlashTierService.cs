@@ -73,25 +73,7 @@ internal sealed partial class FlashTierService(FlashServerCore core) : FlashTier
             {
                 int unit = (int)Math.Min(FlashServerCore.UnitBytes, length - done);
                 IoTicket ticket = await Admit(tenant, flow, IoType.Read, unit, "Get", key).ConfigureAwait(false);
-                ReadStatus status;
-                int n;
-                try
-                {
-                    status = reader.Read(buffer.AsSpan(0, unit), out n);
-                }
-                catch (IOException e)
-                {
-                    throw new RpcException(new Status(StatusCode.Internal, $"Get of '{key}' for tenant '{tenant.Name}': device read failed: {e.Message}"));
-                }
-                finally
-                {
-                    _dispatcher.Complete(ticket);
-                }
-                if (status == ReadStatus.Corrupt)
-                {
-                    Interlocked.Increment(ref tenant.Counters.ChecksumFailures);
-                    throw new RpcException(new Status(StatusCode.DataLoss, $"Get of '{key}' for tenant '{tenant.Name}': the stored value failed its checksum; it is dropped, discard the bytes received"));
-                }
+                ReadStatus status = ReadGranted(tenant, ticket, ref reader, buffer.AsSpan(0, unit), "Get", key, out int n);
                 if (status == ReadStatus.Miss)
                 {
                     if (done == 0)
@@ -121,6 +103,34 @@ internal sealed partial class FlashTierService(FlashServerCore core) : FlashTier
         Interlocked.Add(ref tenant.Counters.BytesRead, length);
         long now = Stopwatch.GetTimestamp();
         tenant.Counters.Record(now, now - started, Blocks(length), isRead: true, tenant.Spec.P95LatencyUs);
+    }
+
+    /// <summary>
+    /// The I/O of a read unit the scheduler granted: reads into <paramref name="into"/>, hands the slot back whatever
+    /// happens, and turns a device error into INTERNAL and a checksum failure into DATA_LOSS (counted; the store has
+    /// dropped the key). A miss (the value reclaimed since it was looked up) is the caller's to answer.
+    /// </summary>
+    private ReadStatus ReadGranted(TenantEntry tenant, IoTicket ticket, ref FlashStore.ValueReader reader, Span<byte> into, string call, string key, out int n)
+    {
+        ReadStatus status;
+        try
+        {
+            status = reader.Read(into, out n);
+        }
+        catch (IOException e)
+        {
+            throw new RpcException(new Status(StatusCode.Internal, $"{call} of '{key}' for tenant '{tenant.Name}': device read failed: {e.Message}"));
+        }
+        finally
+        {
+            _dispatcher.Complete(ticket);
+        }
+        if (status == ReadStatus.Corrupt)
+        {
+            Interlocked.Increment(ref tenant.Counters.ChecksumFailures);
+            throw new RpcException(new Status(StatusCode.DataLoss, $"{call} of '{key}' for tenant '{tenant.Name}': the stored value failed its checksum; it is dropped, discard any bytes received"));
+        }
+        return status;
     }
 
     private static async Task Miss(TenantEntry tenant, IServerStreamWriter<GetReply> responseStream)
