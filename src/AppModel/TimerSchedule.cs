@@ -159,6 +159,15 @@ public sealed class TimerSchedule
         ? CultureInfo.InvariantCulture.DateTimeFormat.MonthNames.Any(n => n.Equals(text, StringComparison.OrdinalIgnoreCase))
         : CultureInfo.InvariantCulture.DateTimeFormat.DayNames.Any(n => n.Equals(text, StringComparison.OrdinalIgnoreCase));
 
+    /// <summary>
+    /// Whether occurrences are at least a minute apart: a TimeSpan of a minute or more, or an NCRONTAB expression
+    /// allowing exactly one second per minute (two allowed seconds put two occurrences within one minute). Azure
+    /// turns useMonitor on by default only for such schedules.
+    /// </summary>
+    public bool AtLeastAMinuteApart => Interval is { } span
+        ? span >= TimeSpan.FromMinutes(1)
+        : System.Numerics.BitOperations.PopCount(_sets[0]) == 1;
+
     private bool Has(int field, int value) => (_sets[field] & (1UL << value)) != 0;
 
     /// <summary>

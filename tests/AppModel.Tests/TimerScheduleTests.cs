@@ -144,3 +144,50 @@ public sealed class TimerScheduleTests
         Assert.Contains(fragment, Refuse(expression));
     }
 }
+
+/// <summary>A timerTrigger binding's settings: %AppSetting% schedules, useMonitor's default, errors naming the function.</summary>
+public sealed class TimerTriggerSettingsTests
+{
+    private static readonly Dictionary<string, string> Settings = new() { ["EveryFive"] = "0 */5 * * * *", ["Broken"] = "0 */5 * *" };
+
+    private static string? Setting(string name) => Settings.TryGetValue(name, out var v) ? v : null;
+
+    [Fact]
+    public void An_app_setting_schedule_is_resolved()
+    {
+        var t = TimerTriggerSettings.Resolve("Tick", "%EveryFive%", null, null, Setting, out var error);
+        Assert.Null(error);
+        Assert.Equal("0 */5 * * * *", t!.Schedule.Expression);
+        Assert.False(t.RunOnStartup);
+        Assert.True(t.UseMonitor);
+    }
+
+    [Theory]
+    [InlineData("0 */5 * * * *", true)]
+    [InlineData("*/2 * * * * *", false)]
+    [InlineData("0,30 * * * * *", false)]
+    [InlineData("00:01:00", true)]
+    [InlineData("00:00:30", false)]
+    public void UseMonitor_defaults_to_true_only_a_minute_apart_or_more(string schedule, bool expected)
+    {
+        Assert.Equal(expected, TimerTriggerSettings.Resolve("Tick", schedule, null, null, Setting, out _)!.UseMonitor);
+        Assert.False(TimerTriggerSettings.Resolve("Tick", schedule, true, false, Setting, out _)!.UseMonitor);
+        Assert.True(TimerTriggerSettings.Resolve("Tick", schedule, true, true, Setting, out _)!.RunOnStartup);
+    }
+
+    [Fact]
+    public void Errors_name_the_function_and_the_expression()
+    {
+        Assert.Null(TimerTriggerSettings.Resolve("Tick", "0 */5 * * *", null, null, Setting, out var error));
+        Assert.Contains("function Tick", error);
+        Assert.Contains("\"0 */5 * * *\"", error);
+        Assert.Null(TimerTriggerSettings.Resolve("Tick", "%Broken%", null, null, Setting, out error));
+        Assert.Contains("function Tick", error);
+        Assert.Contains("\"%Broken%\" (from app settings)", error);
+        Assert.Contains("\"0 */5 * *\" has 4 fields", error);
+        Assert.Null(TimerTriggerSettings.Resolve("Tick", "%Missing%", null, null, Setting, out error));
+        Assert.Contains("app setting %Missing%, which is not set", error);
+        Assert.Null(TimerTriggerSettings.Resolve("Tick", null, null, null, Setting, out error));
+        Assert.Contains("the schedule is empty", error);
+    }
+}
