@@ -162,7 +162,8 @@ public sealed class TimerSchedule
     /// <summary>
     /// Whether occurrences are at least a minute apart: a TimeSpan of a minute or more, or an NCRONTAB expression
     /// allowing exactly one second per minute (two allowed seconds put two occurrences within one minute). Azure
-    /// turns useMonitor on by default only for such schedules.
+    /// turns useMonitor on by default only for such schedules ("Defaults to true for schedules with interval >= 1
+    /// minute", @azure/functions TimerTriggerOptions.useMonitor on learn.microsoft.com).
     /// </summary>
     public bool AtLeastAMinuteApart => Interval is { } span
         ? span >= TimeSpan.FromMinutes(1)
