@@ -215,7 +215,31 @@ function fromTriggerMetadata(metadata) {
   return out;
 }
 
+// A timerTrigger's payload as Azure's host sends it ({"Schedule":{"AdjustForDST":true},"ScheduleStatus":
+// {"Last","Next","LastUpdated"} or null,"IsPastDue":bool}) becomes the object Azure's Node v3 worker gives
+// context.bindings.<name>: the same with camelCase keys at every level ({ schedule: { adjustForDST },
+// scheduleStatus: { last, next, lastUpdated }, isPastDue }).
+function toTimerObject(value) {
+  if (typeof value === 'string') value = JSON.parse(value);
+  else if (Buffer.isBuffer(value)) value = JSON.parse(value.toString('utf8'));
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new Error(`a timer payload is a JSON object, not ${Array.isArray(value) ? 'an array' : typeof value}`);
+  }
+  return camelCaseKeys(value);
+}
+
+function camelCaseKeys(value) {
+  if (Array.isArray(value)) return value.map(camelCaseKeys);
+  if (value === null || typeof value !== 'object') return value;
+  const out = {};
+  for (const key of Object.keys(value)) {
+    out[key.length > 0 ? key[0].toLowerCase() + key.slice(1) : key] = camelCaseKeys(value[key]);
+  }
+  return out;
+}
+
 module.exports = {
+  toTimerObject,
   fromTypedData,
   toTypedData,
   toBlobTypedData,

@@ -4,7 +4,7 @@
 // at load time (see loader.planBindings).
 const crypto = require('crypto');
 const { HttpResponse } = require('./http');
-const { fromTypedData, toTypedData, toBlobTypedData, toHttpTypedData, fromTriggerMetadata, asBuffer } = require('./converters');
+const { toTimerObject, fromTypedData, toTypedData, toBlobTypedData, toHttpTypedData, fromTriggerMetadata, asBuffer } = require('./converters');
 
 const SUCCESS = Object.freeze({ status: 'SUCCESS' });
 
@@ -130,6 +130,7 @@ function runInvocation(channel, fn, request) {
       let value;
       try {
         value = fromTypedData(pb.data, info !== undefined ? info.dataType : 'UNDEFINED', shm);
+        if (info !== undefined && info.isTimer && value !== undefined && value !== null) value = toTimerObject(value);
       } catch (err) {
         throw new Error(`input binding '${pb.name}': ${err.message}`);
       }

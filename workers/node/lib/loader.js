@@ -114,7 +114,8 @@ function planBindings(bindings) {
       } else {
         otherInputs.push(name);
       }
-      inputs.set(name, { dataType: b.data_type || 'UNDEFINED', position: -1 });
+      const isTimer = typeof b.type === 'string' && b.type.toLowerCase() === 'timertrigger';
+      inputs.set(name, { dataType: b.data_type || 'UNDEFINED', position: -1, isTimer });
     }
     if (direction === 'OUT' || direction === 'INOUT') {
       if (isHttp && httpOutputName === null) httpOutputName = name;

@@ -178,6 +178,14 @@ def to_queue_message(td: "pb.TypedData", metadata: Any = None) -> func.QueueMess
 to_queue_message.with_metadata = True  # type: ignore[attr-defined]
 
 
+def to_timer_request(td: "pb.TypedData") -> func.TimerRequest:
+    """A timerTrigger's payload (JSON, as Azure's host sends it) for a func.TimerRequest parameter."""
+    try:
+        return func.TimerRequest._from_payload(to_json(td))
+    except ValueError as e:
+        raise BindingError(f"func.TimerRequest: {e}") from e
+
+
 def _none_if_unset(decode: Decoder) -> Decoder:
     # Unset TypedData is null (e.g. a missing input blob) whatever the annotation.
     if getattr(decode, "with_metadata", False):
@@ -220,6 +228,8 @@ def decoder_for(annotation: Any) -> Decoder:
             decode = to_input_stream
         elif issubclass(origin, func.QueueMessage):
             decode = to_queue_message
+        elif issubclass(origin, func.TimerRequest):
+            decode = to_timer_request
         elif issubclass(origin, (bytes, bytearray)):
             decode = to_bytes
         elif issubclass(origin, str):

@@ -102,3 +102,26 @@ def test_queue_message_decoder_without_metadata_has_only_the_body() -> None:
     assert decode(td(), {}) is None
     with pytest.raises(ValueError):
         msg.get_json()
+
+
+def test_timer_request_decoder_reads_azures_payload() -> None:
+    decode = bindings.decoder_for(func.TimerRequest)
+    status = {"Last": "2026-11-28T17:00:00+00:00", "Next": "2026-11-28T17:05:00+00:00",
+              "LastUpdated": "2026-11-28T17:00:00+00:00"}
+    payload = {"Schedule": {"AdjustForDST": True}, "ScheduleStatus": status, "IsPastDue": True}
+    timer = decode(td(json=json.dumps(payload)))
+    assert isinstance(timer, func.TimerRequest)
+    assert timer.past_due is True
+    assert timer.schedule_status == status
+    assert timer.schedule == {"AdjustForDST": True}
+    timer = decode(td(json='{"Schedule":{"AdjustForDST":true},"ScheduleStatus":null,"IsPastDue":false}'))
+    assert timer.past_due is False and timer.schedule_status is None
+    assert decode(td()) is None
+
+
+def test_timer_request_decoder_refuses_a_payload_that_is_not_azures() -> None:
+    decode = bindings.decoder_for(func.TimerRequest)
+    with pytest.raises(bindings.BindingError, match="func.TimerRequest: a timer payload is a JSON object"):
+        decode(td(json="[1, 2]"))
+    with pytest.raises(bindings.BindingError, match="IsPastDue is a bool"):
+        decode(td(json='{"IsPastDue": "yes"}'))

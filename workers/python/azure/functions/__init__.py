@@ -8,6 +8,7 @@ from ._context import Context, RetryContext, TraceContext
 from ._http import HttpRequest, HttpRequestHeaders, HttpResponse, HttpResponseHeaders
 from ._out import Out
 from ._queue import QueueMessage
+from ._timer import TimerRequest
 
 __all__ = (
     "Context",
@@ -19,6 +20,7 @@ __all__ = (
     "Out",
     "QueueMessage",
     "RetryContext",
+    "TimerRequest",
     "TraceContext",
 )
 
