@@ -55,8 +55,7 @@ internal static partial class Wrk
     }
 
     /// <summary>Whether wrk is on the PATH (./faast bench installs Debian's package).</summary>
-    public static bool Available =>
-        (Environment.GetEnvironmentVariable("PATH") ?? "").Split(':', StringSplitOptions.RemoveEmptyEntries).Any(d => File.Exists(Path.Combine(d, "wrk")));
+    public static bool Available => Net.CloudNetwork.FindOnPath("wrk") is not null;
 
     /// <summary>The 50 % and 99 % lines of wrk's latency distribution and its requests per second; null when absent.</summary>
     internal static Result? Parse(string output)

@@ -1,9 +1,9 @@
 using System.Diagnostics;
 using System.Globalization;
-using System.Net;
 using System.Net.Http.Json;
 using System.Security.Cryptography;
 using System.Text.Json.Nodes;
+using FaaST.FlashBackend.Calibration;
 using FaaST.Protos.Flash;
 using FaaST.Runtime.Hosting;
 using FaaST.Storage;
@@ -103,14 +103,19 @@ internal static class FlashEndToEnd
                 }
             }
 
-            Say("fitting the cost model on the flash server's disk (`FaaST.FlashBackend.dll fit`, a short sweep)");
+            Say("fitting the cost model on the flash server's disk (DeviceFit, a short sweep)");
             string profile = Path.Combine(work, "device-profile.json");
-            await RunFlashBackendAsync(["fit", "--device", Path.Combine(work, "fit.dat"), "--out", profile, "--size", "256MiB", "--seconds-per-point", quick ? "0.3" : "1"]);
-            var fitted = JsonNode.Parse(await File.ReadAllTextAsync(profile))!;
-            result["device_profile"] = fitted;
+            await DeviceFit.RunAsync(new DeviceFitOptions
+            {
+                Path = Path.Combine(work, "fit.dat"),
+                SizeBytes = 256L << 20,
+                PointDuration = TimeSpan.FromSeconds(quick ? 0.3 : 1),
+                OutputPath = profile,
+            }, TextWriter.Null);
+            result["device_profile"] = JsonNode.Parse(await File.ReadAllTextAsync(profile))!;
 
             Say("flash server");
-            await using var server = await FlashServerProcess.StartAsync(work, network.ServiceAddress, profile);
+            await using var server = await FlashServerProcess.StartAsync(work, network.ServiceAddress, 512L << 20, "--ephemeral", "--device-profile", profile);
             using var adminChannel = GrpcChannel.ForAddress(server.Address);
             var admin = new FlashAdmin.FlashAdminClient(adminChannel);
             var adminAuth = new Metadata { { "authorization", "Bearer " + server.AdminKey } };
@@ -247,20 +252,6 @@ internal static class FlashEndToEnd
         return JsonNode.Parse(Google.Protobuf.JsonFormatter.Default.Format(s))!;
     }
 
-    private static async Task RunFlashBackendAsync(string[] args)
-    {
-        var psi = new ProcessStartInfo("dotnet") { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
-        psi.ArgumentList.Add(Path.Combine(AppContext.BaseDirectory, "FaaST.FlashBackend.dll"));
-        foreach (var a in args)
-            psi.ArgumentList.Add(a);
-        using var p = Process.Start(psi) ?? throw new InvalidOperationException("dotnet did not start FaaST.FlashBackend.dll");
-        var output = p.StandardOutput.ReadToEndAsync();
-        var error = p.StandardError.ReadToEndAsync();
-        await p.WaitForExitAsync();
-        if (p.ExitCode != 0)
-            throw new InvalidOperationException($"FaaST.FlashBackend.dll {string.Join(' ', args)} exited with {p.ExitCode}: {await error}{await output}");
-    }
-
     /// <summary>The two apps' reads, timed from the request to the last byte of the answer, each answer checked.</summary>
     private sealed class Reader(HttpClient http, Uri flashApp, Uri storageApp, string? masterKey, IReadOnlyDictionary<string, string> hashes)
     {
@@ -304,63 +295,5 @@ internal static class FlashEndToEnd
         }
 
         private async Task<JsonNode> CountersAsync() => (await FlashStatusAsync())["instance"]!;
-    }
-
-    /// <summary>The flash server as its own process, listening on <c>address</c> (beyond loopback on the shaped
-    /// network: --allow-remote; the admin key and the app's token cross only the bench's own bridge).</summary>
-    private sealed class FlashServerProcess : IAsyncDisposable
-    {
-        private readonly Process _process;
-
-        private FlashServerProcess(Process process, Uri address, string adminKey)
-        {
-            _process = process;
-            Address = address;
-            AdminKey = adminKey;
-        }
-
-        public Uri Address { get; }
-        public string AdminKey { get; }
-
-        public static async Task<FlashServerProcess> StartAsync(string work, IPAddress address, string profile)
-        {
-            string ready = Path.Combine(work, "ready"), state = Path.Combine(work, "state");
-            var psi = new ProcessStartInfo("dotnet") { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
-            foreach (var a in new[]
-            {
-                Path.Combine(AppContext.BaseDirectory, "FaaST.FlashBackend.dll"), "serve", "--device", Path.Combine(work, "device.dat"),
-                "--capacity", "512MiB", "--state", state, "--listen", $"{address}:0", "--ready-file", ready, "--ephemeral",
-                "--device-profile", profile,
-            })
-                psi.ArgumentList.Add(a);
-            if (!IPAddress.IsLoopback(address))
-                psi.ArgumentList.Add("--allow-remote");
-            var p = Process.Start(psi) ?? throw new InvalidOperationException("dotnet did not start the flash server");
-            _ = p.StandardOutput.ReadToEndAsync();
-            var error = p.StandardError.ReadToEndAsync();
-            var clock = Stopwatch.StartNew();
-            while (!File.Exists(ready))
-            {
-                if (p.HasExited)
-                    throw new InvalidOperationException($"the flash server exited with {p.ExitCode}: {await error}");
-                if (clock.Elapsed > TimeSpan.FromMinutes(2))
-                {
-                    p.Kill(entireProcessTree: true);
-                    throw new TimeoutException("the flash server wrote no ready file within 2 minutes");
-                }
-                await Task.Delay(50);
-            }
-            return new FlashServerProcess(p, new Uri(File.ReadAllText(ready).Trim()), File.ReadAllText(Path.Combine(state, "keys", "admin")).Trim());
-        }
-
-        public async ValueTask DisposeAsync()
-        {
-            if (!_process.HasExited)
-            {
-                _process.Kill(entireProcessTree: true);
-                await _process.WaitForExitAsync();
-            }
-            _process.Dispose();
-        }
     }
 }

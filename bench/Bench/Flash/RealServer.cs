@@ -1,5 +1,6 @@
 using System.Diagnostics;
 using System.Globalization;
+using System.Net;
 using System.Text.Json.Nodes;
 using FaaST.Protos.Flash;
 using Google.Protobuf;
@@ -50,46 +51,36 @@ internal static class RealServer
     public static async Task<IReadOnlyList<RealServerPoint>> RunAsync(RealServerOptions options, TextWriter log)
     {
         string dir = System.IO.Directory.CreateDirectory(Path.Combine(options.Directory, $"faast-flash-realserver-{Environment.ProcessId}")).FullName;
-        string device = Path.Combine(dir, "device.dat");
         long capacity = Math.Max(256L << 20, (long)options.Objects * 8192 * 2 / (64L << 20) * (64L << 20) + (128L << 20));
         var points = new List<(int Qd, double Iops, double P50, double P95, double ManyIops, double ManyP50, double ManyP95)>();
         try
         {
-            using (Process server = await StartServerAsync(dir, device, capacity))
+            string device;
+            await using (var server = await FlashServerProcess.StartAsync(dir, IPAddress.Loopback, capacity, "--ephemeral", "--device-tokens", "10000000"))
             {
-                try
+                device = server.DevicePath;
+                Uri address = server.Address;
+                string admin = server.AdminKey;
+                using var adminChannel = GrpcChannel.ForAddress(address);
+                var reply = await new FlashAdmin.FlashAdminClient(adminChannel).RegisterTenantAsync(
+                    new RegisterTenantRequest { Tenant = "bench" }, Bearer(admin));
+                var auth = Bearer(reply.Token);
+                int channelCount = 4;
+                var channels = Enumerable.Range(0, channelCount).Select(_ => GrpcChannel.ForAddress(address)).ToArray();
+                var clients = channels.Select(c => new FlashTier.FlashTierClient(c)).ToArray();
+                int flow = (await clients[0].OpenFlowAsync(new OpenFlowRequest { Instance = "bench" }, auth)).Flow;
+                await FillAsync(clients, auth, flow, options.Objects);
+                log.WriteLine($"real server: {options.Objects} 4 KiB objects put");
+                foreach (int qd in options.QueueDepths)
                 {
-                    Uri address = new(File.ReadAllText(Path.Combine(dir, "ready")).Trim());
-                    string admin = File.ReadAllText(Path.Combine(dir, "state", "keys", "admin")).Trim();
-                    using var adminChannel = GrpcChannel.ForAddress(address);
-                    var reply = await new FlashAdmin.FlashAdminClient(adminChannel).RegisterTenantAsync(
-                        new RegisterTenantRequest { Tenant = "bench" }, Bearer(admin));
-                    var auth = Bearer(reply.Token);
-                    int channelCount = 4;
-                    var channels = Enumerable.Range(0, channelCount).Select(_ => GrpcChannel.ForAddress(address)).ToArray();
-                    var clients = channels.Select(c => new FlashTier.FlashTierClient(c)).ToArray();
-                    int flow = (await clients[0].OpenFlowAsync(new OpenFlowRequest { Instance = "bench" }, auth)).Flow;
-                    await FillAsync(clients, auth, flow, options.Objects);
-                    log.WriteLine($"real server: {options.Objects} 4 KiB objects put");
-                    foreach (int qd in options.QueueDepths)
-                    {
-                        var (iops, p50, p95) = await GetLoadAsync(clients, auth, flow, options.Objects, qd, options.Duration);
-                        log.WriteLine($"real server QD {qd}: {iops:0} gets/s, p50 {p50:0} µs, p95 {p95:0} µs");
-                        var (many, manyP50, manyP95) = await GetManyLoadAsync(clients, auth, flow, options.Objects, qd, options.Duration);
-                        log.WriteLine($"real server QD {qd}, GetMany: {many:0} gets/s, p50 {manyP50:0} µs, p95 {manyP95:0} µs");
-                        points.Add((qd, iops, p50, p95, many, manyP50, manyP95));
-                    }
-                    foreach (var c in channels)
-                        c.Dispose();
+                    var (iops, p50, p95) = await GetLoadAsync(clients, auth, flow, options.Objects, qd, options.Duration);
+                    log.WriteLine($"real server QD {qd}: {iops:0} gets/s, p50 {p50:0} µs, p95 {p95:0} µs");
+                    var (many, manyP50, manyP95) = await GetManyLoadAsync(clients, auth, flow, options.Objects, qd, options.Duration);
+                    log.WriteLine($"real server QD {qd}, GetMany: {many:0} gets/s, p50 {manyP50:0} µs, p95 {manyP95:0} µs");
+                    points.Add((qd, iops, p50, p95, many, manyP50, manyP95));
                 }
-                finally
-                {
-                    if (!server.HasExited)
-                    {
-                        server.Kill(entireProcessTree: true);
-                        await server.WaitForExitAsync();
-                    }
-                }
+                foreach (var c in channels)
+                    c.Dispose();
             }
             var result = new List<RealServerPoint>();
             foreach (var p in points)
@@ -138,31 +129,6 @@ internal static class RealServer
     }
 
     private static Metadata Bearer(string credential) => new() { { "authorization", "Bearer " + credential } };
-
-    private static async Task<Process> StartServerAsync(string dir, string device, long capacity)
-    {
-        var psi = new ProcessStartInfo("dotnet") { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
-        foreach (string a in new[]
-        {
-            Path.Combine(AppContext.BaseDirectory, "FaaST.FlashBackend.dll"), "serve", "--device", device,
-            "--capacity", capacity.ToString(CultureInfo.InvariantCulture), "--state", Path.Combine(dir, "state"),
-            "--ready-file", Path.Combine(dir, "ready"), "--ephemeral", "--device-tokens", "10000000",
-        })
-            psi.ArgumentList.Add(a);
-        Process p = Process.Start(psi) ?? throw new InvalidOperationException("could not start the flash server");
-        _ = p.StandardOutput.ReadToEndAsync();
-        Task<string> err = p.StandardError.ReadToEndAsync();
-        var clock = Stopwatch.StartNew();
-        while (!File.Exists(Path.Combine(dir, "ready")))
-        {
-            if (p.HasExited)
-                throw new InvalidOperationException($"the flash server exited with {p.ExitCode}: {await err}");
-            if (clock.Elapsed > TimeSpan.FromMinutes(2))
-                throw new TimeoutException("the flash server wrote no ready file within 2 minutes");
-            await Task.Delay(50);
-        }
-        return p;
-    }
 
     private static async Task FillAsync(FlashTier.FlashTierClient[] clients, Metadata auth, int flow, int objects)
     {

@@ -251,7 +251,8 @@ public sealed class CloudNetwork : IAsyncDisposable
 
     private static string Invariant(IFormattable value) => value.ToString(null, CultureInfo.InvariantCulture);
 
-    private static string? FindOnPath(string tool) =>
+    /// <summary>The tool's path on PATH (and the sbin directories root's tools live in), or null.</summary>
+    internal static string? FindOnPath(string tool) =>
         (Environment.GetEnvironmentVariable("PATH") ?? "/usr/sbin:/usr/bin:/sbin:/bin")
             .Split(':', StringSplitOptions.RemoveEmptyEntries)
             .Append("/usr/sbin").Append("/sbin")

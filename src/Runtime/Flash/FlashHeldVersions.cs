@@ -27,18 +27,31 @@ internal sealed class FlashHeldVersions
 
     private readonly ConcurrentDictionary<BlobKey, string> _held = new();
 
-    public int Count => _held.Count;
+    // Kept beside the map, not read from it: ConcurrentDictionary.Count takes every bucket's lock, and Held runs on each
+    // flash hit. Approximate under races (a clear racing an add), which only moves when the map is cleared.
+    private int _count;
 
     /// <summary>The tier holds <paramref name="etag"/> of <paramref name="key"/> (it just served or stored it).</summary>
     public void Held(in BlobKey key, string etag)
     {
-        if (_held.Count >= Capacity)
+        if (!_held.TryAdd(key, etag))
+        {
+            _held[key] = etag;
+            return;
+        }
+        if (Interlocked.Increment(ref _count) > Capacity)
+        {
             _held.Clear();
-        _held[key] = etag;
+            Volatile.Write(ref _count, 0);
+        }
     }
 
     /// <summary>The tier answered a get of <paramref name="key"/> with nothing current: whatever was known is not.</summary>
-    public void Forget(in BlobKey key) => _held.TryRemove(key, out _);
+    public void Forget(in BlobKey key)
+    {
+        if (_held.TryRemove(key, out _))
+            Interlocked.Decrement(ref _count);
+    }
 
     public bool IsHeld(in BlobKey key, string etag) => _held.TryGetValue(key, out var held) && held == etag;
 }
