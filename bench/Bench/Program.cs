@@ -5,7 +5,7 @@ using BenchmarkDotNet.Toolchains.InProcess.Emit;
 
 namespace FaaST.Bench;
 
-/// <summary>./faast bench SCENARIO [--quick]. Scenarios: runtime (--baseline-ref REF: beside a git ref's host), cachelet, distributed, faults, attacks (issue 19's attack run on a real platform), bandwidth (end to end), prewarm (issue 21: the first invocation after a predicted reload), latency (issue 21: the simulator's read/write latency table by object size), flash (issue 22: En4S's figures on the device model, the scheduling cost, the real device beside fio, the tier end to end), flash-e2e (that last part alone), fuzz (seeded fuzzers; --seed N, --only T), micro (BenchmarkDotNet).</summary>
+/// <summary>./faast bench SCENARIO [--quick]. Scenarios: runtime (--baseline-ref REF: beside a git ref's host), cachelet, distributed, faults, attacks (issue 19's attack run on a real platform), bandwidth (end to end), prewarm (issue 21: the first invocation after a predicted reload), latency (issue 21: the simulator's read/write latency table by object size), flash (issue 22: En4S's figures on the device model, the scheduling cost, the real device beside fio, the tier end to end), flash-server (the real server beside fio alone), flash-e2e (the tier end to end alone), fuzz (seeded fuzzers; --seed N, --only T), micro (BenchmarkDotNet).</summary>
 public static class Program
 {
     public static async Task<int> Main(string[] args)
@@ -51,6 +51,8 @@ public static class Program
                     return await LatencyScenario.RunAsync(home, quick, args);
                 case "flash":
                     return await Flash.FlashScenario.RunAsync(home, quick, args);
+                case "flash-server":
+                    return await Flash.FlashScenario.RunServerScenarioAsync(home, quick);
                 case "flash-e2e":
                     return await Flash.FlashEndToEnd.RunScenarioAsync(home, quick, args);
                 case "libs":
@@ -66,7 +68,7 @@ public static class Program
                     BenchmarkSwitcher.FromAssembly(typeof(Program).Assembly).Run(rest.Length > 0 ? rest : ["--filter", "*"], config);
                     return 0;
                 default:
-                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, attacks, fuzz, scaling, bandwidth, net, prewarm, latency, flash, flash-e2e, micro");
+                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, attacks, fuzz, scaling, bandwidth, net, prewarm, latency, flash, flash-server, flash-e2e, micro");
                     return 2;
             }
         }

@@ -36,7 +36,33 @@ public static class FlashScenario
         series["fig8"] = FlashFigures.Fig8(report, quick);
         Say("real device: O_DIRECT reads through DirectFile beside fio, the cost-model fit");
         series["real"] = await FlashRealDevice.RunAsync(report, quick);
-        Say("real server: 4 KiB gets over gRPC at QD 1 and 32 beside fio on the same file (RealServer, engineer \"server\")");
+        series["real_server"] = await RealServerPart(report, quick);
+        Say("end to end: samples/flash-app with the tier beside the same app without it, on the shaped network (FlashEndToEnd)");
+        series["e2e"] = await FlashEndToEnd.RunAsync(home, quick, args.Contains("--loopback"), report);
+
+        series["paper_vs_ours"] = PaperTable(series);
+        var json = report.Write(home);
+        var seriesFile = Path.Combine(Path.GetDirectoryName(json)!, quick ? "flash-series.quick.json" : "flash-series.json");
+        await File.WriteAllTextAsync(seriesFile, series.ToJsonString(new JsonSerializerOptions { WriteIndented = false }) + "\n");
+        Console.WriteLine($"wrote {Path.GetRelativePath(home, seriesFile)}");
+        Plot(home, json, seriesFile, quick);
+        return 0;
+    }
+
+    /// <summary><c>./faast bench flash-server</c>: the real server beside fio alone (the part of <c>flash</c> that
+    /// measures the server's path; writes bench/results/flash-server.json).</summary>
+    public static async Task<int> RunServerScenarioAsync(string home, bool quick)
+    {
+        var report = new Report("flash-server", quick);
+        report.Config("loadavg_at_start", File.ReadAllText("/proc/loadavg").Trim());
+        report.Config("series", await RealServerPart(report, quick));
+        report.Write(home);
+        return 0;
+    }
+
+    private static async Task<JsonNode> RealServerPart(Report report, bool quick)
+    {
+        Say("real server: 4 KiB gets over gRPC at QD 1 and 32 beside fio on the same file (RealServer)");
         var points = await RealServer.RunAsync(new RealServerOptions
         {
             Objects = quick ? 8_192 : 32_768,
@@ -51,17 +77,7 @@ public static class FlashScenario
         }
         var peak = points.MaxBy(p => p.QueueDepth)!;
         report.Add("real_server_get_4k_iops", peak.ManyIops, $"GetMany at QD {peak.QueueDepth}, {peak.ManyFractionOfFio:P0} of fio's {peak.FioIops:0} (a Get per object: {peak.Iops:0}, {peak.FractionOfFio:P0})");
-        series["real_server"] = RealServer.ToJson(points);
-        Say("end to end: samples/flash-app with the tier beside the same app without it, on the shaped network (FlashEndToEnd)");
-        series["e2e"] = await FlashEndToEnd.RunAsync(home, quick, args.Contains("--loopback"), report);
-
-        series["paper_vs_ours"] = PaperTable(series);
-        var json = report.Write(home);
-        var seriesFile = Path.Combine(Path.GetDirectoryName(json)!, quick ? "flash-series.quick.json" : "flash-series.json");
-        await File.WriteAllTextAsync(seriesFile, series.ToJsonString(new JsonSerializerOptions { WriteIndented = false }) + "\n");
-        Console.WriteLine($"wrote {Path.GetRelativePath(home, seriesFile)}");
-        Plot(home, json, seriesFile, quick);
-        return 0;
+        return RealServer.ToJson(points);
     }
 
     /// <summary>
