@@ -29,6 +29,16 @@ internal sealed class FlashServerProcess : IAsyncDisposable
 
     public string DevicePath { get; }
 
+    /// <summary>CPU time the server process has used so far (user + system, all threads).</summary>
+    public TimeSpan CpuTime
+    {
+        get
+        {
+            _process.Refresh();
+            return _process.TotalProcessorTime;
+        }
+    }
+
     /// <param name="extra">More `serve` options (--ephemeral, --device-tokens N or --device-profile FILE).</param>
     public static async Task<FlashServerProcess> StartAsync(string work, IPAddress address, long capacity, params string[] extra)
     {

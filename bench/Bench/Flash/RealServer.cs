@@ -34,6 +34,11 @@ internal sealed record RealServerPoint(int QueueDepth, double Iops, double P50Us
     public double ManyP50Us { get; init; }
     public double ManyP95Us { get; init; }
     public double ManyFractionOfFio => FioIops > 0 ? ManyIops / FioIops : 0;
+
+    /// <summary>CPU µs per get (GetMany) in the server process and in the load generator: what the two shared cores
+    /// bound the rate with, and less sensitive to other load on the machine than the rate itself.</summary>
+    public double ManyServerCpuUs { get; init; }
+    public double ManyClientCpuUs { get; init; }
 }
 
 /// <summary>
@@ -52,7 +57,7 @@ internal static class RealServer
     {
         string dir = System.IO.Directory.CreateDirectory(Path.Combine(options.Directory, $"faast-flash-realserver-{Environment.ProcessId}")).FullName;
         long capacity = Math.Max(256L << 20, (long)options.Objects * 8192 * 2 / (64L << 20) * (64L << 20) + (128L << 20));
-        var points = new List<(int Qd, double Iops, double P50, double P95, double ManyIops, double ManyP50, double ManyP95)>();
+        var points = new List<(int Qd, double Iops, double P50, double P95, double ManyIops, double ManyP50, double ManyP95, double ServerCpu, double ClientCpu)>();
         try
         {
             string device;
@@ -75,9 +80,14 @@ internal static class RealServer
                 {
                     var (iops, p50, p95) = await GetLoadAsync(clients, auth, flow, options.Objects, qd, options.Duration);
                     log.WriteLine($"real server QD {qd}: {iops:0} gets/s, p50 {p50:0} µs, p95 {p95:0} µs");
+                    TimeSpan server0 = server.CpuTime, client0 = Process.GetCurrentProcess().TotalProcessorTime;
+                    var clock = Stopwatch.StartNew();
                     var (many, manyP50, manyP95) = await GetManyLoadAsync(clients, auth, flow, options.Objects, qd, options.Duration);
-                    log.WriteLine($"real server QD {qd}, GetMany: {many:0} gets/s, p50 {manyP50:0} µs, p95 {manyP95:0} µs");
-                    points.Add((qd, iops, p50, p95, many, manyP50, manyP95));
+                    double gets = many * clock.Elapsed.TotalSeconds;
+                    double serverCpu = (server.CpuTime - server0).TotalMicroseconds / Math.Max(1, gets);
+                    double clientCpu = (Process.GetCurrentProcess().TotalProcessorTime - client0).TotalMicroseconds / Math.Max(1, gets);
+                    log.WriteLine($"real server QD {qd}, GetMany: {many:0} gets/s, p50 {manyP50:0} µs, p95 {manyP95:0} µs; CPU per get: server {serverCpu:0.0} µs, load generator {clientCpu:0.0} µs; {LastResultsPerReply:0.0} results a reply");
+                    points.Add((qd, iops, p50, p95, many, manyP50, manyP95, serverCpu, clientCpu));
                 }
                 foreach (var c in channels)
                     c.Dispose();
@@ -92,6 +102,7 @@ internal static class RealServer
                 result.Add(new RealServerPoint(p.Qd, p.Iops, p.P50, p.P95, fio.Iops, fio.P50, fio.P95)
                 {
                     ManyIops = p.ManyIops, ManyP50Us = p.ManyP50, ManyP95Us = p.ManyP95,
+                    ManyServerCpuUs = p.ServerCpu, ManyClientCpuUs = p.ClientCpu,
                 });
             }
             return result;
@@ -115,6 +126,8 @@ internal static class RealServer
                 ["fraction_of_fio"] = Math.Round(p.FractionOfFio, 3),
                 ["getmany_4k_iops"] = Math.Round(p.ManyIops), ["getmany_p50_us"] = Math.Round(p.ManyP50Us), ["getmany_p95_us"] = Math.Round(p.ManyP95Us),
                 ["getmany_fraction_of_fio"] = Math.Round(p.ManyFractionOfFio, 3),
+                ["getmany_server_cpu_us_per_get"] = Math.Round(p.ManyServerCpuUs, 1),
+                ["getmany_load_generator_cpu_us_per_get"] = Math.Round(p.ManyClientCpuUs, 1),
             };
         }
         if (points.Count > 0)
@@ -193,8 +206,9 @@ internal static class RealServer
     private static async Task<(double Iops, double P50Us, double P95Us)> GetManyLoadAsync(FlashTier.FlashTierClient[] clients, Metadata auth, int flow, int objects, int qd, TimeSpan duration)
     {
         var keys = Enumerable.Range(0, objects).Select(Key).ToArray();
-        int streams = Math.Min(qd, clients.Length);
+        int streams = Math.Min(qd, int.TryParse(Environment.GetEnvironmentVariable("FAAST_BENCH_MANY_STREAMS"), out int ms) ? ms : clients.Length);
         var latencies = new List<long>[streams];
+        long replies = 0;
         long deadline = Stopwatch.GetTimestamp() + (long)(duration.TotalSeconds * Stopwatch.Frequency);
         var clock = Stopwatch.StartNew();
         await Task.WhenAll(Enumerable.Range(0, streams).Select(w => Task.Run(async () =>
@@ -222,6 +236,7 @@ internal static class RealServer
             {
                 long now = Stopwatch.GetTimestamp();
                 int done = 0;
+                Interlocked.Increment(ref replies);
                 foreach (var r in call.ResponseStream.Current.Results)
                 {
                     if (r.ErrorCode.Length > 0 || !r.Header.Found || r.Data.Length != 4096)
@@ -244,8 +259,12 @@ internal static class RealServer
         double seconds = clock.Elapsed.TotalSeconds;
         var all = latencies.SelectMany(l => l).Order().ToArray();
         double Us(double q) => all.Length == 0 ? 0 : all[(int)Math.Min(all.Length - 1, Math.Ceiling(q * all.Length) - 1)] * 1e6 / Stopwatch.Frequency;
+        LastResultsPerReply = replies == 0 ? 0 : (double)all.Length / replies;
         return (all.Length / seconds, Us(0.50), Us(0.95));
     }
+
+    /// <summary>Results per reply message in the last GetMany load (how well the server batches).</summary>
+    private static double LastResultsPerReply;
 
     private static async Task<(double Iops, double P50, double P95)> FioAsync(string file, long size, int qd, TimeSpan duration)
     {

@@ -50,6 +50,9 @@ internal sealed unsafe class AlignedBufferPool : IDisposable
     {
         public Span<byte> Span => buffer.GetSpan();
 
+        /// <summary>The buffer's address, for a read the kernel fills asynchronously (io_uring).</summary>
+        public byte* Pointer => buffer.Pointer;
+
         /// <summary>The same memory for async writes to a caller's stream (a Span cannot cross an await).</summary>
         public Memory<byte> Memory => buffer.Memory;
 

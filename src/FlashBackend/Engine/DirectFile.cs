@@ -26,6 +26,9 @@ internal sealed partial class DirectFile : IDisposable
 
     public long Capacity { get; }
 
+    /// <summary>The descriptor, for reads submitted through <see cref="IoUring"/> (valid until disposal).</summary>
+    internal int Fd => (int)_handle.DangerousGetHandle();
+
     private DirectFile(string path, SafeFileHandle handle, long capacity)
     {
         Path = path;

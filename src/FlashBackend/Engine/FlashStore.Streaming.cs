@@ -71,6 +71,10 @@ public sealed partial class FlashStore
 
         public readonly string Etag => _extent.Etag;
 
+        internal readonly Extent Extent => _extent;
+        internal readonly string Tenant => _tenant;
+        internal readonly string Key => _key;
+
         public readonly long Length => _extent.Length;
 
         public readonly long Position => _position;

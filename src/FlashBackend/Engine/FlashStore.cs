@@ -22,6 +22,8 @@ public sealed partial class FlashStore : IDisposable
 {
     private readonly DirectFile _file;
     private readonly AlignedBufferPool _pool;
+    private readonly IoUring? _ring;
+    private readonly string? _ringUnavailable;
     private readonly ConcurrentDictionary<ObjectName, Extent> _index = new();
     private readonly Segment[] _segments;
     private readonly int _segmentSize;
@@ -46,6 +48,10 @@ public sealed partial class FlashStore : IDisposable
         _file = file;
         _segmentSize = options.SegmentSize;
         _pool = new AlignedBufferPool(options.IoBufferSize);
+        if (options.UseIoUring)
+            _ring = IoUring.TryCreate(256, out _ringUnavailable);
+        else
+            _ringUnavailable = "turned off (FlashStoreOptions.UseIoUring = false)";
         _segments = new Segment[options.Capacity / options.SegmentSize];
         for (int i = 0; i < _segments.Length; i++)
             _segments[i] = new Segment(i);
@@ -227,6 +233,8 @@ public sealed partial class FlashStore : IDisposable
 
     public void Dispose()
     {
+        // The ring first: reads still in the kernel write into pooled buffers, which must outlive them.
+        _ring?.Dispose();
         _file.Dispose();
         _pool.Dispose();
     }

@@ -34,6 +34,12 @@ public sealed record FlashStoreOptions
     public int IoBufferSize { get; init; } = 256 << 10;
 
     public StartupMode Startup { get; init; } = StartupMode.Recover;
+
+    /// <summary>Small reads (<see cref="FlashStore.BeginRead"/>: the server's GetMany items) go through Linux io_uring
+    /// when the kernel allows it: true by default, because on this 2-core VM a blocking pread per read cost the server
+    /// most of its CPU in context switches (docs/flash.md, "The server's read path"). False, or a kernel or sandbox
+    /// that refuses io_uring (<see cref="FlashStore.IoUringUnavailable"/> says why), reads with pread.</summary>
+    public bool UseIoUring { get; init; } = true;
 }
 
 /// <summary>Counters since the store opened.</summary>

@@ -107,6 +107,30 @@ internal static class RecordFormat
             (BinaryPrimitives.ReadUInt16LittleEndian(block[6..]) & AbandonedFlag) != 0);
     }
 
+    /// <summary>
+    /// Whether <paramref name="block"/> starts with a valid header (magic, version, header CRC) of the record with
+    /// <paramref name="sequence"/> and <paramref name="payloadLength"/>, without decoding its strings (no allocation:
+    /// the check runs on every whole small read). The sequence alone names the record: the store hands out each once
+    /// (monotonic, and recovery resumes above the largest found), so a valid header carrying the index's sequence is
+    /// the header of the record the index named, with that tenant, key and ETag.
+    /// </summary>
+    public static bool HeaderIs(ReadOnlySpan<byte> block, long sequence, long payloadLength)
+    {
+        if (BinaryPrimitives.ReadUInt32LittleEndian(block) != Magic || BinaryPrimitives.ReadUInt16LittleEndian(block[4..]) != FormatVersion
+            || BinaryPrimitives.ReadInt64LittleEndian(block[8..]) != sequence || BinaryPrimitives.ReadInt64LittleEndian(block[16..]) != payloadLength)
+            return false;
+        int t = BinaryPrimitives.ReadUInt16LittleEndian(block[28..]);
+        int k = BinaryPrimitives.ReadUInt16LittleEndian(block[30..]);
+        int e = BinaryPrimitives.ReadUInt16LittleEndian(block[32..]);
+        if (t > MaxTenantBytes || k > MaxKeyBytes || e > MaxEtagBytes)
+            return false;
+        int size = FixedSize + t + k + e;
+        uint crc = Crc32C(0, block[..HeaderCrcOffset]);
+        crc = Crc32C(crc, [0, 0, 0, 0]);
+        crc = Crc32C(crc, block[(HeaderCrcOffset + 4)..size]);
+        return crc == BinaryPrimitives.ReadUInt32LittleEndian(block[HeaderCrcOffset..]);
+    }
+
     /// <summary>CRC32C (Castagnoli) with the hardware instruction through <see cref="BitOperations.Crc32C(uint, ulong)"/>:
     /// 8 bytes a step, then the tail. The running value is pre- and post-inverted as the standard CRC32C is
     /// (so "123456789" gives 0xE3069283), and chains: Crc32C(Crc32C(0, a), b) == Crc32C(0, a + b).</summary>

@@ -97,7 +97,10 @@ internal sealed partial class FlashServerCore : IDisposable
             Capacity = options.Capacity,
             SegmentSize = options.SegmentSize,
             Startup = options.Ephemeral ? StartupMode.Ephemeral : StartupMode.Recover,
+            UseIoUring = options.UseIoUring,
         });
+        if (options.UseIoUring && store.IoUringUnavailable is { } why)
+            LogNoIoUring(log, why);
         var core = new FlashServerCore(options, keys, store, log);
         core.Dispatcher.Start();
         foreach (TenantSpec spec in keys.LoadTenants())
@@ -288,6 +291,9 @@ internal sealed partial class FlashServerCore : IDisposable
 
     [LoggerMessage(EventId = 7004, Level = LogLevel.Warning, Message = "flash tenant {Tenant} restored as best-effort: admission now refuses its SLO ({Reason})")]
     private static partial void LogRestoredAsBestEffort(ILogger log, string tenant, string reason);
+
+    [LoggerMessage(EventId = 7120, Level = LogLevel.Warning, Message = "flash server: io_uring is unavailable ({Why}); small reads use pread")]
+    private static partial void LogNoIoUring(ILogger log, string why);
 
     [LoggerMessage(EventId = 7005, Level = LogLevel.Information, Message = "flash flow {Flow} of tenant {Tenant} (instance {Instance}) closed after its idle time")]
     private static partial void LogFlowIdleClosed(ILogger log, int flow, string tenant, string instance);

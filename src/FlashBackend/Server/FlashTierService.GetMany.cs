@@ -33,6 +33,7 @@ internal sealed partial class FlashTierService
         var results = Channel.CreateUnbounded<GetManyResult>(new UnboundedChannelOptions { SingleReader = true });
         // Not disposed: items still running when the stream ends early release into it (it holds no wait handle).
         var slots = new SemaphoreSlim(MaxInFlight, MaxInFlight);
+        var stream = _store.UsesIoUring ? new ManyStream(this, tenant, results.Writer, slots) : null;
         Task writer = WriteResultsAsync(results.Reader, responseStream, context.CancellationToken);
         try
         {
@@ -43,8 +44,11 @@ internal sealed partial class FlashTierService
                 foreach (GetManyItem item in request.Items)
                 {
                     await slots.WaitAsync(context.CancellationToken).ConfigureAwait(false);
-                    // On the pool: an item's read is a synchronous pread, and the next items must not wait behind it.
-                    _ = Task.Run(() => RunItemAsync(tenant, flow, item, results.Writer, slots));
+                    if (stream is not null)
+                        stream.Start(flow, item);
+                    else
+                        // On the pool: an item's read is a synchronous pread, and the next items must not wait behind it.
+                        _ = Task.Run(() => RunItemAsync(tenant, flow, item, results.Writer, slots));
                 }
             }
             // Every slot back: every item's result is in the channel (each is written before its slot is released).

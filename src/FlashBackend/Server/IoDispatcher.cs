@@ -15,13 +15,22 @@ internal sealed class IoTicket(int index) : IValueTaskSource<bool>
     public readonly int Index = index;
     public TenantEntry Tenant = null!;
     public IoRequest Request;
+
+    /// <summary>Told of the grant directly, instead of an awaiter (GetMany's items: no continuation to schedule).</summary>
+    public IGrantTarget? Target;
     private ManualResetValueTaskSourceCore<bool> _core = new() { RunContinuationsAsynchronously = true };
 
     /// <summary>True once the scheduler dispatched the unit: the handler runs its I/O now. False: the tenant was
     /// deregistered meanwhile (nothing may run).</summary>
     public ValueTask<bool> WaitAsync() => new(this, _core.Version);
 
-    public void Signal(bool granted) => _core.SetResult(granted);
+    public void Signal(bool granted)
+    {
+        if (Target is { } target)
+            target.Granted(this, granted);
+        else
+            _core.SetResult(granted);
+    }
 
     public void Reset() => _core.Reset();
 
@@ -31,6 +40,14 @@ internal sealed class IoTicket(int index) : IValueTaskSource<bool>
 
     public void OnCompleted(Action<object?> continuation, object? state, short token, ValueTaskSourceOnCompletedFlags flags) =>
         _core.OnCompleted(continuation, state, token, flags);
+}
+
+/// <summary>What a unit submitted with a target hears when the scheduler decides: called inside the dispatcher's pass
+/// (so it must only hand the unit on: queue its I/O, never block). False: the tenant was deregistered; the target then
+/// hands the ticket back with <see cref="IoDispatcher.Release"/>.</summary>
+internal interface IGrantTarget
+{
+    void Granted(IoTicket ticket, bool granted);
 }
 
 /// <summary>
@@ -93,11 +110,12 @@ internal sealed partial class IoDispatcher : IDisposable
 
     /// <summary>Queues a unit of <paramref name="sizeBytes"/> for <paramref name="tenant"/>; await
     /// <see cref="IoTicket.WaitAsync"/>, run the I/O if granted, then <see cref="Complete"/>.</summary>
-    public IoTicket Submit(TenantEntry tenant, int flow, IoType type, int sizeBytes)
+    public IoTicket Submit(TenantEntry tenant, int flow, IoType type, int sizeBytes, IGrantTarget? target = null)
     {
         if (!_free.TryDequeue(out IoTicket? t))
             t = new IoTicket(Interlocked.Increment(ref _tickets) - 1);
         t.Tenant = tenant;
+        t.Target = target;
         t.Request = new IoRequest(t.Index, -1, type, sizeBytes, NowNs(), flow);
         Interlocked.Increment(ref tenant.Pending);
         _submissions.Enqueue(t);
@@ -218,6 +236,7 @@ internal sealed partial class IoDispatcher : IDisposable
                 Interlocked.Decrement(ref t.Tenant.Pending);
                 _byIndex[t.Index] = null;
                 t.Tenant = null!;
+                t.Target = null;
                 t.Reset();
                 _free.Enqueue(t);
                 progress = true;
@@ -312,6 +331,7 @@ internal sealed partial class IoDispatcher : IDisposable
     public void Release(IoTicket ticket)
     {
         ticket.Tenant = null!;
+        ticket.Target = null;
         ticket.Reset();
         _free.Enqueue(ticket);
     }

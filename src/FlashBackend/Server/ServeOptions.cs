@@ -43,6 +43,12 @@ public sealed record ServeOptions
     /// restarted server keeps serving what it held; docs/flash.md).</summary>
     public bool Ephemeral { get; init; }
 
+    /// <summary>--io io_uring|pread: how GetMany's small reads reach the device. io_uring by default (one thread
+    /// submits and reaps them in batches; docs/flash.md, "The server's read path", measured it against pread); a
+    /// kernel or sandbox that refuses io_uring falls back to pread with a log line saying why. Whole-value gets and
+    /// puts stream with pread/pwrite either way.</summary>
+    public bool UseIoUring { get; init; } = true;
+
     /// <summary>
     /// The device's 4 KiB read tokens per second (--device-tokens), the rate the scheduler divides among tenants
     /// (En4S §4.2). 50,000 for a file device here: docs/flash.md measured 57,100 4 KiB O_DIRECT reads/s at QD 32 (fio
@@ -99,7 +105,7 @@ public sealed record ServeOptions
         bool tokensGiven = false;
         long? capacity = null;
         IPEndPoint listen = new(IPAddress.Loopback, 0);
-        bool allowRemote = false, ephemeral = false;
+        bool allowRemote = false, ephemeral = false, ioUring = true;
         var scheduler = SchedulerKind.En4s;
         double tokens = 50_000;
         for (int i = 0; i < args.Count; i++)
@@ -115,6 +121,15 @@ public sealed record ServeOptions
                 case "--listen": listen = ParseEndPoint(a, Value()); break;
                 case "--allow-remote": allowRemote = true; break;
                 case "--ephemeral": ephemeral = true; break;
+                case "--io":
+                    string io = Value();
+                    ioUring = io switch
+                    {
+                        "io_uring" => true,
+                        "pread" => false,
+                        _ => throw new OptionException($"--io: '{io}' is not one of io_uring, pread"),
+                    };
+                    break;
                 case "--scheduler":
                     string s = Value();
                     scheduler = s switch
@@ -146,6 +161,7 @@ public sealed record ServeOptions
             Listen = listen,
             AllowRemote = allowRemote,
             Ephemeral = ephemeral,
+            UseIoUring = ioUring,
             Scheduler = scheduler,
             DeviceTokensPerSecond = tokens,
             DeviceProfilePath = profile,

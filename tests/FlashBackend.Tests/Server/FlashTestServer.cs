@@ -139,7 +139,7 @@ internal sealed class InProcessServer : FlashClients, IAsyncDisposable
     public FlashServer Server { get; }
     public string DevicePath => _files.Device;
 
-    public static async Task<InProcessServer> StartAsync(long capacity = 16 << 20, double deviceTokens = 50_000, SchedulerKind scheduler = SchedulerKind.En4s)
+    public static async Task<InProcessServer> StartAsync(long capacity = 16 << 20, double deviceTokens = 50_000, SchedulerKind scheduler = SchedulerKind.En4s, bool useIoUring = true)
     {
         var files = new ServerFiles();
         try
@@ -151,6 +151,7 @@ internal sealed class InProcessServer : FlashClients, IAsyncDisposable
                 StateDirectory = files.State,
                 DeviceTokensPerSecond = deviceTokens,
                 Scheduler = scheduler,
+                UseIoUring = useIoUring,
             }, logging: b => { });
             return new InProcessServer(files, server);
         }

@@ -3,12 +3,36 @@ using Grpc.Core;
 
 namespace FaaST.FlashBackend.Tests.Server;
 
+/// <summary>GetMany with its items read through io_uring (the server's default).</summary>
+public sealed class GetManyTests : GetManyTestsBase
+{
+    protected override bool UseIoUring => true;
+
+    [Fact]
+    public void The_server_reads_through_io_uring_on_this_kernel() =>
+        Assert.True(Server.Server.Store.UsesIoUring, $"io_uring unavailable: {Server.Server.Store.IoUringUnavailable}");
+}
+
+/// <summary>The same behaviour with --io pread (the fallback where io_uring is refused).</summary>
+public sealed class GetManyPreadTests : GetManyTestsBase
+{
+    protected override bool UseIoUring => false;
+
+    [Fact]
+    public void The_server_reads_with_pread_when_told_to() =>
+        Assert.False(Server.Server.Store.UsesIoUring);
+}
+
 /// <summary>GetMany: many small gets on one stream, each answered as a Get would be, in the caller's tenant only.</summary>
-public sealed class GetManyTests : IAsyncLifetime
+public abstract class GetManyTestsBase : IAsyncLifetime
 {
     private InProcessServer _server = null!;
 
-    public async Task InitializeAsync() => _server = await InProcessServer.StartAsync(capacity: 64 << 20);
+    protected abstract bool UseIoUring { get; }
+
+    private protected InProcessServer Server => _server;
+
+    public async Task InitializeAsync() => _server = await InProcessServer.StartAsync(capacity: 64 << 20, useIoUring: UseIoUring);
 
     public async Task DisposeAsync() => await _server.DisposeAsync();
 

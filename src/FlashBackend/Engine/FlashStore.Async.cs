@@ -1,0 +1,117 @@
+using System.Runtime.InteropServices;
+
+namespace FaaST.FlashBackend.Engine;
+
+/// <summary>
+/// One small read in flight through io_uring (a GetMany item): the caller derives from it, <see cref="FlashStore.BeginRead"/>
+/// starts it, and <see cref="ReadDone"/> ends it on the ring's thread. Reused: the store keeps nothing of it after
+/// <see cref="ReadDone"/> returns.
+/// </summary>
+internal abstract class PendingRead : IUringCompletion
+{
+    private FlashStore? _store;
+    private FlashStore.Extent? _extent;
+    private string _tenant = "", _key = "";
+    private long _offset;
+    private int _count, _start, _readLength;
+    private bool _whole;
+    private AlignedBufferPool.Lease _lease;
+
+    /// <summary>The read ended: <paramref name="status"/> Hit with the wanted <paramref name="bytes"/> (valid only
+    /// during this call), Miss (the value was reclaimed meanwhile), Corrupt (checksum: the key is dropped), or
+    /// <paramref name="error"/> set when the device failed. Runs on the ring's thread: do little, never block.</summary>
+    protected abstract void ReadDone(ReadStatus status, ReadOnlySpan<byte> bytes, string? error);
+
+    internal void Start(FlashStore store, FlashStore.Extent extent, string tenant, string key, long offset, int count, int start, int readLength, AlignedBufferPool.Lease lease)
+    {
+        _store = store;
+        _extent = extent;
+        _tenant = tenant;
+        _key = key;
+        _offset = offset;
+        _count = count;
+        _start = start;
+        _readLength = readLength;
+        _whole = offset == 0 && count == extent.Length;
+        _lease = lease;
+    }
+
+    void IUringCompletion.Completed(int result)
+    {
+        FlashStore store = _store!;
+        FlashStore.Extent e = _extent!;
+        _store = null;
+        _extent = null;
+        AlignedBufferPool.Lease lease = _lease;
+        _lease = default;
+        try
+        {
+            if (result < 0)
+                ReadDone(ReadStatus.Miss, default, $"device read failed: {Marshal.GetPInvokeErrorMessage(-result)} (errno {-result})");
+            else if (result < _readLength)
+                ReadDone(ReadStatus.Miss, default, $"short device read ({result} of {_readLength} bytes)");
+            else
+            {
+                ReadStatus status = store.FinishRead(e, _tenant, _key, lease.Span[.._readLength], _start, _count, _whole, _offset == 0);
+                ReadDone(status, status == ReadStatus.Hit ? lease.Span.Slice(_start, _count) : default, null);
+            }
+        }
+        finally
+        {
+            lease.Dispose();
+        }
+    }
+}
+
+/// <summary>Small reads through io_uring (<see cref="PendingRead"/>).</summary>
+public sealed partial class FlashStore
+{
+    /// <summary>Whether small reads go through io_uring (<see cref="BeginRead"/> works).</summary>
+    public bool UsesIoUring => _ring is not null;
+
+    /// <summary>Why io_uring is not used, or null when it is.</summary>
+    public string? IoUringUnavailable => _ring is null ? _ringUnavailable : null;
+
+    /// <summary>The largest read <see cref="BeginRead"/> takes: what one pooled buffer holds when the range starts at
+    /// the worst offset within a block (the header shares the first block with the payload).</summary>
+    public int MaxAsyncRead => _pool.BufferSize - DirectFile.Alignment;
+
+    /// <summary>
+    /// Starts reading <paramref name="count"/> bytes of <paramref name="reader"/>'s value from <paramref name="offset"/>
+    /// (at most <see cref="MaxAsyncRead"/>; the range is the caller's to have clamped to the value) with one aligned
+    /// device read through io_uring; <paramref name="op"/> hears the outcome on the ring's thread. A whole read checks
+    /// the record's header and the payload's CRC32C exactly as <see cref="Read"/> does (a failure is Corrupt and drops
+    /// the key); every read checks the segment's generation after the I/O (a reclaim that raced it makes it a Miss).
+    /// </summary>
+    internal unsafe void BeginRead(in ValueReader reader, long offset, int count, PendingRead op)
+    {
+        if (_ring is null)
+            throw new InvalidOperationException($"flash store {Path}: io_uring is not in use ({_ringUnavailable})");
+        Extent e = reader.Extent;
+        if (offset < 0 || count <= 0 || offset + count > e.Length || count > MaxAsyncRead)
+            throw new ArgumentOutOfRangeException(nameof(count), $"flash get of key '{reader.Key}': range at {offset} of {count} bytes is outside the value's {e.Length} bytes or over {MaxAsyncRead}");
+        // Records start on a block boundary and a header is under one block, so the block holding the range's first
+        // byte is, for a whole read, the record's first (the header is read and checked with the payload); and
+        // start + count stays under start + MaxAsyncRead < one buffer.
+        long abs = e.Offset + e.HeaderSize + offset;
+        long alignedStart = abs & ~(long)(DirectFile.Alignment - 1);
+        int start = (int)(abs - alignedStart);
+        int readLength = (int)((start + count + DirectFile.Alignment - 1) & ~(long)(DirectFile.Alignment - 1));
+        AlignedBufferPool.Lease lease = _pool.Rent();
+        op.Start(this, e, reader.Tenant, reader.Key, offset, count, start, readLength, lease);
+        _ring.SubmitRead(op, _file.Fd, lease.Pointer, readLength, alignedStart);
+    }
+
+    /// <summary>The checks after an async read (see <see cref="BeginRead"/>); <paramref name="read"/> starts at the
+    /// aligned start, the wanted bytes at <paramref name="start"/>.</summary>
+    internal ReadStatus FinishRead(Extent e, string tenant, string key, ReadOnlySpan<byte> read, int start, int count, bool whole, bool fromRecordStart)
+    {
+        if (Volatile.Read(ref _segments[e.Segment].Generation) != e.Generation)
+            return ReadStatus.Miss;
+        if (whole && fromRecordStart && !RecordFormat.HeaderIs(read, e.Sequence, e.Length))
+            return DropCorrupt(tenant, key, e);
+        if (whole && RecordFormat.Crc32C(0, read.Slice(start, count)) != e.PayloadCrc)
+            return DropCorrupt(tenant, key, e);
+        return ReadStatus.Hit;
+    }
+}
