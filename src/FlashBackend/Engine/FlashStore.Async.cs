@@ -102,6 +102,17 @@ public sealed partial class FlashStore
         _ring.SubmitRead(op, _file.Fd, lease.Pointer, readLength, alignedStart);
     }
 
+    /// <summary>Starts a run of <see cref="BeginRead"/> calls on this thread that wake the ring once, at
+    /// <see cref="FlushReads"/> (see <see cref="IoUring.DeferWakes"/>); dispose the scope before any await.</summary>
+    internal static IoUring.DeferScope DeferReadWakes() => IoUring.DeferWakes();
+
+    /// <summary>Wakes the ring for the reads this thread queued under <see cref="DeferReadWakes"/>.</summary>
+    internal void FlushReads() => _ring?.Flush();
+
+    /// <summary>From <see cref="PendingRead"/>'s ReadDone (the ring's thread): <paramref name="listener"/> hears once
+    /// when the current batch of completions is done.</summary>
+    internal void AtReadBatchEnd(IUringBatchEnd listener) => _ring!.AtBatchEnd(listener);
+
     /// <summary>The checks after an async read (see <see cref="BeginRead"/>); <paramref name="read"/> starts at the
     /// aligned start, the wanted bytes at <paramref name="start"/>.</summary>
     internal ReadStatus FinishRead(Extent e, string tenant, string key, ReadOnlySpan<byte> read, int start, int count, bool whole, bool fromRecordStart)

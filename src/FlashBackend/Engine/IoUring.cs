@@ -11,6 +11,13 @@ internal interface IUringCompletion
     void Completed(int result);
 }
 
+/// <summary>Told once after a batch of completions in which it asked to be (<see cref="IoUring.AtBatchEnd"/>): a
+/// stream answers all of a batch's reads with one message instead of one per read.</summary>
+internal interface IUringBatchEnd
+{
+    void BatchDone();
+}
+
 /// <summary>
 /// Linux io_uring (io_uring_setup/io_uring_enter, rings mapped with mmap) for the device reads of small gets: one
 /// thread owns the submission and completion queues, so many reads are submitted and reaped with one system call
@@ -101,6 +108,7 @@ internal sealed unsafe partial class IoUring : IDisposable
     private readonly ConcurrentQueue<Pending> _queue = new();
     private readonly IUringCompletion?[] _ops;
     private readonly Stack<int> _freeSlots;
+    private readonly List<IUringBatchEnd> _batchEnds = [];
     private readonly Thread _thread;
     private int _inFlight;          // reads in the kernel (ring thread only)
     private int _sleeping;
@@ -190,12 +198,59 @@ internal sealed unsafe partial class IoUring : IDisposable
             return;
         }
         _queue.Enqueue(new Pending(op, fd, buffer, length, offset));
+        if (t_ringThread)
+            return;     // the ring's own thread (a completion granted it): it fills the queue before it waits again
+        if (t_deferring)
+        {
+            t_deferred = true;
+            return;
+        }
+        WakeIfSleeping();
+    }
+
+    [ThreadStatic] private static bool t_ringThread;
+    [ThreadStatic] private static bool t_deferring;
+    [ThreadStatic] private static bool t_deferred;
+
+    /// <summary>
+    /// Until the scope ends, reads this thread submits do not wake the ring each; the end wakes it once. For a caller
+    /// that starts many reads in a row (a GetMany request's items): measured here, waking the sleeping ring thread
+    /// per read (an eventfd write, a context switch, an io_uring_enter of one SQE) cost more than the read's own
+    /// submission. The scope must not span an await (it is per thread).
+    /// </summary>
+    public static DeferScope DeferWakes()
+    {
+        t_deferring = true;
+        return default;
+    }
+
+    public readonly struct DeferScope : IDisposable
+    {
+        public void Dispose() => t_deferring = false;
+    }
+
+    /// <summary>Ends a <see cref="DeferWakes"/> batch: wakes the ring if a read was queued meanwhile.</summary>
+    public void Flush()
+    {
+        if (t_deferred)
+        {
+            t_deferred = false;
+            WakeIfSleeping();
+        }
+    }
+
+    private void WakeIfSleeping()
+    {
         // Paired with the fence after _sleeping = 1 in Run: either the ring thread sees the read queued, or we see
         // it asleep and wake it.
         Interlocked.MemoryBarrier();
         if (Volatile.Read(ref _sleeping) != 0)
             Wake();
     }
+
+    /// <summary>From a completion callback (the ring's thread only): call <paramref name="listener"/> once this batch
+    /// of completions has been handed out.</summary>
+    public void AtBatchEnd(IUringBatchEnd listener) => _batchEnds.Add(listener);
 
     private void Wake()
     {
@@ -205,6 +260,7 @@ internal sealed unsafe partial class IoUring : IDisposable
 
     private void Run()
     {
+        t_ringThread = true;
         ArmWake();
         uint toSubmit = 1;
         while (true)
@@ -310,6 +366,18 @@ internal sealed unsafe partial class IoUring : IDisposable
             }
         }
         Volatile.Write(ref *_cqHead, head);
+        foreach (IUringBatchEnd listener in _batchEnds)
+        {
+            try
+            {
+                listener.BatchDone();
+            }
+            catch (Exception)
+            {
+                // As with ops: a listener must not take the ring down.
+            }
+        }
+        _batchEnds.Clear();
         if (!rearm || _stopping)
             return 0;
         ArmWake();

@@ -1,6 +1,5 @@
 using System.Buffers;
 using System.Diagnostics;
-using System.Threading.Channels;
 using FaaST.FlashBackend.Engine;
 using FaaST.FlashBackend.Scheduling;
 using FaaST.Protos.Flash;
@@ -30,50 +29,61 @@ internal sealed partial class FlashTierService
     public override async Task GetMany(IAsyncStreamReader<GetManyRequest> requestStream, IServerStreamWriter<GetManyReply> responseStream, ServerCallContext context)
     {
         TenantEntry tenant = Auth.Tenant(core, context, "GetMany");
-        var results = Channel.CreateUnbounded<GetManyResult>(new UnboundedChannelOptions { SingleReader = true });
         // Not disposed: items still running when the stream ends early release into it (it holds no wait handle).
         var slots = new SemaphoreSlim(MaxInFlight, MaxInFlight);
-        var stream = _store.UsesIoUring ? new ManyStream(this, tenant, results.Writer, slots) : null;
-        Task writer = WriteResultsAsync(results.Reader, responseStream, context.CancellationToken);
+        var stream = new ManyStream(this, tenant, slots);
+        Task writer = stream.WriteAsync(responseStream, context.CancellationToken);
         try
         {
             while (await requestStream.MoveNext(context.CancellationToken).ConfigureAwait(false))
             {
                 GetManyRequest request = requestStream.Current;
                 FlowEntry flow = FlowOf(tenant, request.Flow, "GetMany");
-                foreach (GetManyItem item in request.Items)
+                if (_store.UsesIoUring)
+                    await StartAllAsync(stream, flow, request, slots, context.CancellationToken).ConfigureAwait(false);
+                else
                 {
-                    await slots.WaitAsync(context.CancellationToken).ConfigureAwait(false);
-                    if (stream is not null)
-                        stream.Start(flow, item);
-                    else
+                    foreach (GetManyItem item in request.Items)
+                    {
+                        await slots.WaitAsync(context.CancellationToken).ConfigureAwait(false);
                         // On the pool: an item's read is a synchronous pread, and the next items must not wait behind it.
-                        _ = Task.Run(() => RunItemAsync(tenant, flow, item, results.Writer, slots));
+                        _ = Task.Run(() => RunItemAsync(tenant, flow, item, stream));
+                    }
                 }
             }
-            // Every slot back: every item's result is in the channel (each is written before its slot is released).
+            // Every slot back: every item's result is queued (each is queued before its slot is released).
             for (int i = 0; i < MaxInFlight; i++)
                 await slots.WaitAsync(context.CancellationToken).ConfigureAwait(false);
         }
         finally
         {
-            results.Writer.TryComplete();
+            stream.Complete();
         }
         await writer.ConfigureAwait(false);
     }
 
-    private static async Task WriteResultsAsync(ChannelReader<GetManyResult> results, IServerStreamWriter<GetManyReply> responseStream, CancellationToken ct)
+    /// <summary>A request's items on the io_uring path: started in a row with the ring woken once (not per item),
+    /// waiting for a slot only when all are taken (and waking the ring for what was started before that wait).</summary>
+    private async Task StartAllAsync(ManyStream stream, FlowEntry flow, GetManyRequest request, SemaphoreSlim slots, CancellationToken ct)
     {
-        while (await results.WaitToReadAsync(ct).ConfigureAwait(false))
+        int i = 0;
+        while (i < request.Items.Count)
         {
-            var reply = new GetManyReply();
-            while (reply.Results.Count < ResultsPerReply && results.TryRead(out GetManyResult? r))
-                reply.Results.Add(r);
-            await responseStream.WriteAsync(reply, ct).ConfigureAwait(false);
+            using (FlashStore.DeferReadWakes())
+            {
+                while (i < request.Items.Count && slots.Wait(0))
+                    stream.Start(flow, request.Items[i++]);
+            }
+            _store.FlushReads();
+            if (i < request.Items.Count)
+            {
+                await slots.WaitAsync(ct).ConfigureAwait(false);
+                stream.Start(flow, request.Items[i++]);
+            }
         }
     }
 
-    private async Task RunItemAsync(TenantEntry tenant, FlowEntry flow, GetManyItem item, ChannelWriter<GetManyResult> results, SemaphoreSlim slots)
+    private async Task RunItemAsync(TenantEntry tenant, FlowEntry flow, GetManyItem item, ManyStream stream)
     {
         GetManyResult result;
         try
@@ -88,8 +98,7 @@ internal sealed partial class FlashTierService
         {
             result = new GetManyResult { Id = item.Id, ErrorCode = nameof(StatusCode.Internal), Error = $"GetMany item {item.Id}: {e.Message}" };
         }
-        results.TryWrite(result);
-        slots.Release();
+        stream.Post(result, onRing: false);
     }
 
     private async Task<GetManyResult> GetItemAsync(TenantEntry tenant, FlowEntry flow, GetManyItem item)

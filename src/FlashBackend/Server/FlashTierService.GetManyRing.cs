@@ -1,6 +1,5 @@
 using System.Collections.Concurrent;
 using System.Diagnostics;
-using System.Threading.Channels;
 using FaaST.FlashBackend.Engine;
 using FaaST.FlashBackend.Scheduling;
 using FaaST.Protos.Flash;
@@ -19,9 +18,20 @@ namespace FaaST.FlashBackend.Server;
 /// </summary>
 internal sealed partial class FlashTierService
 {
-    private sealed class ManyStream(FlashTierService service, TenantEntry tenant, ChannelWriter<GetManyResult> results, SemaphoreSlim slots)
+    /// <summary>
+    /// One GetMany stream's answers: results queue here and one writer sends them, up to <see cref="ResultsPerReply"/>
+    /// a message. A result answered on the ring's thread does not wake the writer itself: the stream asks the ring to
+    /// tell it when the batch of completions ends (<see cref="IUringBatchEnd"/>), so a batch's results leave in one
+    /// message (measured: docs/flash.md, "The server's read path").
+    /// </summary>
+    private sealed class ManyStream(FlashTierService service, TenantEntry tenant, SemaphoreSlim slots) : IUringBatchEnd
     {
         private readonly ConcurrentQueue<ManyItem> _free = new();
+        private readonly ConcurrentQueue<GetManyResult> _results = new();
+        private readonly SemaphoreSlim _signal = new(0);
+        private int _kicked;
+        private bool _atBatchEnd;       // the ring's thread only
+        private volatile bool _completed;
 
         public FlashTierService Service => service;
         public TenantEntry Tenant => tenant;
@@ -43,7 +53,7 @@ internal sealed partial class FlashTierService
                 {
                     if (!service._store.TryOpenRead(tenant.Name, key, item.Etag.Length == 0 ? null : item.Etag, out reader))
                     {
-                        Finish(MissOf(tenant, item.Id));
+                        Post(MissOf(tenant, item.Id), onRing: false);
                         return;
                     }
                 }
@@ -59,7 +69,7 @@ internal sealed partial class FlashTierService
                 if (length == 0)
                 {
                     Interlocked.Increment(ref tenant.Counters.Hits);
-                    Finish(new GetManyResult { Id = item.Id, Header = header });
+                    Post(new GetManyResult { Id = item.Id, Header = header }, onRing: false);
                     return;
                 }
                 if (!_free.TryDequeue(out ManyItem? op))
@@ -70,17 +80,65 @@ internal sealed partial class FlashTierService
             }
             catch (RpcException e)
             {
-                Finish(new GetManyResult { Id = item.Id, ErrorCode = e.StatusCode.ToString(), Error = e.Status.Detail });
+                Post(new GetManyResult { Id = item.Id, ErrorCode = e.StatusCode.ToString(), Error = e.Status.Detail }, onRing: false);
             }
         }
 
-        public void Finish(GetManyResult result)
+        /// <summary>Queues an item's answer and gives its slot back; <paramref name="onRing"/>: called on the ring's
+        /// thread (from a read's completion), where the writer is woken once at the batch's end.</summary>
+        public void Post(GetManyResult result, bool onRing)
         {
-            results.TryWrite(result);
+            _results.Enqueue(result);
             slots.Release();
+            if (!onRing)
+                Kick();
+            else if (!_atBatchEnd)
+            {
+                _atBatchEnd = true;
+                service._store.AtReadBatchEnd(this);
+            }
+        }
+
+        public void BatchDone()
+        {
+            _atBatchEnd = false;
+            Kick();
+        }
+
+        /// <summary>Every item is answered (or the stream failed): the writer ends once the queue is empty.</summary>
+        public void Complete()
+        {
+            _completed = true;
+            Kick();
         }
 
         public void Return(ManyItem op) => _free.Enqueue(op);
+
+        private void Kick()
+        {
+            if (Interlocked.Exchange(ref _kicked, 1) == 0)
+                _signal.Release();
+        }
+
+        public async Task WriteAsync(IServerStreamWriter<GetManyReply> responseStream, CancellationToken ct)
+        {
+            while (true)
+            {
+                await _signal.WaitAsync(ct).ConfigureAwait(false);
+                Volatile.Write(ref _kicked, 0);
+                // Read before draining: once set, every result is already queued.
+                bool last = _completed;
+                while (!_results.IsEmpty)
+                {
+                    var reply = new GetManyReply();
+                    while (reply.Results.Count < ResultsPerReply && _results.TryDequeue(out GetManyResult? r))
+                        reply.Results.Add(r);
+                    await responseStream.WriteAsync(reply, ct).ConfigureAwait(false);
+                }
+                if (last)
+                    return;
+            }
+        }
     }
 
     /// <summary>One item's read unit: the dispatcher's grant target and the ring's completion.</summary>
@@ -94,6 +152,7 @@ internal sealed partial class FlashTierService
         private int _length;
         private long _started;
         private IoTicket? _ticket;
+        private bool _onRing;
 
         public void Set(ulong id, string key, GetHeader header, FlashStore.ValueReader reader, long offset, int length, long started)
         {
@@ -110,6 +169,7 @@ internal sealed partial class FlashTierService
         public void Granted(IoTicket ticket, bool granted)
         {
             FlashTierService service = stream.Service;
+            _onRing = false;
             if (!granted)
             {
                 service._dispatcher.Release(ticket);
@@ -134,6 +194,7 @@ internal sealed partial class FlashTierService
         {
             FlashTierService service = stream.Service;
             TenantEntry tenant = stream.Tenant;
+            _onRing = true;
             service._dispatcher.Complete(_ticket!);
             _ticket = null;
             GetManyResult result;
@@ -161,8 +222,9 @@ internal sealed partial class FlashTierService
         {
             _header = null!;
             _reader = default;
+            bool onRing = _onRing;   // read before Return: the op may be reused at once
             stream.Return(this);
-            stream.Finish(result);
+            stream.Post(result, onRing);
         }
     }
 }
