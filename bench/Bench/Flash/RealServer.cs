@@ -20,10 +20,11 @@ internal sealed record RealServerOptions
 
     public IReadOnlyList<int> QueueDepths { get; init; } = [1, 32];
 
-    /// <summary>GetMany streams the QD items are spread over: 1. Measured at QD 32 (--quick, 2026-11-28): 1 stream
-    /// answered 15.8 results a reply at 35 µs of CPU per get (server and load generator together), 2 streams 9.3 at
-    /// 38 µs, 4 streams 5.7 at 42 µs: fewer, fuller messages cost both sides less.</summary>
-    public int ManyStreams { get; init; } = 1;
+    /// <summary>GetMany streams the QD items are spread over: 2. Measured at QD 32 (--quick, 2026-11-28, io_uring
+    /// server, machine at load 6-8): 1 stream 39.5K gets/s (32 results a reply: the load runs in lock-step, a whole
+    /// batch's round trip with the device idle), 2 streams 42.4K (16 a reply, 24 µs of CPU per get on both sides),
+    /// 4 streams 41.8K (8 a reply, 26 µs), 8 streams 39.6K (4 a reply, 31 µs).</summary>
+    public int ManyStreams { get; init; } = 2;
 
     /// <summary>Where the device file goes (disk-backed: /dev/shm is tmpfs); removed at the end.</summary>
     public string Directory { get; init; } = "/var/tmp";
