@@ -14,7 +14,7 @@ internal abstract class PendingRead : IUringCompletion
     private string _tenant = "", _key = "";
     private long _offset;
     private int _count, _start, _readLength;
-    private bool _whole;
+    private bool _whole, _headerRead;
     private AlignedBufferPool.Lease _lease;
 
     /// <summary>The read ended: <paramref name="status"/> Hit with the wanted <paramref name="bytes"/> (valid only
@@ -22,8 +22,9 @@ internal abstract class PendingRead : IUringCompletion
     /// <paramref name="error"/> set when the device failed. Runs on the ring's thread: do little, never block.</summary>
     protected abstract void ReadDone(ReadStatus status, ReadOnlySpan<byte> bytes, string? error);
 
-    internal void Start(FlashStore store, FlashStore.Extent extent, string tenant, string key, long offset, int count, int start, int readLength, AlignedBufferPool.Lease lease)
+    internal void Start(FlashStore store, FlashStore.Extent extent, string tenant, string key, long offset, int count, int start, int readLength, AlignedBufferPool.Lease lease, bool headerRead)
     {
+        _headerRead = headerRead;
         _store = store;
         _extent = extent;
         _tenant = tenant;
@@ -52,7 +53,7 @@ internal abstract class PendingRead : IUringCompletion
                 ReadDone(ReadStatus.Miss, default, $"short device read ({result} of {_readLength} bytes)");
             else
             {
-                ReadStatus status = store.FinishRead(e, _tenant, _key, lease.Span[.._readLength], _start, _count, _whole, _offset == 0);
+                ReadStatus status = store.FinishRead(e, _tenant, _key, lease.Span[.._readLength], _start, _count, _whole, _headerRead);
                 ReadDone(status, status == ReadStatus.Hit ? lease.Span.Slice(_start, _count) : default, null);
             }
         }
@@ -90,15 +91,15 @@ public sealed partial class FlashStore
         Extent e = reader.Extent;
         if (offset < 0 || count <= 0 || offset + count > e.Length || count > MaxAsyncRead)
             throw new ArgumentOutOfRangeException(nameof(count), $"flash get of key '{reader.Key}': range at {offset} of {count} bytes is outside the value's {e.Length} bytes or over {MaxAsyncRead}");
-        // Records start on a block boundary and a header is under one block, so the block holding the range's first
-        // byte is, for a whole read, the record's first (the header is read and checked with the payload); and
-        // start + count stays under start + MaxAsyncRead < one buffer.
-        long abs = e.Offset + e.HeaderSize + offset;
+        // Records start on a block boundary and a payload starts either in the header's block (read and checked with
+        // it) or on the next boundary (a 4 KiB value is one 4 KiB read); start < one block, so start + count stays
+        // under one buffer.
+        long abs = e.Offset + e.PayloadOffset + offset;
         long alignedStart = abs & ~(long)(DirectFile.Alignment - 1);
         int start = (int)(abs - alignedStart);
         int readLength = (int)((start + count + DirectFile.Alignment - 1) & ~(long)(DirectFile.Alignment - 1));
         AlignedBufferPool.Lease lease = _pool.Rent();
-        op.Start(this, e, reader.Tenant, reader.Key, offset, count, start, readLength, lease);
+        op.Start(this, e, reader.Tenant, reader.Key, offset, count, start, readLength, lease, alignedStart == e.Offset);
         _ring.SubmitRead(op, _file.Fd, lease.Pointer, readLength, alignedStart);
     }
 
@@ -115,11 +116,11 @@ public sealed partial class FlashStore
 
     /// <summary>The checks after an async read (see <see cref="BeginRead"/>); <paramref name="read"/> starts at the
     /// aligned start, the wanted bytes at <paramref name="start"/>.</summary>
-    internal ReadStatus FinishRead(Extent e, string tenant, string key, ReadOnlySpan<byte> read, int start, int count, bool whole, bool fromRecordStart)
+    internal ReadStatus FinishRead(Extent e, string tenant, string key, ReadOnlySpan<byte> read, int start, int count, bool whole, bool headerRead)
     {
         if (Volatile.Read(ref _segments[e.Segment].Generation) != e.Generation)
             return ReadStatus.Miss;
-        if (whole && fromRecordStart && !RecordFormat.HeaderIs(read, e.Sequence, e.Length))
+        if (whole && headerRead && !RecordFormat.HeaderIs(read, e.Sequence, e.Length))
             return DropCorrupt(tenant, key, e);
         if (whole && RecordFormat.Crc32C(0, read.Slice(start, count)) != e.PayloadCrc)
             return DropCorrupt(tenant, key, e);

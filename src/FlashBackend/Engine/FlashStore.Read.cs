@@ -75,7 +75,7 @@ public sealed partial class FlashStore
     /// and, for the first chunk of a whole read, that the header is this record's.</summary>
     private ReadStatus ReadChunk(string tenant, string key, Extent e, long payloadPos, long remaining, AlignedBufferPool.Lease lease, bool checkHeader, out int start, out int n)
     {
-        long abs = e.Offset + e.HeaderSize + payloadPos;
+        long abs = e.Offset + e.PayloadOffset + payloadPos;
         long alignedStart = abs & ~(long)(DirectFile.Alignment - 1);
         start = (int)(abs - alignedStart);
         Span<byte> buf = lease.Span;
@@ -85,7 +85,10 @@ public sealed partial class FlashStore
         n = (int)Math.Min(readLen - start, remaining);
         if (Volatile.Read(ref _segments[e.Segment].Generation) != e.Generation)
             return ReadStatus.Miss;
-        if (checkHeader)
+        // The header is checked where the read holds it: when it shares the payload's first block. A block-aligned
+        // payload's whole read is checked by its CRC32C alone (the index holds it, from the put or from recovery,
+        // which verified it against the header's).
+        if (checkHeader && alignedStart == e.Offset)
         {
             RecordHeader? h = RecordFormat.TryReadHeader(buf);
             if (h is null || h.Sequence != e.Sequence || h.Tenant != tenant || h.Key != key || h.Etag != e.Etag || h.PayloadLength != e.Length)

@@ -26,7 +26,7 @@ public sealed partial class FlashStore
                 RecordHeader? h = RecordFormat.TryReadHeader(block);
                 if (h is null || h.Sequence <= last)
                     break;
-                long padded = RecordFormat.PaddedSize(h.HeaderSize, h.PayloadLength);
+                long padded = RecordFormat.PaddedSize(h.PayloadOffset, h.PayloadLength);
                 if (pos + padded > end)
                     break;
                 if (first == 0)
@@ -57,7 +57,7 @@ public sealed partial class FlashStore
         {
             if (h.Tombstone)
                 continue;
-            var extent = new Extent(h.Etag, offset, h.HeaderSize, h.PayloadLength, h.Sequence, seg, 0, h.PayloadCrc);
+            var extent = new Extent(h.Etag, offset, h.PayloadOffset, h.PayloadLength, h.Sequence, seg, 0, h.PayloadCrc);
             _index[name] = extent;
             _segments[seg].Records.Enqueue(new(name, extent));
             _recovered++;
@@ -86,7 +86,7 @@ public sealed partial class FlashStore
         Span<byte> buf = lease.Span;
         uint crc = 0;
         long payloadLeft = h.PayloadLength, left = padded;
-        int skip = h.HeaderSize;
+        int skip = h.PayloadOffset;
         while (payloadLeft > 0)
         {
             int chunk = (int)Math.Min(left, buf.Length);

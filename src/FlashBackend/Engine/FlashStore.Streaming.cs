@@ -17,8 +17,9 @@ public sealed partial class FlashStore
             throw new ArgumentException($"flash put of key '{key}' for tenant '{tenant}': the value is {length} bytes; the store takes 0 to {MaxValueSize} (one segment less its header block)");
         var header = new RecordHeader(tenant, key, etag, 0, length, 0, Tombstone: false);
         int headerSize = RecordFormat.HeaderSize(header);
-        (long offset, long seq, int seg, long generation) = Reserve(RecordFormat.PaddedSize(headerSize, length), out int evicted);
-        return new PutStream(this, header with { Sequence = seq, HeaderSize = headerSize }, offset, seg, generation, evicted);
+        int payloadOffset = RecordFormat.PayloadOffset(headerSize, length);
+        (long offset, long seq, int seg, long generation) = Reserve(RecordFormat.PaddedSize(payloadOffset, length), out int evicted);
+        return new PutStream(this, header with { Sequence = seq, HeaderSize = headerSize, PayloadOffset = payloadOffset }, offset, seg, generation, evicted);
     }
 
     /// <summary>Opens a reader of (tenant, key) at <paramref name="etag"/>, or at whichever version is stored when
@@ -114,7 +115,7 @@ public sealed partial class FlashStore
     }
 
     /// <summary>
-    /// One streamed put. The record's first block (header and the first payload bytes) is held back and written last,
+    /// One streamed put. The record's first block (the header, and a small value's payload) is held back and written last,
     /// at commit, once the payload CRC32C is known: until then no valid header exists at the record's offset, so a crash
     /// leaves a block recovery stops at (never a record with wrong bytes). Later payload goes to the device a pooled
     /// aligned buffer at a time. Not thread-safe: one caller streams it. The segment's in-flight count stays raised until
@@ -163,10 +164,10 @@ public sealed partial class FlashStore
             if (bytes.Length > _header.PayloadLength - _written)
                 throw new ArgumentException($"flash put of key '{_header.Key}' for tenant '{_header.Tenant}': more than the declared {_header.PayloadLength} bytes");
             _crc = RecordFormat.Crc32C(_crc, bytes);
-            int inFirst = (int)Math.Max(0, Math.Min(bytes.Length, DirectFile.Alignment - _header.HeaderSize - _written));
+            int inFirst = (int)Math.Max(0, Math.Min(bytes.Length, DirectFile.Alignment - _header.PayloadOffset - _written));
             if (inFirst > 0)
             {
-                bytes[..inFirst].CopyTo(_first.Span[(int)(_header.HeaderSize + _written)..]);
+                bytes[..inFirst].CopyTo(_first.Span[(int)(_header.PayloadOffset + _written)..]);
                 _written += inFirst;
                 bytes = bytes[inFirst..];
             }
@@ -200,7 +201,7 @@ public sealed partial class FlashStore
             RecordHeader h = _header with { PayloadCrc = _crc };
             RecordFormat.WriteHeader(_first.Span, h);
             _store._file.Write(_first.Span[..DirectFile.Alignment], _offset);
-            var extent = new Extent(h.Etag, _offset, h.HeaderSize, h.PayloadLength, h.Sequence, _segment, _generation, _crc);
+            var extent = new Extent(h.Etag, _offset, h.PayloadOffset, h.PayloadLength, h.Sequence, _segment, _generation, _crc);
             var name = new ObjectName(h.Tenant, h.Key);
             _store._index.AddOrUpdate(name, extent, (_, old) => old.Sequence > extent.Sequence ? old : extent);
             _store._segments[_segment].Records.Enqueue(new(name, extent));

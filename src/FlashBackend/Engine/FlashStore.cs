@@ -147,13 +147,15 @@ public sealed partial class FlashStore : IDisposable
     /// buffers, and returns the extent with its segment's in-flight count raised; the caller lowers it once published.</summary>
     private Extent Append(RecordHeader header, ReadOnlySpan<byte> payload)
     {
-        int headerSize = RecordFormat.HeaderSize(header);
-        long padded = RecordFormat.PaddedSize(headerSize, payload.Length);
+        int payloadOffset = RecordFormat.PayloadOffset(RecordFormat.HeaderSize(header), payload.Length);
+        long padded = RecordFormat.PaddedSize(payloadOffset, payload.Length);
         (long offset, long seq, int seg, long generation) = Reserve(padded, out _);
         header = header with { Sequence = seq };
         using AlignedBufferPool.Lease lease = _pool.Rent();
         Span<byte> buf = lease.Span;
         int used = RecordFormat.WriteHeader(buf, header);
+        buf[used..payloadOffset].Clear();   // the header's block past it when the payload starts on the next block
+        used = payloadOffset;
         long pos = offset, remaining = padded;
         int payloadDone = 0;
         while (remaining > 0)
@@ -168,7 +170,7 @@ public sealed partial class FlashStore : IDisposable
             remaining -= chunk;
             used = 0;
         }
-        return new Extent(header.Etag, offset, headerSize, payload.Length, seq, seg, generation, header.PayloadCrc);
+        return new Extent(header.Etag, offset, payloadOffset, payload.Length, seq, seg, generation, header.PayloadCrc);
     }
 
     /// <summary>Reserves <paramref name="padded"/> bytes at the log's tail (under the append lock, no I/O) and raises
@@ -242,7 +244,9 @@ public sealed partial class FlashStore : IDisposable
     private readonly record struct ObjectName(string Tenant, string Key);
 
     /// <summary>Where one version lives: immutable, replaced whole in the index.</summary>
-    internal sealed record Extent(string Etag, long Offset, int HeaderSize, long Length, long Sequence, int Segment, long Generation, uint PayloadCrc);
+    /// <summary>Where a value is: <see cref="PayloadOffset"/> is its first byte's distance from the record's start
+    /// (<see cref="RecordFormat.PayloadOffset"/>); under <see cref="DirectFile.Alignment"/> the header shares the block.</summary>
+    internal sealed record Extent(string Etag, long Offset, int PayloadOffset, long Length, long Sequence, int Segment, long Generation, uint PayloadCrc);
 
     private sealed class Segment(int index)
     {

@@ -68,11 +68,14 @@ internal sealed class ClientGoneInterceptor : Interceptor
     }
 
     /// <summary>The call was aborted (the client reset the stream or closed its connection) and the exception is what a
-    /// stream read or write throws then. An IOException Kestrel itself raised ("The request stream was aborted") is the
-    /// stream's, never the device's (the engine's are its own module's), and may come before the call's token is
-    /// cancelled: seen when the suites ran in parallel.</summary>
+    /// stream read or write throws then. An IOException raised by the transport is the stream's, never the device's (the
+    /// engine's device errors come from RandomAccess, in CoreLib, and handlers wrap them as RpcExceptions), and may come
+    /// before the call's token is cancelled: seen when the suites ran in parallel. Its Source is where it was first
+    /// thrown: Kestrel, or System.IO.Pipelines when Kestrel completed the request pipe with it and the handler's read
+    /// threw it ("The client reset the request stream.", seen once the pool stopped spinning changed the timing).</summary>
     private static bool Gone(Exception e, ServerCallContext context) =>
-        e is IOException { Source: { } source } && source.StartsWith("Microsoft.AspNetCore", StringComparison.Ordinal)
+        e is IOException { Source: { } source } && (source.StartsWith("Microsoft.AspNetCore", StringComparison.Ordinal)
+            || source.StartsWith("Grpc.AspNetCore", StringComparison.Ordinal) || source == "System.IO.Pipelines")
         || e is IOException or InvalidOperationException or OperationCanceledException && context.CancellationToken.IsCancellationRequested;
 
     private static RpcException Cancelled(Exception e, ServerCallContext context) =>

@@ -69,7 +69,7 @@ public sealed class IoUringReadTests : IDisposable
     {
         using FlashStore store = OpenWithRing();
         store.Put("app-a", "victim", "e", EngineFiles.Value("victim", 1, 4096));
-        FlipByte(store.Snapshot().Single().Offset + 4000);
+        FlipByte(store.Snapshot().Single().Offset + DirectFile.Alignment + 1000);   // in the payload's block
 
         var (status, _, error) = await Begin(store, "victim", "e").Done.WaitAsync(TimeSpan.FromMinutes(2));
 
