@@ -62,7 +62,7 @@ public static class FlashScenario
 
     private static async Task<JsonNode> RealServerPart(Report report, bool quick)
     {
-        Say("real server: 4 KiB gets over gRPC at QD 1 and 32 beside fio on the same file (RealServer)");
+        Say("real server: 4 KiB gets over gRPC at QD 1, 32, 128 and 256 beside fio on the same file (RealServer)");
         var points = await RealServer.RunAsync(new RealServerOptions
         {
             Objects = quick ? 8_192 : 32_768,
