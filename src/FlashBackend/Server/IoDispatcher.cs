@@ -179,8 +179,16 @@ internal sealed partial class IoDispatcher : IDisposable
             }
             else
             {
-                progress = true;   // a handler is running a pass inline; look again after it
-                Thread.Yield();
+                // A handler is running a pass inline. Not a spin (measured: at 80K gets/s this thread's yields were
+                // 14 % of the server's CPU): sleep until that pass ends, which wakes this thread if it left work
+                // (TryRunInline), or for 1 ms.
+                Volatile.Write(ref _sleeping, 1);
+                Interlocked.MemoryBarrier();
+                if (Volatile.Read(ref _owner) != 0 && !_stopping)
+                    _wake.Wait(1);
+                _wake.Reset();
+                Volatile.Write(ref _sleeping, 0);
+                continue;
             }
             if (progress)
                 continue;
@@ -208,7 +216,9 @@ internal sealed partial class IoDispatcher : IDisposable
             return;
         }
         RunOnce(Now());
-        Volatile.Write(ref _owner, 0);
+        // A full fence (not a release write): the dispatcher thread may be going to sleep on seeing the flag held,
+        // and the reads below must not pass this write, or neither side would see the other.
+        Interlocked.Exchange(ref _owner, 0);
         if (!_submissions.IsEmpty || !_completions.IsEmpty || !_control.IsEmpty || _scheduler.Queued > 0)
             Wake();
     }
