@@ -43,10 +43,11 @@ internal sealed partial class FlashTierService
             long started = Stopwatch.GetTimestamp();
             try
             {
-                string call = $"GetMany item {item.Id}";
-                string key = KeyOf(item.Key, call);
+                // The call's name is built only for an error, not for every item.
+                string key = item.Key is { Container.Length: > 0, Blob.Length: > 0 } k && !k.Container.Contains('/')
+                    ? k.Container + "/" + k.Blob : KeyOf(item.Key, $"GetMany item {item.Id}");
                 if (item.Offset < 0 || item.Length < 0)
-                    throw Invalid($"{call} of '{key}': offset {item.Offset} and length {item.Length} must not be negative");
+                    throw Invalid($"GetMany item {item.Id} of '{key}': offset {item.Offset} and length {item.Length} must not be negative");
                 Interlocked.Increment(ref tenant.Counters.Gets);
                 FlashStore.ValueReader reader;
                 try
@@ -59,12 +60,12 @@ internal sealed partial class FlashTierService
                 }
                 catch (ArgumentException e)
                 {
-                    throw Invalid($"{call} of '{key}': {e.Message}");
+                    throw Invalid($"GetMany item {item.Id} of '{key}': {e.Message}");
                 }
                 long offset = Math.Min(item.Offset, reader.Length);
                 long length = item.Length == 0 ? reader.Length - offset : Math.Min(item.Length, reader.Length - offset);
                 if (length > FlashServerCore.MessageBytes)
-                    throw Invalid($"{call} of '{key}': {length} bytes; GetMany carries at most {FlashServerCore.MessageBytes} bytes an item (read larger ranges with Get)");
+                    throw Invalid($"GetMany item {item.Id} of '{key}': {length} bytes; GetMany carries at most {FlashServerCore.MessageBytes} bytes an item (read larger ranges with Get)");
                 var header = new GetHeader { Found = true, Etag = reader.Etag, ObjectLength = reader.Length, Offset = offset, Length = length };
                 if (length == 0)
                 {
