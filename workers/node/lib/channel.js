@@ -246,6 +246,10 @@ class WorkerChannel {
       if (reg === undefined && reply.result.status !== 'SUCCESS' && !md.script_file) throw new LoadError(`Function '${md.name || functionId}': ${reply.result.result}`);
     }
     if (reg !== undefined) return this.v4.loaded(functionId, reg);
+    const registered = this.v4.registrations.map((r) => r.metadata.name);
+    if (registered.length > 0 && !(md.directory && fs.existsSync(path.join(md.directory, 'function.json')))) {
+      throw new LoadError(`Function '${md.name || functionId}' (id '${functionId}') was not registered by the app (registered: ${registered.join(', ')})`);
+    }
     return loadFunction(functionId, md);
   }
 
@@ -315,7 +319,10 @@ class WorkerChannel {
     if (this.terminating) return;
     this.terminating = true;
     const grace = Math.max(0, terminate.grace_period_ms || 0);
+    let finished = false;
     const finish = () => {
+      if (finished) return; // the grace timer and the appTerminate hooks may both get here
+      finished = true;
       this.onIdle = null;
       clearTimeout(graceTimer);
       if (this.open) {
@@ -326,8 +333,10 @@ class WorkerChannel {
       setTimeout(() => this.shutdown(0), 1000).unref();
     };
     const graceTimer = setTimeout(finish, grace);
-    if (this.inFlight === 0) finish();
-    else this.onIdle = finish;
+    // Node v4 appTerminate hooks run once the in-flight invocations are done (or the grace ends).
+    const drained = () => { this.v4.runAppTerminate().then(finish, finish); };
+    if (this.inFlight === 0) drained();
+    else this.onIdle = drained;
   }
 }
 

@@ -83,9 +83,26 @@ class V4State {
       },
       getProgrammingModel() { return state.model; },
       log(level, category, message) {
-        state.channel.workerLog(LEVELS[level] || 'INFORMATION', String(message));
+        const hooked = state.runLogHooks(level, category || 'system', String(message), undefined);
+        state.channel.workerLog(LEVELS[hooked.level] || 'INFORMATION', hooked.message);
       },
     });
+  }
+
+  // Log hooks see every log and may change a user log's level and message (as the public
+  // LogHookContext documents); they are synchronous. A throwing hook must not lose the log.
+  runLogHooks(level, category, message, invocationContext) {
+    const hooks = this.hooks.get('log');
+    if (hooks.length === 0) return { level, message };
+    const ctx = { hookData: this.appHookData, level, category, message, invocationContext };
+    for (const hook of hooks.slice()) {
+      try {
+        hook(ctx);
+      } catch (err) {
+        this.channel.workerLog('ERROR', `log hook failed: ${describe(err)}`);
+      }
+    }
+    return category === 'user' ? { level: ctx.level, message: String(ctx.message) } : { level, message };
   }
 
   // Makes require('@azure/functions-core') return our module, from any file of the app.
@@ -170,6 +187,18 @@ class V4State {
       }
       results.push(md);
     }
+    // As at Azure's worker init: the library locks app.setup() here and says what it needs.
+    if (typeof this.model.getCapabilities === 'function') {
+      let caps;
+      try {
+        caps = await this.model.getCapabilities({});
+      } catch (err) {
+        return failure(`the programming model ${this.model.name || ''} failed to start: ${describe(err)}`, err);
+      }
+      if (caps && caps.HttpUri) {
+        return failure('HTTP streaming (app.setup({ enableHttpStream: true })) is not supported by this runtime: HTTP requests and responses travel in the invocation messages; remove the setting');
+      }
+    }
     await this.runAppStart(dir);
     return { function_metadata_results: results, result: { status: 'SUCCESS' }, use_default_metadata_indexing: false };
   }
@@ -206,6 +235,17 @@ class V4State {
     const retry = toRetryOptions(metadata.retryOptions);
     if (retry) md.retry_options = retry;
     return md;
+  }
+
+  // WorkerTerminate: appTerminate hooks, before the worker exits (bounded by the grace period there).
+  async runAppTerminate() {
+    for (const hook of this.hooks.get('appTerminate').slice()) {
+      try {
+        await hook({ hookData: this.appHookData });
+      } catch (err) {
+        this.channel.workerLog('ERROR', `appTerminate hook failed: ${describe(err)}`);
+      }
+    }
   }
 
   async runAppStart(dir) {
@@ -437,13 +477,15 @@ async function runV4Invocation(channel, state, fn, request) {
     metadata: { name: fn.name, bindings: fn.bindings, directory: path.dirname(fn.reg.scriptFile || '.'), scriptFile: fn.reg.scriptFile },
     state: undefined,
     log(level, category, message) {
-      const rpcLevel = LEVELS[level] || 'INFORMATION';
-      channel.log(invocationId, category === 'system' ? fn.systemCategory : fn.userCategory, rpcLevel, String(message));
+      const hooked = state.runLogHooks(level, category, String(message), invocationContext);
+      channel.log(invocationId, category === 'system' ? fn.systemCategory : fn.userCategory, LEVELS[hooked.level] || 'INFORMATION', hooked.message);
     },
   };
+  let invocationContext;
   try {
     const model = state.model.getInvocationModel(coreCtx);
     const { context, inputs } = await model.getArguments();
+    invocationContext = context;
     const hookData = {};
     const pre = { invocationContext: context, inputs, functionCallback: fn.reg.callback, hookData };
     coreCtx.state = 'preInvocationHooks';

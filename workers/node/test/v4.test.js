@@ -300,3 +300,126 @@ describe('v3 app beside v4 support', () => {
     assert.equal(res.body.value, 'v3 says me');
   });
 });
+
+describe('node v4: shared memory, other triggers, log and terminate hooks', () => {
+  const BIG = 'x'.repeat(4000);
+  const FILES = {
+    'package.json': JSON.stringify({ main: 'functions.js' }),
+    'functions.js': `const { app, input, output } = require('@azure/functions');
+const fs = require('fs');
+const text = input.storageBlob({ path: 'refs/{name}', connection: 'AzureWebJobsStorage', dataType: 'string' });
+const big = output.storageBlob({ path: 'out/{name}', connection: 'AzureWebJobsStorage' });
+app.storageBlob('bigCopy', {
+  path: 'in/{name}', connection: 'AzureWebJobsStorage', extraInputs: [text], extraOutputs: [big],
+  handler: async (blob, context) => {
+    const t = context.extraInputs.get(text);
+    context.extraOutputs.set(big, Buffer.concat([blob, Buffer.from('|' + typeof t + ':' + t.length)]));
+  },
+});
+app.storageQueue('q', { queueName: 'jobs', connection: 'AzureWebJobsStorage', return: output.storageQueue({ queueName: 'done', connection: 'AzureWebJobsStorage' }),
+  handler: async (message, context) => ({ got: message, id: context.triggerMetadata.id, secret: 'secret-token' }) });
+app.timer('tick', { schedule: '*/10 * * * * *', handler: async (timer, context) => {
+  context.log('past due:', timer.isPastDue, 'last:', timer.scheduleStatus && timer.scheduleStatus.last, 'secret-token');
+} });
+app.hook.log((context) => {
+  if (context.category === 'user') { context.message = context.message.replace('secret-token', '[hidden]'); context.level = 'warning'; }
+});
+app.hook.appTerminate(() => { fs.writeFileSync('terminated.txt', 'bye'); });
+`,
+  };
+  let host;
+  before(async () => {
+    host = await startV4(FILES, {});
+    // No FunctionsMetadataRequest: a worker the host starts after another indexed the app. The
+    // function ids are what the first worker reported (the function names).
+    for (const name of ['bigCopy', 'q', 'tick']) {
+      ok(await host.load(name, { name, script_file: 'functions.js', directory: '.' }));
+    }
+  });
+  after(() => host && host.stop());
+
+  test('a load of a function the app did not register fails naming what was registered', async () => {
+    const r = await host.load('nope', { name: 'nope', script_file: 'functions.js', directory: '.' });
+    assert.equal(r.result.status, 'FAILURE');
+    assert.equal(r.result.exception.message, "Function 'nope' (id 'nope') was not registered by the app (registered: bigCopy, q, tick)");
+  });
+
+  test('blob from shared memory in, big output to shared memory, string dataType input', async (t) => {
+    const shmHost = await startV4(FILES, {});
+    t.after(() => shmHost.stop());
+    // A second host with shared memory offered: the worker negotiates it at reload.
+    const caps = shmHost.shmCapabilities(1024);
+    const reload = await shmHost.reload({ ...process.env }, { capabilities: caps });
+    assert.equal(reload.result.status, 'SUCCESS');
+    assert.equal(reload.capabilities.shared_memory, '1');
+    const md = byName(await shmHost.metadata()).bigCopy;
+    ok(await shmHost.load(md.function_id, { name: md.name, script_file: md.script_file, directory: md.directory }));
+    const payload = Buffer.from(BIG);
+    const segment = 'l77';
+    fs.writeFileSync(path.join(caps.shared_memory_dir, segment), Buffer.concat([Buffer.alloc(100, 0xee), payload]));
+    const trig = md.bindings.find((b) => b.type === 'blobTrigger').name;
+    const textName = md.bindings.find((b) => b.type === 'blob' && b.direction === 'in').name;
+    assert.equal(md.bindings.find((b) => b.name === textName).dataType, 'string');
+    const r = ok(await shmHost.invoke('bigCopy', {
+      input_data: [{ name: trig, data: typed.shmBlob(segment, 100, payload.length, 'in/big.txt') }, { name: textName, data: typed.blob('żółw', 'refs/big.txt') }],
+      trigger_metadata: { name: typed.string('big.txt') },
+    }, 20000));
+    const out = r.output_data[0].data;
+    assert.equal(out.data, 'blob');
+    const ref = out.blob.shared_memory;
+    const written = fs.readFileSync(path.join(caps.shared_memory_dir, ref.segment));
+    assert.equal(written.toString(), `${BIG}|string:4`);
+    assert.equal(Number(ref.length), written.length);
+  });
+
+  test('queue trigger: message and trigger metadata in, $return queue output', async () => {
+    const r = ok(await host.invoke('q', {
+      input_data: [{ name: await triggerName(host, 'q'), data: typed.json({ job: 7 }) }],
+      trigger_metadata: { Id: typed.string('m-1'), DequeueCount: typed.json(1) },
+    }, 20000));
+    assert.deepEqual(decode(r.return_value).value, { got: { job: 7 }, id: 'm-1', secret: 'secret-token' });
+  });
+
+  test('timer trigger: the payload arrives camelCased; log hooks change level and message', async () => {
+    const r = ok(await host.invoke('tick', {
+      input_data: [{ name: await triggerName(host, 'tick'), data: typed.json({ Schedule: { AdjustForDST: true }, ScheduleStatus: { Last: '2026-01-01T00:00:00Z', Next: '2026-01-01T00:00:10Z', LastUpdated: '2026-01-01T00:00:00Z' }, IsPastDue: true }) }],
+    }, 20000));
+    const logs = host.logsFor(r.invocation_id).filter((l) => l.category === 'Function.tick.User');
+    assert.equal(logs.length, 1, JSON.stringify(logs));
+    assert.equal(logs[0].message, 'past due: true last: 2026-01-01T00:00:00Z [hidden]');
+    assert.equal(logs[0].level, 'WARNING');
+  });
+
+  test('appTerminate hooks run at WorkerTerminate, before the worker exits', async () => {
+    const h = await startV4(FILES, {});
+    try {
+      assert.equal((await h.metadata()).result.status, 'SUCCESS');
+      h.terminate(10000);
+      const exit = await h.waitExit(20000);
+      assert.equal(exit.code, 0);
+      assert.equal(fs.readFileSync(path.join(h.appDir, 'terminated.txt'), 'utf8'), 'bye');
+    } finally {
+      await h.stop();
+    }
+  });
+
+  test('HTTP streaming is refused at indexing with a reason', async () => {
+    const h = await startV4({
+      'package.json': JSON.stringify({ main: 'index.js' }),
+      'index.js': `const { app } = require('@azure/functions'); app.setup({ enableHttpStream: true }); app.http('s', { handler: async () => ({}) });`,
+    });
+    try {
+      const reply = await h.metadata();
+      assert.equal(reply.result.status, 'FAILURE');
+      assert.match(reply.result.result, /HTTP streaming .*enableHttpStream.* is not supported/);
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
+// The trigger's binding name the library chose, from a metadata request.
+async function triggerName(host, fnName) {
+  const md = byName(await host.metadata())[fnName];
+  return md.bindings.find((b) => b.direction === 'in' && /trigger$/i.test(b.type)).name;
+}
