@@ -274,6 +274,27 @@ describe('node v4 indexing failures', () => {
   });
 });
 
+describe('node v4 ES module app', () => {
+  test('"type": "module" files are imported; their registrations are indexed and run', async (t) => {
+    const host = await startV4({
+      'package.json': JSON.stringify({ type: 'module', main: 'src/functions/*.js' }),
+      'src/functions/hi.js': `import { app } from '@azure/functions';
+app.http('esmHi', { methods: ['GET'], handler: async (request) => ({ body: 'esm hi ' + request.query.get('who') }) });`,
+    });
+    t.after(() => host.stop());
+    const reply = await host.metadata();
+    assert.equal(reply.result.status, 'SUCCESS', reply.result.result);
+    const md = byName(reply).esmHi;
+    assert.equal(md.script_file, path.join(host.appDir, 'src/functions/hi.js'));
+    ok(await host.load(md.function_id, { name: md.name, script_file: md.script_file, directory: md.directory }));
+    const trig = md.bindings.find((b) => b.type === 'httpTrigger').name;
+    const r = ok(await host.invoke(md.function_id, { input_data: [{ name: trig, data: typed.http({ url: 'http://localhost/api/esmHi?who=you', query: { who: 'you' } }) }] }, 20000));
+    const res = decode(r.return_value);
+    assert.equal(res.status, 200);
+    assert.equal(Buffer.from(res.body.value).toString(), 'esm hi you');
+  });
+});
+
 describe('v3 app beside v4 support', () => {
   let host;
   before(async () => {
