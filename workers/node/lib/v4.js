@@ -454,7 +454,6 @@ function fromRpcTypedData(data, binding, shm, written, warn) {
   else if (data.bytes !== undefined && data.bytes !== null) value = asBuffer(data.bytes);
   else if (typeof data.json === 'string') return { json: data.json };
   else if (typeof data.int === 'number' || typeof data.double === 'number') return { json: JSON.stringify(data.int ?? data.double) };
-  else if (data.int !== undefined || data.double !== undefined) return { json: String(data.int ?? data.double) };
   else throw new Error(`unsupported output value (${Object.keys(data).join(', ') || 'empty'})`);
   const isBlob = binding && typeof binding.type === 'string' && binding.type.toLowerCase() === 'blob';
   if (isBlob && shm) return toBlobTypedData(value, shm, written, warn);
