@@ -464,8 +464,8 @@ async function runHooks(list, ctx) {
   for (const hook of list.slice()) await hook(ctx);
 }
 
-// Runs one v4 invocation; calls channel.completeInvocation(response) exactly once (through
-// `finishOk` / `finishErr`, which the caller supplies with the v3 path's failure handling).
+// Runs one v4 invocation and resolves to our InvocationResponse; rejects with the function's (or a
+// hook's, or a conversion's) error, which the channel turns into a failure response as for v3.
 async function runV4Invocation(channel, state, fn, request) {
   const shm = channel.shm;
   const invocationId = request.invocation_id;
