@@ -239,8 +239,8 @@ class WorkerChannel {
   // the app here, unless the function has a function.json (v3 never needs the index).
   async loadAny(functionId, md) {
     let reg = this.v4.find(functionId, md.name);
-    if (reg === undefined && this.v4.indexed === null &&
-        !(md.directory && fs.existsSync(path.join(md.directory, 'function.json')))) {
+    if (reg === undefined && !(md.directory && fs.existsSync(path.join(md.directory, 'function.json')))) {
+      // Also waits for an indexing in progress (loads arrive concurrently; files load one by one).
       const reply = await this.v4.index(process.cwd());
       reg = this.v4.find(functionId, md.name);
       if (reg === undefined && reply.result.status !== 'SUCCESS' && !md.script_file) throw new LoadError(`Function '${md.name || functionId}': ${reply.result.result}`);

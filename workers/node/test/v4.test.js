@@ -359,6 +359,22 @@ app.hook.appTerminate(() => { fs.writeFileSync('terminated.txt', 'bye'); });
   });
   after(() => host && host.stop());
 
+  test('concurrent loads without a metadata request wait for the whole app to be indexed', async (t) => {
+    const h = await startV4({
+      'package.json': JSON.stringify({ main: 'src/*.mjs' }),
+      'src/a.mjs': `import { app } from '@azure/functions'; app.http('first', { handler: async () => ({ body: 'a' }) });`,
+      'src/b.mjs': `import { app } from '@azure/functions'; await new Promise((r) => setTimeout(r, 50));
+app.http('second', { handler: async () => ({ body: 'b' }) });`,
+    });
+    t.after(() => h.stop());
+    const [a, b] = await Promise.all([
+      h.load('first', { name: 'first', script_file: 'src/a.mjs', directory: '.' }),
+      h.load('second', { name: 'second', script_file: 'src/b.mjs', directory: '.' }),
+    ]);
+    ok(a);
+    ok(b);
+  });
+
   test('a load of a function the app did not register fails naming what was registered', async () => {
     const r = await host.load('nope', { name: 'nope', script_file: 'functions.js', directory: '.' });
     assert.equal(r.result.status, 'FAILURE');
