@@ -2,11 +2,17 @@
 // Measures the worker's CPU cost per no-op HTTP invocation: runs the real worker.js against
 // the in-test host (test-support/fake-host.js), keeps a window of invocations in flight,
 // and reads the worker process's CPU time from /proc before and after.
-//   node workers/node/bench/noop.js [invocations=20000] [window=64]
+//   node workers/node/bench/noop.js [invocations=20000] [window=64] [model=v3|v4]
+// v4 runs the same no-op as an @azure/functions 4.x app (test-support/v4-deps, `npm ci` there first).
+const fs = require('fs');
+const path = require('path');
 const { startHost, typed, processCpuMs: cpuMs } = require('../test-support/fake-host');
 
 const TOTAL = Number(process.argv[2] || 20000);
 const WINDOW = Number(process.argv[3] || 64);
+const MODEL = process.argv[4] || 'v3';
+if (MODEL !== 'v3' && MODEL !== 'v4') throw new Error(`model '${MODEL}': v3 or v4`);
+const V4_DEPS = path.resolve(__dirname, '..', 'test-support', 'v4-deps', 'node_modules');
 const headers = {
   host: 'localhost:7071', 'user-agent': 'bench/1.0', accept: '*/*', 'accept-encoding': 'gzip',
   connection: 'keep-alive', 'x-request-id': 'abc123', 'x-forwarded-for': '10.0.0.1', 'content-length': '0',
@@ -36,13 +42,29 @@ async function run(host, count) {
 }
 
 (async () => {
+  const files = MODEL === 'v3'
+    ? { 'noop/index.js': 'module.exports = async function (context, req) {};\n' }
+    : {
+      'package.json': JSON.stringify({ main: 'index.js' }),
+      // The trigger named 'req' so both models get the same request.
+      'index.js': `const { app, trigger, output } = require('@azure/functions');
+app.generic('noop', { trigger: trigger.http({ name: 'req' }), return: output.http({}), handler: async () => {} });\n`,
+    };
   const host = await startHost({
-    files: { 'noop/index.js': 'module.exports = async function (context, req) {};\n' },
+    files,
     // e.g. FAAST_BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" to profile the worker
     nodeArgs: (process.env.FAAST_BENCH_NODE_ARGS || '').split(' ').filter(Boolean),
   });
   try {
+    if (MODEL === 'v4') {
+      if (!fs.existsSync(V4_DEPS)) throw new Error(`${V4_DEPS} is missing: npm ci in ${path.dirname(V4_DEPS)}`);
+      fs.symlinkSync(V4_DEPS, path.join(host.appDir, 'node_modules'));
+    }
     await host.init();
+    if (MODEL === 'v4') {
+      const md = await host.metadata();
+      if (md.result.status !== 'SUCCESS') throw new Error(md.result.result);
+    }
     const load = await host.load('noop', {
       name: 'noop',
       script_file: 'noop/index.js',
@@ -58,6 +80,7 @@ async function run(host, count) {
     const cpu = cpuMs(pid) - cpu0;
     const perInvUs = (cpu * 1000) / TOTAL;
     console.log(JSON.stringify({
+      model: MODEL,
       invocations: TOTAL,
       window: WINDOW,
       worker_cpu_ms: Math.round(cpu),

@@ -1,12 +1,15 @@
 'use strict';
 // The worker's side of WorkerChannel.EventStream: dial the host, handshake, dispatch
 // requests, and make sure the process never outlives its host.
+const fs = require('fs');
+const path = require('path');
 const util = require('util');
 const grpc = require('@grpc/grpc-js');
 const { loadProto } = require('./proto');
 const { loadFunction, LoadError } = require('./loader');
 const { runInvocation, failureResponse } = require('./invocation');
 const shmModule = require('./shm');
+const { V4State, runV4Invocation } = require('./v4');
 const { performance } = require('perf_hooks');
 
 const WORKER_VERSION = '1.0.0';
@@ -36,6 +39,9 @@ class WorkerChannel {
     this.loadTimer = null;        // reports WorkerLoad once the host asked for it
     this.loadIntervalMs = 0;
     this.lastLoadReport = 0;
+    // The Node v4 model: the @azure/functions-core module the app's @azure/functions requires.
+    this.v4 = new V4State(this);
+    this.v4.install();
   }
 
   start() {
@@ -124,6 +130,7 @@ class WorkerChannel {
         case 'worker_init_request': return this.onInit(msg);
         case 'function_environment_reload_request': return this.onEnvironmentReload(msg);
         case 'function_load_request': return this.onLoad(msg);
+        case 'functions_metadata_request': return this.onMetadata(msg);
         case 'invocation_cancel': return undefined; // best effort: nothing to cancel in v3's model
         case 'worker_terminate': return this.onTerminate(msg.worker_terminate);
         default:
@@ -213,10 +220,43 @@ class WorkerChannel {
     return capabilities;
   }
 
+  // FunctionsMetadataRequest: index the app's package.json "main" files (Node v4), or tell the host
+  // to read function.json folders (v3).
+  onMetadata(msg) {
+    const request = msg.functions_metadata_request || {};
+    this.v4.index(request.function_app_directory || process.cwd()).then((reply) => {
+      if (reply.result.status !== 'SUCCESS') this.workerLog('ERROR', reply.result.result, reply.result.exception);
+      this.send({ request_id: msg.request_id, function_metadata_response: reply });
+    }, (err) => {
+      const message = `indexing the app failed: ${err && err.message}`;
+      this.workerLog('ERROR', message);
+      this.send({ request_id: msg.request_id, function_metadata_response: { result: { status: 'FAILURE', result: message, exception: { source: WORKER_CATEGORY, message, stack_trace: (err && err.stack) || '' } } } });
+    });
+  }
+
+  // A function the app registered through @azure/functions (v4), or a v3 script. A load that comes
+  // without a metadata request first (a second worker of an app the host already indexed) indexes
+  // the app here, unless the function has a function.json (v3 never needs the index).
+  async loadAny(functionId, md) {
+    let reg = this.v4.find(functionId, md.name);
+    if (reg === undefined && !(md.directory && fs.existsSync(path.join(md.directory, 'function.json')))) {
+      // Also waits for an indexing in progress (loads arrive concurrently; files load one by one).
+      const reply = await this.v4.index(process.cwd());
+      reg = this.v4.find(functionId, md.name);
+      if (reg === undefined && reply.result.status !== 'SUCCESS' && !md.script_file) throw new LoadError(`Function '${md.name || functionId}': ${reply.result.result}`);
+    }
+    if (reg !== undefined) return this.v4.loaded(functionId, reg);
+    const registered = this.v4.registrations.map((r) => r.metadata.name);
+    if (registered.length > 0 && !(md.directory && fs.existsSync(path.join(md.directory, 'function.json')))) {
+      throw new LoadError(`Function '${md.name || functionId}' (id '${functionId}') was not registered by the app (registered: ${registered.join(', ')})`);
+    }
+    return loadFunction(functionId, md);
+  }
+
   onLoad(msg) {
     const { function_id: functionId, metadata } = msg.function_load_request;
     const md = metadata || {};
-    const loading = loadFunction(functionId, md).then(
+    const loading = this.loadAny(functionId, md).then(
       (fn) => {
         this.functions.set(functionId, fn);
         this.loadErrors.delete(functionId);
@@ -248,7 +288,13 @@ class WorkerChannel {
   startInvocation(request) {
     const functionId = request.function_id;
     const fn = this.functions.get(functionId);
-    if (fn !== undefined) return runInvocation(this, fn, request);
+    if (fn !== undefined) {
+      if (fn.v4 !== true) return runInvocation(this, fn, request);
+      return runV4Invocation(this, this.v4, fn, request).then(
+        (response) => this.completeInvocation(response),
+        (err) => this.completeInvocation(failureResponse(this, fn, request.invocation_id, err)),
+      );
+    }
     // A host that doesn't wait for FunctionLoadResponse before invoking.
     const loading = this.loading.get(functionId);
     if (loading !== undefined) return loading.then(() => this.startInvocation(request));
@@ -273,7 +319,10 @@ class WorkerChannel {
     if (this.terminating) return;
     this.terminating = true;
     const grace = Math.max(0, terminate.grace_period_ms || 0);
+    let finished = false;
     const finish = () => {
+      if (finished) return; // the grace timer and the appTerminate hooks may both get here
+      finished = true;
       this.onIdle = null;
       clearTimeout(graceTimer);
       if (this.open) {
@@ -284,8 +333,10 @@ class WorkerChannel {
       setTimeout(() => this.shutdown(0), 1000).unref();
     };
     const graceTimer = setTimeout(finish, grace);
-    if (this.inFlight === 0) finish();
-    else this.onIdle = finish;
+    // Node v4 appTerminate hooks run once the in-flight invocations are done (or the grace ends).
+    const drained = () => { this.v4.runAppTerminate().then(finish, finish); };
+    if (this.inFlight === 0) drained();
+    else this.onIdle = drained;
   }
 }
 

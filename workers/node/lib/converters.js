@@ -246,4 +246,5 @@ module.exports = {
   toHttpTypedData,
   fromTriggerMetadata,
   asBuffer,
+  serializeCookie,
 };

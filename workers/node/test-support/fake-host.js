@@ -100,6 +100,7 @@ class FakeHost {
       case 'worker_init_response':
       case 'function_environment_reload_response':
       case 'function_load_response':
+      case 'function_metadata_response':
         this.settle(msg.request_id, msg);
         break;
       case 'invocation_response':
@@ -170,6 +171,14 @@ class FakeHost {
     const reply = this.expect(requestId, `FunctionLoadResponse for ${functionId}`);
     this.send({ request_id: requestId, function_load_request: { function_id: functionId, metadata: md } });
     return (await reply).function_load_response;
+  }
+
+  // FunctionsMetadataRequest for the app dir (or `dir`): the FunctionMetadataResponse.
+  async metadata({ dir, timeoutMs = 30000 } = {}) {
+    const requestId = `metadata-${this.nextId++}`;
+    const reply = this.expect(requestId, 'FunctionMetadataResponse', timeoutMs);
+    this.send({ request_id: requestId, functions_metadata_request: { function_app_directory: dir === undefined ? this.appDir : dir } });
+    return (await reply).function_metadata_response;
   }
 
   // Returns the InvocationResponse; logs for it are in logsFor(invocationId).
