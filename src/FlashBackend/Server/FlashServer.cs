@@ -57,15 +57,12 @@ public sealed class FlashServer : IAsyncDisposable
             coreLogs.Dispose();
             throw;
         }
-        if (!core.Store.UsesIoUring)
-        {
-            // Device reads are then synchronous preads (RandomAccess on an O_DIRECT fd: docs/flash.md), one pool thread
-            // per unit in flight; without enough threads ready the pool's slow injection, not the device, would cap
-            // the queue depth. The LC in-flight cap plus room for the gRPC handlers themselves. With io_uring no thread
-            // waits on the device, and extra ready threads only spin and switch (measured: docs/flash.md).
-            ThreadPool.GetMinThreads(out int workers, out int io);
-            ThreadPool.SetMinThreads(Math.Max(workers, SchedulingLimitsInFlight() + 16), io);
-        }
+        // Get and Put stream with synchronous pread/pwrite (RandomAccess on an O_DIRECT fd: docs/flash.md), one pool
+        // thread per unit in flight (GetMany too with --io pread); without enough threads ready the pool's slow
+        // injection, not the device, would cap the queue depth. The LC in-flight cap plus room for the gRPC handlers.
+        // Idle threads cost nothing here: they do not spin (UnfairSemaphoreSpinLimit 0 in the project file).
+        ThreadPool.GetMinThreads(out int workers, out int io);
+        ThreadPool.SetMinThreads(Math.Max(workers, SchedulingLimitsInFlight() + 16), io);
         try
         {
             WebApplicationBuilder builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions { Args = [], ContentRootPath = AppContext.BaseDirectory });
