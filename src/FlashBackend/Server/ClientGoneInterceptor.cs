@@ -22,9 +22,11 @@ internal sealed class ClientGoneInterceptor : Interceptor
         {
             return await continuation(request, context).ConfigureAwait(false);
         }
-        catch (Exception e) when (Gone(e, context))
+        catch (Exception e) when (e is not RpcException)
         {
-            throw Cancelled(e, context);
+            if (await GoneAsync(e, context).ConfigureAwait(false))
+                throw Cancelled(e, context);
+            throw;
         }
     }
 
@@ -35,9 +37,11 @@ internal sealed class ClientGoneInterceptor : Interceptor
         {
             return await continuation(requestStream, context).ConfigureAwait(false);
         }
-        catch (Exception e) when (Gone(e, context))
+        catch (Exception e) when (e is not RpcException)
         {
-            throw Cancelled(e, context);
+            if (await GoneAsync(e, context).ConfigureAwait(false))
+                throw Cancelled(e, context);
+            throw;
         }
     }
 
@@ -48,9 +52,11 @@ internal sealed class ClientGoneInterceptor : Interceptor
         {
             await continuation(request, responseStream, context).ConfigureAwait(false);
         }
-        catch (Exception e) when (Gone(e, context))
+        catch (Exception e) when (e is not RpcException)
         {
-            throw Cancelled(e, context);
+            if (await GoneAsync(e, context).ConfigureAwait(false))
+                throw Cancelled(e, context);
+            throw;
         }
     }
 
@@ -61,9 +67,11 @@ internal sealed class ClientGoneInterceptor : Interceptor
         {
             await continuation(requestStream, responseStream, context).ConfigureAwait(false);
         }
-        catch (Exception e) when (Gone(e, context))
+        catch (Exception e) when (e is not RpcException)
         {
-            throw Cancelled(e, context);
+            if (await GoneAsync(e, context).ConfigureAwait(false))
+                throw Cancelled(e, context);
+            throw;
         }
     }
 
@@ -73,6 +81,26 @@ internal sealed class ClientGoneInterceptor : Interceptor
     /// before the call's token is cancelled: seen when the suites ran in parallel. Its Source is where it was first
     /// thrown: Kestrel, or System.IO.Pipelines when Kestrel completed the request pipe with it and the handler's read
     /// threw it ("The client reset the request stream.", seen once the pool stopped spinning changed the timing).</summary>
+    private static async Task<bool> GoneAsync(Exception e, ServerCallContext context)
+    {
+        if (Gone(e, context))
+            return true;
+        if (e is not (IOException or InvalidOperationException))
+            return false;
+        // A stream error whose origin the rules above do not recognise: the client may have gone an instant before the
+        // call's token says so (seen 2 times in ~40 runs of ClientGoneTests beside two CPU hogs: "The request stream
+        // was aborted." logged as a server error). Wait briefly for the token; a live call's own failure still passes
+        // unchanged, 250 ms later.
+        try
+        {
+            await Task.Delay(250, context.CancellationToken).ConfigureAwait(false);
+        }
+        catch (OperationCanceledException)
+        {
+        }
+        return context.CancellationToken.IsCancellationRequested;
+    }
+
     private static bool Gone(Exception e, ServerCallContext context) =>
         e is IOException { Source: { } source } && (source.StartsWith("Microsoft.AspNetCore", StringComparison.Ordinal)
             || source.StartsWith("Grpc.AspNetCore", StringComparison.Ordinal) || source == "System.IO.Pipelines")
