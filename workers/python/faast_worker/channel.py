@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 import grpc
 
-from . import __version__, invoker, loader, logs, shm
+from . import __version__, indexer, invoker, loader, logs, shm
 from .pool import ContextCopyingExecutor, Job, SyncPool
 from .protos import FAILURE, METHOD, SUCCESS, StreamingMessage, pb
 
@@ -175,6 +175,7 @@ class Worker:
             "function_environment_reload_request": self._on_environment_reload,
             "worker_terminate": self._on_terminate,
             "shared_memory_released": self._on_released,
+            "functions_metadata_request": self._on_metadata,
         }
         try:
             while True:
@@ -237,6 +238,18 @@ class Worker:
             resp.result.exception.message = (
                 f"environment reload to '{req.function_app_directory}' failed: "
                 f"{type(exc).__name__}: {exc}")
+        self.send(out)
+
+    def _on_metadata(self, msg: "pb.StreamingMessage") -> None:
+        """Worker indexing (Python v2): the functions function_app.py registers, or
+        use_default_metadata_indexing for a function.json app (faast_worker/indexer.py)."""
+        req = msg.functions_metadata_request
+        out = StreamingMessage(request_id=msg.request_id)
+        indexer.metadata_response(req.function_app_directory or os.getcwd(), out.function_metadata_response)
+        resp = out.function_metadata_response
+        if resp.result.status == FAILURE:
+            self.send(logs.make_log("", "Worker.Indexing", pb.RpcLog.ERROR,
+                                    f"Indexing the app failed: {resp.result.result}"))
         self.send(out)
 
     def _on_load(self, msg: "pb.StreamingMessage") -> None:

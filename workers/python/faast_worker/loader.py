@@ -166,6 +166,18 @@ def resolve_script(metadata: "pb.FunctionMetadata") -> Path:
 def load_entry_point(metadata: "pb.FunctionMetadata") -> Callable[..., Any]:
     name = metadata.name
     script = resolve_script(metadata)
+    from . import indexer
+    if indexer.indexed_script() == script or (
+            script.name == indexer.script_path(str(script.parent)).name
+            and not (script.parent / "function.json").is_file()  # not a v1 function's folder
+            and _index_for_load(script)):
+        # A function the app registered with decorators (Python v2): from the registry of the
+        # one import of the app's script, by the host's name for it.
+        fn = indexer.lookup(name) or indexer.lookup(metadata.entry_point or "")
+        if fn is None:
+            raise FunctionLoadError(
+                f"function '{name}': '{script}' registers no function of this name")
+        return fn.get_user_function()
     if not script.is_file():
         raise FunctionLoadError(f"function '{name}': script file '{script}' not found")
     if script.suffix != ".py":
@@ -190,6 +202,16 @@ def load_entry_point(metadata: "pb.FunctionMetadata") -> Callable[..., Any]:
 
 
 _MISSING = object()
+
+
+def _index_for_load(script: Path) -> bool:
+    """A load for the app's v2 script that came without a metadata request first: index now
+    (raises FunctionLoadError with the indexing error). True when the script is the app's."""
+    from . import indexer
+    try:
+        return indexer.index(str(script.parent)) is not None
+    except indexer.AppIndexError as exc:
+        raise FunctionLoadError(str(exc)) from exc
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
