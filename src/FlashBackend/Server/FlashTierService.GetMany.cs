@@ -101,15 +101,20 @@ internal sealed partial class FlashTierService
         stream.Post(result, onRing: false);
     }
 
-    private async Task<GetManyResult> GetItemAsync(TenantEntry tenant, FlowEntry flow, GetManyItem item)
+    /// <summary>
+    /// An item up to its read, the same on both paths: the key and range checked, the value looked up. Returns the
+    /// item's answer when it needs no read (a miss, an empty range), else null with what to read; throws an
+    /// RpcException (INVALID_ARGUMENT) naming the item for bad input. The call's name is built only for an error.
+    /// </summary>
+    private GetManyResult? PrepareItem(TenantEntry tenant, GetManyItem item, out string key, out FlashStore.ValueReader reader,
+        out long offset, out long length, out GetHeader header)
     {
-        long started = Stopwatch.GetTimestamp();
-        string call = $"GetMany item {item.Id}";
-        string key = KeyOf(item.Key, call);
+        key = item.Key is { Container.Length: > 0, Blob.Length: > 0 } k && !k.Container.Contains('/')
+            ? k.Container + "/" + k.Blob : KeyOf(item.Key, $"GetMany item {item.Id}");
+        (offset, length, header) = (0, 0, null!);
         if (item.Offset < 0 || item.Length < 0)
-            throw Invalid($"{call} of '{key}': offset {item.Offset} and length {item.Length} must not be negative");
+            throw Invalid($"GetMany item {item.Id} of '{key}': offset {item.Offset} and length {item.Length} must not be negative");
         Interlocked.Increment(ref tenant.Counters.Gets);
-        FlashStore.ValueReader reader;
         try
         {
             if (!_store.TryOpenRead(tenant.Name, key, item.Etag.Length == 0 ? null : item.Etag, out reader))
@@ -117,20 +122,27 @@ internal sealed partial class FlashTierService
         }
         catch (ArgumentException e)
         {
-            throw Invalid($"{call} of '{key}': {e.Message}");
+            throw Invalid($"GetMany item {item.Id} of '{key}': {e.Message}");
         }
-        long offset = Math.Min(item.Offset, reader.Length);
-        long length = item.Length == 0 ? reader.Length - offset : Math.Min(item.Length, reader.Length - offset);
+        offset = Math.Min(item.Offset, reader.Length);
+        length = item.Length == 0 ? reader.Length - offset : Math.Min(item.Length, reader.Length - offset);
         if (length > FlashServerCore.MessageBytes)
-            throw Invalid($"{call} of '{key}': {length} bytes; GetMany carries at most {FlashServerCore.MessageBytes} bytes an item (read larger ranges with Get)");
+            throw Invalid($"GetMany item {item.Id} of '{key}': {length} bytes; GetMany carries at most {FlashServerCore.MessageBytes} bytes an item (read larger ranges with Get)");
+        header = new GetHeader { Found = true, Etag = reader.Etag, ObjectLength = reader.Length, Offset = offset, Length = length };
+        if (length > 0)
+            return null;
+        Interlocked.Increment(ref tenant.Counters.Hits);
+        return new GetManyResult { Id = item.Id, Header = header };
+    }
+
+    private async Task<GetManyResult> GetItemAsync(TenantEntry tenant, FlowEntry flow, GetManyItem item)
+    {
+        long started = Stopwatch.GetTimestamp();
+        if (PrepareItem(tenant, item, out string key, out FlashStore.ValueReader reader, out long offset, out long length, out GetHeader header) is { } done)
+            return done;
         if (offset > 0)
             reader.Seek(offset);
-        var header = new GetHeader { Found = true, Etag = reader.Etag, ObjectLength = reader.Length, Offset = offset, Length = length };
-        if (length == 0)
-        {
-            Interlocked.Increment(ref tenant.Counters.Hits);
-            return new GetManyResult { Id = item.Id, Header = header };
-        }
+        string call = $"GetMany item {item.Id}";
         byte[] buffer = ArrayPool<byte>.Shared.Rent((int)length);
         try
         {

@@ -43,34 +43,9 @@ internal sealed partial class FlashTierService
             long started = Stopwatch.GetTimestamp();
             try
             {
-                // The call's name is built only for an error, not for every item.
-                string key = item.Key is { Container.Length: > 0, Blob.Length: > 0 } k && !k.Container.Contains('/')
-                    ? k.Container + "/" + k.Blob : KeyOf(item.Key, $"GetMany item {item.Id}");
-                if (item.Offset < 0 || item.Length < 0)
-                    throw Invalid($"GetMany item {item.Id} of '{key}': offset {item.Offset} and length {item.Length} must not be negative");
-                Interlocked.Increment(ref tenant.Counters.Gets);
-                FlashStore.ValueReader reader;
-                try
+                if (service.PrepareItem(tenant, item, out string key, out FlashStore.ValueReader reader, out long offset, out long length, out GetHeader header) is { } done)
                 {
-                    if (!service._store.TryOpenRead(tenant.Name, key, item.Etag.Length == 0 ? null : item.Etag, out reader))
-                    {
-                        Post(MissOf(tenant, item.Id), onRing: false);
-                        return;
-                    }
-                }
-                catch (ArgumentException e)
-                {
-                    throw Invalid($"GetMany item {item.Id} of '{key}': {e.Message}");
-                }
-                long offset = Math.Min(item.Offset, reader.Length);
-                long length = item.Length == 0 ? reader.Length - offset : Math.Min(item.Length, reader.Length - offset);
-                if (length > FlashServerCore.MessageBytes)
-                    throw Invalid($"GetMany item {item.Id} of '{key}': {length} bytes; GetMany carries at most {FlashServerCore.MessageBytes} bytes an item (read larger ranges with Get)");
-                var header = new GetHeader { Found = true, Etag = reader.Etag, ObjectLength = reader.Length, Offset = offset, Length = length };
-                if (length == 0)
-                {
-                    Interlocked.Increment(ref tenant.Counters.Hits);
-                    Post(new GetManyResult { Id = item.Id, Header = header }, onRing: false);
+                    Post(done, onRing: false);
                     return;
                 }
                 if (!_free.TryDequeue(out ManyItem? op))

@@ -33,6 +33,19 @@ internal sealed class EngineFiles : IDisposable
         Startup = startup,
     };
 
+    /// <summary>Corrupts one byte of the log (XOR 0x5A) with ordinary buffered I/O and fsync, as a disk or a crash
+    /// would; a later O_DIRECT read sees it (the kernel writes dirty cached pages back before a direct read of the same
+    /// range).</summary>
+    public void FlipByte(long position)
+    {
+        using var f = new FileStream(LogPath, FileMode.Open, FileAccess.ReadWrite);
+        f.Position = position;
+        int b = f.ReadByte();
+        f.Position = position;
+        f.WriteByte((byte)(b ^ 0x5A));
+        f.Flush(flushToDisk: true);
+    }
+
     public FlashStore Open(int segments = 8, int segmentSize = 64 << 10, StartupMode startup = StartupMode.Recover) =>
         FlashStore.Open(Options(segments, segmentSize, startup));
 

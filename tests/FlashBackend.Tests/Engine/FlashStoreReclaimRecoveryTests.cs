@@ -165,7 +165,7 @@ public sealed class FlashStoreReclaimRecoveryTests : IDisposable
             store.Put("app-a", "after", "e", EngineFiles.Value("after", 1, 8000));
             offset = store.Snapshot().Single(r => r.Key == "victim").Offset;
         }
-        FlipByte(offset + 5000);
+        _files.FlipByte(offset + 5000);
 
         using FlashStore reopened = _files.Open();
 
@@ -179,7 +179,7 @@ public sealed class FlashStoreReclaimRecoveryTests : IDisposable
     {
         using FlashStore store = _files.Open();
         store.Put("app-a", "victim", "e", EngineFiles.Value("victim", 1, 8000));
-        FlipByte(store.Snapshot().Single().Offset + 6000);
+        _files.FlipByte(store.Snapshot().Single().Offset + 6000);
 
         ReadStatus first = store.Read("app-a", "victim", "e", 0, new byte[8000], out _);
         ReadStatus second = store.Read("app-a", "victim", "e", 0, new byte[8000], out _);
@@ -197,23 +197,11 @@ public sealed class FlashStoreReclaimRecoveryTests : IDisposable
             store.Put("app-a", "victim", "e", EngineFiles.Value("victim", 1, 100));
             offset = store.Snapshot().Single().Offset;
         }
-        FlipByte(offset + 10);   // inside the sequence number, covered by the header CRC
+        _files.FlipByte(offset + 10);   // inside the sequence number, covered by the header CRC
 
         using FlashStore reopened = _files.Open();
 
         Assert.Equal(ReadStatus.Miss, reopened.Read("app-a", "victim", "e", 0, new byte[100], out _));
         Assert.Equal(0, reopened.GetStats().LiveObjects);
-    }
-
-    /// <summary>Corrupts one byte with ordinary buffered I/O and fsync, as a disk or a crash would; a later O_DIRECT
-    /// read sees it (the kernel writes dirty cached pages back before a direct read of the same range).</summary>
-    private void FlipByte(long position)
-    {
-        using var f = new FileStream(_files.LogPath, FileMode.Open, FileAccess.ReadWrite);
-        f.Position = position;
-        int b = f.ReadByte();
-        f.Position = position;
-        f.WriteByte((byte)(b ^ 0x5A));
-        f.Flush(flushToDisk: true);
     }
 }

@@ -69,7 +69,7 @@ public sealed class IoUringReadTests : IDisposable
     {
         using FlashStore store = OpenWithRing();
         store.Put("app-a", "victim", "e", EngineFiles.Value("victim", 1, 4096));
-        FlipByte(store.Snapshot().Single().Offset + DirectFile.Alignment + 1000);   // in the payload's block
+        _files.FlipByte(store.Snapshot().Single().Offset + DirectFile.Alignment + 1000);   // in the payload's block
 
         var (status, _, error) = await Begin(store, "victim", "e").Done.WaitAsync(TimeSpan.FromMinutes(2));
 
@@ -83,7 +83,7 @@ public sealed class IoUringReadTests : IDisposable
     {
         using FlashStore store = OpenWithRing();
         store.Put("app-a", "victim", "e", EngineFiles.Value("victim", 1, 2000));
-        FlipByte(store.Snapshot().Single().Offset + 10);   // the sequence number, under the header CRC
+        _files.FlipByte(store.Snapshot().Single().Offset + 10);   // the sequence number, under the header CRC
 
         var (status, _, _) = await Begin(store, "victim", "e").Done.WaitAsync(TimeSpan.FromMinutes(2));
 
@@ -137,15 +137,5 @@ public sealed class IoUringReadTests : IDisposable
 
         var e = Assert.Throws<InvalidOperationException>(() => store.BeginRead(in reader, 0, 3, new Probe()));
         Assert.Contains("UseIoUring", e.Message);
-    }
-
-    private void FlipByte(long position)
-    {
-        using var f = new FileStream(_files.LogPath, FileMode.Open, FileAccess.ReadWrite);
-        f.Position = position;
-        int b = f.ReadByte();
-        f.Position = position;
-        f.WriteByte((byte)(b ^ 0x5A));
-        f.Flush(flushToDisk: true);
     }
 }

@@ -59,14 +59,7 @@ public sealed class RecordLayoutTests : IDisposable
         using FlashStore store = _files.Open();
         store.Put("app-a", "victim", "e", EngineFiles.Value("victim", 1, 4096));
         long at = store.Snapshot().Single().Offset + DirectFile.Alignment + 17;
-        using (var f = new FileStream(_files.LogPath, FileMode.Open, FileAccess.ReadWrite))
-        {
-            f.Position = at;
-            int b = f.ReadByte();
-            f.Position = at;
-            f.WriteByte((byte)(b ^ 0x5A));
-            f.Flush(flushToDisk: true);
-        }
+        _files.FlipByte(at);
 
         Assert.Equal(ReadStatus.Corrupt, store.Read("app-a", "victim", "e", 0, new byte[4096], out _));
     }
