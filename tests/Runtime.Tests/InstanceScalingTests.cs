@@ -186,6 +186,10 @@ public sealed class InstanceScalingTests(AzuriteFixture azurite)
         try
         {
             await Eventually.TrueAsync(async () => (await caller.VoteAsync()).Load.InFlight >= 1, "the spinning invocations to run");
+            // Until the worker's first WorkerLoad report the vote counts slots by design (EventLoopLoad: null while no
+            // worker reported); on a busy machine that report can come after the first sample below (CI beside a
+            // CPU hog once read 3.0, the three in flight as slots). The loop's share is what this test is about.
+            await Eventually.TrueAsync(() => host.Host.WorkerEventLoops.Count > 0, "the worker's first event-loop report");
 
             // The loop is idle only while the host passes the next invocation on, which on a busy machine can take
             // long enough to pull one interval below 0.8 (CI beside a CPU hog once measured 0.77: 932 ms busy,
