@@ -1,3 +1,4 @@
+using System.Buffers;
 using System.Collections.Concurrent;
 using System.Diagnostics;
 using FaaST.FlashBackend.Engine;
@@ -27,7 +28,10 @@ internal sealed partial class FlashTierService
     private sealed class ManyStream(FlashTierService service, TenantEntry tenant, SemaphoreSlim slots) : IUringBatchEnd
     {
         private readonly ConcurrentQueue<ManyItem> _free = new();
-        private readonly ConcurrentQueue<GetManyResult> _results = new();
+        private readonly ConcurrentQueue<Queued> _results = new();
+        // Data results and their bytes come back here once their message is written: a 4 KiB item then allocates
+        // ~0.2 KiB instead of ~4.5 KiB, and gen0 collections were a third of the server's CPU per get (perf at QD 256).
+        private readonly ConcurrentQueue<GetManyResult> _spare = new();
         private readonly SemaphoreSlim _signal = new(0);
         private int _kicked;
         private bool _atBatchEnd;       // the ring's thread only
@@ -62,9 +66,9 @@ internal sealed partial class FlashTierService
 
         /// <summary>Queues an item's answer and gives its slot back; <paramref name="onRing"/>: called on the ring's
         /// thread (from a read's completion), where the writer is woken once at the batch's end.</summary>
-        public void Post(GetManyResult result, bool onRing)
+        public void Post(GetManyResult result, bool onRing, byte[]? rented = null)
         {
-            _results.Enqueue(result);
+            _results.Enqueue(new Queued(result, rented));
             slots.Release();
             if (!onRing)
                 Kick();
@@ -90,6 +94,18 @@ internal sealed partial class FlashTierService
 
         public void Return(ManyItem op) => _free.Enqueue(op);
 
+        /// <summary>A data result whose bytes live in <paramref name="rented"/> (ArrayPool), wrapped without a copy;
+        /// both come back to the stream once the reply carrying them is written.</summary>
+        public GetManyResult DataResult(ulong id, GetHeader header, byte[] rented, int length)
+        {
+            if (!_spare.TryDequeue(out GetManyResult? result))
+                result = new GetManyResult();
+            result.Id = id;
+            result.Header = header;
+            result.Data = UnsafeByteOperations.UnsafeWrap(new ReadOnlyMemory<byte>(rented, 0, length));
+            return result;
+        }
+
         private void Kick()
         {
             if (Interlocked.Exchange(ref _kicked, 1) == 0)
@@ -98,6 +114,10 @@ internal sealed partial class FlashTierService
 
         public async Task WriteAsync(IServerStreamWriter<GetManyReply> responseStream, CancellationToken ct)
         {
+            // One reply reused: WriteAsync has serialized it when its task ends (grpc-dotnet writes the message into
+            // the response pipe before it flushes), so its results and their bytes may be reused after that.
+            var reply = new GetManyReply();
+            var rented = new byte[]?[ResultsPerReply];
             while (true)
             {
                 await _signal.WaitAsync(ct).ConfigureAwait(false);
@@ -106,16 +126,34 @@ internal sealed partial class FlashTierService
                 bool last = _completed;
                 while (!_results.IsEmpty)
                 {
-                    var reply = new GetManyReply();
-                    while (reply.Results.Count < ResultsPerReply && _results.TryDequeue(out GetManyResult? r))
-                        reply.Results.Add(r);
+                    int n = 0;
+                    while (n < ResultsPerReply && _results.TryDequeue(out Queued a))
+                    {
+                        reply.Results.Add(a.Result);
+                        rented[n++] = a.Rented;
+                    }
                     await responseStream.WriteAsync(reply, ct).ConfigureAwait(false);
+                    for (int i = 0; i < n; i++)
+                    {
+                        if (rented[i] is not { } bytes)
+                            continue;
+                        GetManyResult r = reply.Results[i];
+                        r.Data = ByteString.Empty;
+                        r.Header = null;
+                        _spare.Enqueue(r);
+                        ArrayPool<byte>.Shared.Return(bytes);
+                        rented[i] = null;
+                    }
+                    reply.Results.Clear();
                 }
                 if (last)
                     return;
             }
         }
     }
+
+    /// <summary>A queued answer and the pooled array its data lives in (null: nothing to give back).</summary>
+    private readonly record struct Queued(GetManyResult Result, byte[]? Rented);
 
     /// <summary>One item's read unit: the dispatcher's grant target and the ring's completion.</summary>
     private sealed class ManyItem(ManyStream stream) : PendingRead, IGrantTarget
@@ -189,18 +227,22 @@ internal sealed partial class FlashTierService
                 Interlocked.Add(ref tenant.Counters.BytesRead, bytes.Length);
                 long now = Stopwatch.GetTimestamp();
                 tenant.Counters.Record(now, now - _started, Blocks(bytes.Length), isRead: true, tenant.Spec.P95LatencyUs);
-                result = new GetManyResult { Id = _id, Header = _header, Data = ByteString.CopyFrom(bytes) };
+                // Copied out of the ring's aligned buffer, which the next read reuses, into a pooled array.
+                byte[] rented = ArrayPool<byte>.Shared.Rent(bytes.Length);
+                bytes.CopyTo(rented);
+                Answer(stream.DataResult(_id, _header, rented, bytes.Length), rented);
+                return;
             }
             Answer(result);
         }
 
-        private void Answer(GetManyResult result)
+        private void Answer(GetManyResult result, byte[]? rented = null)
         {
             _header = null!;
             _reader = default;
             bool onRing = _onRing;   // read before Return: the op may be reused at once
             stream.Return(this);
-            stream.Post(result, onRing);
+            stream.Post(result, onRing, rented);
         }
     }
 }
