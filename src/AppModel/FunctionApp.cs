@@ -25,6 +25,18 @@ public sealed class FunctionApp
     /// <summary>Problems that do not stop the app (e.g. host.json names functions it does not have); logged at start.</summary>
     public IReadOnlyList<string> Warnings { get; init; } = [];
 
+    /// <summary>
+    /// The file that declares the app's functions when it has no function.json (Python v2's function_app.py or
+    /// PYTHON_SCRIPT_FILE_NAME, Node v4's package.json "main"): the functions are then known only by asking a worker
+    /// (FunctionsMetadataRequest), and this app has none until <see cref="WithIndex"/> gives them. Null for a
+    /// function.json app.
+    /// </summary>
+    public string? IndexedFrom { get; init; }
+
+    /// <summary>Why indexing the app found no function (the worker's error naming the file, or the time it took);
+    /// the app then serves nothing and its status says this.</summary>
+    public string? IndexError { get; init; }
+
     /// <summary>Functions that can run: enabled and without errors.</summary>
     public IEnumerable<FunctionDefinition> Runnable => Functions.Where(f => !f.Disabled && f.Error is null);
 
@@ -46,8 +58,7 @@ public sealed class FunctionApp
             .OrderBy(d => d, StringComparer.Ordinal)
             .ToList();
         var warnings = new List<string>();
-        if (folders.Count == 0 && ProgrammingModel.Unsupported(dir) is { } model)
-            warnings.Add(model);
+        var indexedFrom = folders.Count == 0 ? ProgrammingModel.WorkerIndexedFile(dir, settings) : null;
         if (host.Functions is { } only)
         {
             var unknown = only.Where(n => !folders.Any(d => Path.GetFileName(d).Equals(n, StringComparison.OrdinalIgnoreCase))).ToList();
@@ -63,13 +74,109 @@ public sealed class FunctionApp
         var realRoot = AppPaths.RealPath(dir);
         // A function folder that is a link out of the app is not looked into, not even for its file names.
         var runtime = settings["FUNCTIONS_WORKER_RUNTIME"]?.Trim().ToLowerInvariant() ??
-            InferRuntime(dir, folders.Where(f => AppPaths.Outside(realRoot, f) is null).ToList());
+            (indexedFrom is { } declared ? (declared.EndsWith(".py", StringComparison.Ordinal) ? "python" : "node")
+                : InferRuntime(dir, folders.Where(f => AppPaths.Outside(realRoot, f) is null).ToList()));
         if (!SupportedRuntimes.Contains(runtime))
             throw new AppConfigException(
                 $"{Path.Combine(dir, "local.settings.json")}: Values.FUNCTIONS_WORKER_RUNTIME is \"{runtime}\"; FaaST runs \"python\" or \"node\"");
         var functions = RouteTemplates.MarkConflicts(folders.Select(f => LoadFunction(f, runtime, settings, realRoot)).ToList());
-        return new FunctionApp { Directory = dir, Host = host, Settings = settings, WorkerRuntime = runtime, Functions = functions, Warnings = warnings };
+        return new FunctionApp
+        {
+            Directory = dir, Host = host, Settings = settings, WorkerRuntime = runtime, Functions = functions, Warnings = warnings,
+            IndexedFrom = indexedFrom,
+        };
     }
+
+    /// <summary>
+    /// This worker-indexed app with the functions a worker reported (<see cref="IndexedFunction"/>), each validated
+    /// exactly as a function.json is: the same checks and messages, with "FILE (function 'NAME')" in place of the
+    /// function.json's path. A function in error is disabled with its reason; the others serve. host.json's
+    /// "functions" list and the AzureWebJobs.NAME.Disabled settings apply as for function.json apps.
+    /// </summary>
+    public FunctionApp WithIndex(IReadOnlyList<IndexedFunction> indexed)
+    {
+        if (IndexedFrom is null)
+            throw new InvalidOperationException($"{Directory}: the app has function.json folders; it is not indexed by a worker");
+        var realRoot = AppPaths.RealPath(Directory);
+        var warnings = new List<string>(Warnings);
+        var selected = indexed;
+        if (Host.Functions is { } only)
+        {
+            var unknown = only.Where(n => !indexed.Any(f => f.Name.Equals(n, StringComparison.OrdinalIgnoreCase))).ToList();
+            if (unknown.Count > 0)
+                warnings.Add($"{Path.Combine(Directory, "host.json")}: functions names {string.Join(", ", unknown.Select(n => $"\"{LogText.Escape(n)}\""))}, " +
+                    $"which {(unknown.Count == 1 ? "is not a function" : "are not functions")} {IndexedFrom} registers; ignored");
+            selected = indexed.Where(f => only.Contains(f.Name, StringComparer.OrdinalIgnoreCase)).ToList();
+        }
+        var seen = new HashSet<string>(StringComparer.OrdinalIgnoreCase);
+        var functions = new List<FunctionDefinition>(selected.Count);
+        foreach (var f in selected)
+        {
+            var label = $"{IndexedFrom} (function '{LogText.Escape(f.Name)}')";
+            var definition = DefineIndexed(f, label, realRoot);
+            if (!seen.Add(f.Name))
+                definition = definition with { Error = $"{label}: a second function of this name; function names must be unique in an app" };
+            functions.Add(definition);
+        }
+        return new FunctionApp
+        {
+            Directory = Directory, Host = Host, Settings = Settings, WorkerRuntime = WorkerRuntime, Warnings = warnings,
+            IndexedFrom = IndexedFrom, Functions = RouteTemplates.MarkConflicts(functions),
+        };
+    }
+
+    /// <summary>This worker-indexed app with no function: indexing failed (<paramref name="error"/> names the file
+    /// and what the worker said, or the time it took).</summary>
+    public FunctionApp WithIndexError(string error) => new()
+    {
+        Directory = Directory, Host = Host, Settings = Settings, WorkerRuntime = WorkerRuntime, Warnings = Warnings,
+        IndexedFrom = IndexedFrom, IndexError = error, Functions = [],
+    };
+
+    private FunctionDefinition DefineIndexed(IndexedFunction f, string label, string realRoot)
+    {
+        var defaultScript = WorkerRuntime == "python" ? "function_app.py" : "index.js";
+        try
+        {
+            if (!IsFunctionName(f.Name))
+                throw new AppConfigException($"{label}: the name must be letters, digits, _ and - and start with a letter");
+            // The metadata becomes the function.json it stands for, and goes through the same checks.
+            var buffer = new System.Buffers.ArrayBufferWriter<byte>();
+            using (var w = new Utf8JsonWriter(buffer))
+            {
+                w.WriteStartObject();
+                w.WriteString("scriptFile", f.ScriptFile);
+                w.WriteString("entryPoint", f.EntryPoint);
+                w.WriteStartArray("bindings");
+                for (var i = 0; i < f.RawBindings.Count; i++)
+                {
+                    try
+                    {
+                        w.WriteRawValue(f.RawBindings[i]);
+                    }
+                    catch (JsonException e)
+                    {
+                        throw new AppConfigException($"{label}: bindings[{i}] is not JSON ({e.Message})");
+                    }
+                }
+                w.WriteEndArray();
+                w.WriteEndObject();
+            }
+            using var doc = JsonDocument.Parse(buffer.WrittenMemory);
+            return Define(f.Name, Directory, label, doc.RootElement, WorkerRuntime, Settings, realRoot, defaultScript);
+        }
+        catch (Exception e) when (e is AppConfigException or FormatException)
+        {
+            return new FunctionDefinition
+            {
+                Name = f.Name, Directory = Directory, ScriptFile = Path.Combine(Directory, defaultScript), Bindings = [], Error = e.Message,
+            };
+        }
+    }
+
+    /// <summary>Azure's rule for a function's name: a letter, then letters, digits, _ and -, at most 127 characters.</summary>
+    private static bool IsFunctionName(string name) =>
+        name.Length is > 0 and <= 127 && char.IsAsciiLetter(name[0]) && name.All(c => char.IsAsciiLetterOrDigit(c) || c is '_' or '-');
 
     private static string InferRuntime(string dir, List<string> folders)
     {
@@ -99,57 +206,7 @@ public sealed class FunctionApp
                 throw new AppConfigException($"{file}: function.json leads outside the app folder (to {LogText.Escape(fileOut)}); " +
                     "a function's files must be inside its app");
             using var doc = AppJson.Parse(file);
-            var root = doc.RootElement;
-            if (root.ValueKind != JsonValueKind.Object)
-                throw new AppConfigException($"{file}: the top level must be a JSON object");
-            var script = AppJson.GetString(root, "scriptFile", file, "") ?? defaultScript;
-            if (script.Length == 0 || script.Contains('\0', StringComparison.Ordinal))
-                throw new AppConfigException($"{file}: scriptFile must be a file path, not \"{LogText.Escape(script)}\"");
-            var scriptPath = Path.GetFullPath(Path.Combine(folder, script));
-            // Checked before the file's existence, and so before the isolation check reads it: a scriptFile outside
-            // the app (absolute, "..", or through a link) is never read, and never makes --isolation auto find that
-            // the app's user cannot read it and fall back to the host's user.
-            if (AppPaths.Outside(realRoot, scriptPath) is { } scriptOut)
-                throw new AppConfigException($"{file}: scriptFile \"{LogText.Escape(script)}\" leads outside the app folder " +
-                    $"(to {LogText.Escape(scriptOut)}); a function's script must be inside its app");
-            // entryPoint names no file: the Python worker looks it up as an attribute path in the script's module, the
-            // Node worker as an export of the script, so scriptFile is the only file a function.json names.
-            var entry = AppJson.GetString(root, "entryPoint", file, "") ?? "";
-            var disabled = root.TryGetProperty("disabled", out var d) && (d.ValueKind == JsonValueKind.True ||
-                (d.ValueKind == JsonValueKind.String && bool.TryParse(d.GetString(), out var ds) && ds));
-            string? disabledBy = disabled ? $"{file}: \"disabled\" is true" : null;
-            if (bool.TryParse(settings[$"AzureWebJobs.{name}.Disabled"], out var sd) && sd)
-            {
-                disabled = true;
-                disabledBy = $"the app setting AzureWebJobs.{name}.Disabled is true";
-            }
-            if (!root.TryGetProperty("bindings", out var bindingsJson) || bindingsJson.ValueKind != JsonValueKind.Array)
-                throw new AppConfigException($"{file}: \"bindings\" must be an array");
-            var bindings = new List<BindingMetadata>();
-            // A binding of a type FaaST does not run disables the function, but the others still load:
-            // an HTTP trigger's route then answers with the reason instead of an empty 404.
-            string? unsupported = null;
-            var i = 0;
-            foreach (var b in bindingsJson.EnumerateArray())
-            {
-                var where = $"bindings[{i++}].";
-                var type = TypeOf(b, file, where);
-                if (type.Canonical is { } canonical)
-                    bindings.Add(ParseBinding(b, canonical, file, where, name, settings));
-                else
-                    unsupported ??= $"{file}: {where}type \"{type.Written}\" is not a supported binding (binding \"{NameOf(b)}\"; " +
-                        $"supported: {string.Join(", ", BindingMetadata.SupportedTypes)})";
-            }
-            if (unsupported is null)
-                Validate(bindings, file);
-            var error = unsupported;
-            if (error is null && !File.Exists(scriptPath))
-                error = $"{file}: scriptFile \"{script}\" does not exist ({scriptPath})";
-            return new FunctionDefinition
-            {
-                Name = name, Directory = folder, ScriptFile = scriptPath, EntryPoint = entry,
-                Bindings = bindings, Disabled = disabled, DisabledBy = disabledBy, Error = error,
-            };
+            return Define(name, folder, file, doc.RootElement, runtime, settings, realRoot, defaultScript);
         }
         catch (Exception e) when (e is AppConfigException or FormatException)
         {
@@ -159,6 +216,66 @@ public sealed class FunctionApp
                 Bindings = [], Error = e.Message,
             };
         }
+    }
+
+    /// <summary>
+    /// One function from its function.json (or the function.json a worker's metadata stands for): every check and
+    /// message of the function.json model, with <paramref name="file"/> naming where it came from. Throws
+    /// <see cref="AppConfigException"/> for what stops the function from loading.
+    /// </summary>
+    private static FunctionDefinition Define(string name, string folder, string file, JsonElement root, string runtime, AppSettings settings,
+        string realRoot, string defaultScript)
+    {
+        if (root.ValueKind != JsonValueKind.Object)
+            throw new AppConfigException($"{file}: the top level must be a JSON object");
+        var script = AppJson.GetString(root, "scriptFile", file, "") ?? defaultScript;
+        if (script.Length == 0 || script.Contains('\0', StringComparison.Ordinal))
+            throw new AppConfigException($"{file}: scriptFile must be a file path, not \"{LogText.Escape(script)}\"");
+        var scriptPath = Path.GetFullPath(Path.Combine(folder, script));
+        // Checked before the file's existence, and so before the isolation check reads it: a scriptFile outside
+        // the app (absolute, "..", or through a link) is never read, and never makes --isolation auto find that
+        // the app's user cannot read it and fall back to the host's user.
+        if (AppPaths.Outside(realRoot, scriptPath) is { } scriptOut)
+            throw new AppConfigException($"{file}: scriptFile \"{LogText.Escape(script)}\" leads outside the app folder " +
+                $"(to {LogText.Escape(scriptOut)}); a function's script must be inside its app");
+        // entryPoint names no file: the Python worker looks it up as an attribute path in the script's module, the
+        // Node worker as an export of the script, so scriptFile is the only file a function.json names.
+        var entry = AppJson.GetString(root, "entryPoint", file, "") ?? "";
+        var disabled = root.TryGetProperty("disabled", out var d) && (d.ValueKind == JsonValueKind.True ||
+            (d.ValueKind == JsonValueKind.String && bool.TryParse(d.GetString(), out var ds) && ds));
+        string? disabledBy = disabled ? $"{file}: \"disabled\" is true" : null;
+        if (bool.TryParse(settings[$"AzureWebJobs.{name}.Disabled"], out var sd) && sd)
+        {
+            disabled = true;
+            disabledBy = $"the app setting AzureWebJobs.{name}.Disabled is true";
+        }
+        if (!root.TryGetProperty("bindings", out var bindingsJson) || bindingsJson.ValueKind != JsonValueKind.Array)
+            throw new AppConfigException($"{file}: \"bindings\" must be an array");
+        var bindings = new List<BindingMetadata>();
+        // A binding of a type FaaST does not run disables the function, but the others still load:
+        // an HTTP trigger's route then answers with the reason instead of an empty 404.
+        string? unsupported = null;
+        var i = 0;
+        foreach (var b in bindingsJson.EnumerateArray())
+        {
+            var where = $"bindings[{i++}].";
+            var type = TypeOf(b, file, where);
+            if (type.Canonical is { } canonical)
+                bindings.Add(ParseBinding(b, canonical, file, where, name, settings));
+            else
+                unsupported ??= $"{file}: {where}type \"{type.Written}\" is not a supported binding (binding \"{NameOf(b)}\"; " +
+                    $"supported: {string.Join(", ", BindingMetadata.SupportedTypes)})";
+        }
+        if (unsupported is null)
+            Validate(bindings, file);
+        var error = unsupported;
+        if (error is null && !File.Exists(scriptPath))
+            error = $"{file}: scriptFile \"{script}\" does not exist ({scriptPath})";
+        return new FunctionDefinition
+        {
+            Name = name, Directory = folder, ScriptFile = scriptPath, EntryPoint = entry,
+            Bindings = bindings, Disabled = disabled, DisabledBy = disabledBy, Error = error,
+        };
     }
 
     /// <summary>A binding's type as written and as FaaST knows it (null when it does not run that type).</summary>

@@ -3,68 +3,64 @@ using System.Text.Json;
 namespace FaaST.AppModel;
 
 /// <summary>
-/// Apps written for the programming models without function.json — Python v2 (function_app.py with decorators) and
-/// Node v4 (@azure/functions' app.http(...) in package.json's "main" or src/functions) — which FaaST does not run yet
-/// (a later issue). Such an app used to start with no function and answer 404 everywhere without a word: now
-/// `./faast start` and the host say why, and `./faast deploy` refuses it.
+/// The programming models without function.json — Python v2 (functions declared with decorators in function_app.py)
+/// and Node v4 (@azure/functions' app.http(...) in the files package.json's "main" names): their functions are known
+/// only to a worker that imports the app, so the host asks one (FunctionsMetadataRequest, worker indexing) and
+/// validates what it answers as it validates a function.json (<see cref="FunctionApp.WithIndex"/>).
 /// </summary>
 public static class ProgrammingModel
 {
     /// <summary>
-    /// Why the app in <paramref name="appDirectory"/> loads no function, if it is written for an unsupported model
-    /// (naming the file that shows it); null when it is not (it has function.json folders, or is just empty).
+    /// The file that declares the functions of the app in <paramref name="appDirectory"/> when it has no function.json
+    /// folder: PYTHON_SCRIPT_FILE_NAME or function_app.py (Python v2), else package.json with a "main" (Node v4; the
+    /// worker expands a glob in it). Null when the app has function.json folders or neither file.
     /// </summary>
-    public static string? Unsupported(string appDirectory)
+    public static string? WorkerIndexedFile(string appDirectory, AppSettings settings)
     {
         var dir = Path.GetFullPath(appDirectory);
-        var hasFunctionJson = Directory.EnumerateDirectories(dir).Any(d => File.Exists(Path.Combine(d, "function.json")));
-        if (hasFunctionJson)
+        if (Directory.EnumerateDirectories(dir).Any(d => File.Exists(Path.Combine(d, "function.json"))))
             return null;
-        var python = Path.Combine(dir, "function_app.py");
-        if (File.Exists(python))
-            return $"{python}: this app uses the Python v2 programming model (functions declared with decorators in function_app.py, " +
-                "no function.json), which FaaST does not support yet; no function is loaded. Use the v1 model (a folder per function " +
-                "with function.json and __init__.py), as samples/python-app does";
-        if (NodeV4File(dir) is { } node)
-            return $"{node}: this app uses the Node.js v4 programming model (functions registered with @azure/functions' app.http(...) etc., " +
-                "no function.json), which FaaST does not support yet; no function is loaded. Use the v3 model (a folder per function " +
-                "with function.json and index.js), as samples/node-app does";
+        var runtime = settings["FUNCTIONS_WORKER_RUNTIME"]?.Trim().ToLowerInvariant();
+        if (runtime is null or "python")
+        {
+            var script = settings["PYTHON_SCRIPT_FILE_NAME"] is { Length: > 0 } named ? named : "function_app.py";
+            var python = Path.GetFullPath(Path.Combine(dir, script));
+            if (File.Exists(python))
+                return python;
+        }
+        if (runtime is null or "node")
+        {
+            var package = Path.Combine(dir, "package.json");
+            if (File.Exists(package) && HasMain(package))
+                return package;
+        }
         return null;
     }
 
-    /// <summary>A script that registers functions with @azure/functions' app object: package.json's "main", else src/functions/*.</summary>
-    private static string? NodeV4File(string dir)
+    private static bool HasMain(string package)
     {
-        var candidates = new List<string>();
-        var package = Path.Combine(dir, "package.json");
-        if (File.Exists(package))
+        try
         {
-            try
-            {
-                using var doc = JsonDocument.Parse(File.ReadAllText(package));
-                if (doc.RootElement.ValueKind == JsonValueKind.Object && doc.RootElement.TryGetProperty("main", out var main) &&
-                    main.ValueKind == JsonValueKind.String && main.GetString() is { Length: > 0 } m && !m.Contains('*'))
-                    candidates.Add(Path.GetFullPath(Path.Combine(dir, m)));
-            }
-            catch (JsonException)
-            {
-                // not ours to judge here: the model check only looks for what it recognises
-            }
+            using var doc = JsonDocument.Parse(File.ReadAllText(package));
+            return doc.RootElement.ValueKind == JsonValueKind.Object && doc.RootElement.TryGetProperty("main", out var main) &&
+                main.ValueKind == JsonValueKind.String && main.GetString() is { Length: > 0 };
         }
-        foreach (var folder in (string[])["src/functions", "functions", "dist/src/functions"])
+        catch (JsonException)
         {
-            var path = Path.Combine(dir, folder);
-            if (Directory.Exists(path))
-                candidates.AddRange(Directory.EnumerateFiles(path).Where(f => Path.GetExtension(f) is ".js" or ".mjs" or ".cjs" or ".ts").Order(StringComparer.Ordinal));
-        }
-        return candidates.FirstOrDefault(f => f.StartsWith(dir + Path.DirectorySeparatorChar, StringComparison.Ordinal) && File.Exists(f) && RegistersFunctions(f));
-    }
-
-    private static bool RegistersFunctions(string file)
-    {
-        if (new FileInfo(file).Length > 1 << 20)
+            // A package.json that is not JSON declares nothing here; the Node worker names the error if it loads it.
             return false;
-        var text = File.ReadAllText(file);
-        return text.Contains("@azure/functions", StringComparison.Ordinal) && text.Contains("app.", StringComparison.Ordinal);
+        }
     }
+}
+
+/// <summary>
+/// One function as a worker's FunctionMetadataResponse describes it (RpcFunctionMetadata): its name, the file that
+/// registered it, the entry point the worker knows it by, and its bindings as function.json-shaped JSON objects.
+/// </summary>
+public sealed record IndexedFunction
+{
+    public required string Name { get; init; }
+    public string ScriptFile { get; init; } = "";
+    public string EntryPoint { get; init; } = "";
+    public required IReadOnlyList<string> RawBindings { get; init; }
 }

@@ -47,8 +47,6 @@ internal static class StartCommand
             }
             app = FunctionApp.Load(options.AppDirectory);
             FaaST.Policy.CachePolicyFile.Load(options.AppDirectory);
-            if (app.Functions.Count == 0 && ProgrammingModel.Unsupported(app.Directory) is { } model)
-                await Console.Error.WriteLineAsync($"faast: warning: {model}");
         }
         catch (Exception e) when (e is AppConfigException or FaaST.Policy.PolicyFileException)
         {

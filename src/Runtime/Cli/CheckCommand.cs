@@ -15,13 +15,14 @@ namespace FaaST.Runtime.Cli;
 /// </summary>
 internal static class CheckCommand
 {
-    public const string Usage = "usage: FaaST.Runtime.dll check APPDIR [--listen ADDR] [--settings-from-stdin]";
+    public const string Usage = "usage: FaaST.Runtime.dll check APPDIR [--listen ADDR] [--settings-from-stdin] [--index]";
 
     public static async Task<int> RunAsync(string[] args, TextReader input, TextWriter output, TextWriter error)
     {
         string? app = null;
         var listen = System.Net.IPAddress.Loopback;
         var fromStdin = false;
+        var index = false;
         for (var i = 0; i < args.Length; i++)
         {
             switch (args[i])
@@ -32,6 +33,9 @@ internal static class CheckCommand
                     break;
                 case "--settings-from-stdin":
                     fromStdin = true;
+                    break;
+                case "--index":
+                    index = true;
                     break;
                 case var a when a.StartsWith("--", StringComparison.Ordinal) || app is not null:
                     await error.WriteLineAsync($"faast: check: unexpected argument {a}");
@@ -72,7 +76,46 @@ internal static class CheckCommand
             await error.WriteLineAsync($"faast: the app cannot start: {e.Message}");
             return 3;
         }
-        await output.WriteLineAsync(JsonSerializer.Serialize(Hosting.StartChecks.Problems(loaded, listen)));
+        var problems = new List<string>(Hosting.StartChecks.Problems(loaded, listen));
+        if (index && loaded.IndexedFrom is not null)
+            problems.AddRange(await IndexProblemsAsync(loaded, environment, error));
+        await output.WriteLineAsync(JsonSerializer.Serialize(problems));
         return 0;
+    }
+
+    /// <summary>
+    /// --index: what a worker of this Python v2 / Node v4 app declares, validated as an instance validates it
+    /// (<see cref="Workers.WorkerIndexer"/>): the indexing error, each function in error, or that none is declared.
+    /// The worker runs as the app's own user when this runs as root (--isolation required: a deploy never runs a
+    /// tenant's code as root), else as this process's user, as an instance would.
+    /// </summary>
+    private static async Task<IReadOnlyList<string>> IndexProblemsAsync(FunctionApp app, IDictionary? environment, TextWriter error)
+    {
+        // Nothing logged: standard output is the JSON answer, and what matters (the worker's error) is in the problems.
+        var loggers = Microsoft.Extensions.Logging.Abstractions.NullLoggerFactory.Instance;
+        var logger = loggers.CreateLogger("FaaST.Check");
+        var options = new Hosting.RuntimeHostOptions
+        {
+            AppDirectory = app.Directory, Environment = environment,
+            Isolation = Environment.IsPrivilegedProcess ? IsolationMode.Required : IsolationMode.Off,
+        };
+        Hosting.WorkerHostOptions workers;
+        try
+        {
+            workers = Hosting.WorkerHostOptions.Choose(options, app, Hosting.RuntimeHostOptions.FindHome(null), logger);
+        }
+        catch (AppConfigException e)
+        {
+            return [$"{app.IndexedFrom}: the app's functions cannot be indexed as its own user: {e.Message}"];
+        }
+        var indexed = await Workers.WorkerIndexer.IndexAsync(app, Hosting.Components.WorkersComponent.OptionsFor(app, workers), loggers,
+            Workers.WorkerIndexer.DefaultTimeout);
+        if (indexed.IndexError is { } failed)
+            return [failed];
+        var problems = indexed.Functions.Where(f => f.Error is not null).Select(f => f.Error!).ToList();
+        if (indexed.Functions.Count == 0)
+            problems.Add($"{app.IndexedFrom}: declares no function; nothing to deploy");
+        await error.FlushAsync();
+        return problems;
     }
 }

@@ -234,6 +234,8 @@ internal sealed record WorkerHostOptions
         if (app.WorkerRuntime == "node" && Directory.Exists(Path.Combine(home, "node_modules")))
             mustRead.Add(Path.Combine(home, "node_modules"));
         mustRead.AddRange(app.Runnable.Select(f => f.ScriptFile).Where(File.Exists));
+        if (app.IndexedFrom is { } declared && File.Exists(declared))
+            mustRead.Add(declared);
         var user = options.WorkerUser ?? WorkerIdentity.UserNameFor(app.Name);
         var identity = Isolation.Choose(options.Isolation, user, mustRead, logger, out var reason);
         var count = options.WorkerProcessCount ?? app.Settings.WorkerProcessCount ?? 1;

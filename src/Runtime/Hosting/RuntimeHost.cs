@@ -1,3 +1,4 @@
+using FaaST.Runtime.Workers;
 using FaaST.Cachelet;
 using FaaST.Cachelet.Daemon;
 using FaaST.Policy;
@@ -130,11 +131,20 @@ public sealed class RuntimeHost : IAsyncDisposable
         try
         {
             var logger = loggers.CreateLogger("FaaST.Host");
+            var resolved = HostOptions.Resolve(options, app, logger);
+            if (app.IndexedFrom is not null)
+            {
+                // Python v2 / Node v4: the functions are what a worker of the app declares (WorkerIndexer), as the
+                // app's user; then the options again, for what they derive from the functions (scripts to read).
+                app = await WorkerIndexer.IndexAsync(app, WorkersComponent.OptionsFor(app, resolved.Workers), loggers, WorkerIndexer.DefaultTimeout, ct);
+                if (app.IndexError is { } indexError)
+                    Log.AppWarning(logger, indexError);
+                resolved = HostOptions.Resolve(options, app, logger);
+            }
             foreach (var f in app.Functions.Where(f => f.Error is not null))
                 Log.FunctionDisabled(logger, f.Name, f.Error);
             foreach (var warning in app.Warnings)
                 Log.AppWarning(logger, warning);
-            var resolved = HostOptions.Resolve(options, app, logger);
             services = RuntimeComponents.Build(app, resolved, options, web, loggers);
             host = new RuntimeHost(app, resolved, services, loggers, options.ReadyFile, options.InstanceId);
         }

@@ -209,6 +209,7 @@ internal sealed class WorkerChannel
             case StreamingMessage.ContentOneofCase.WorkerInitResponse:
             case StreamingMessage.ContentOneofCase.FunctionEnvironmentReloadResponse:
             case StreamingMessage.ContentOneofCase.FunctionLoadResponse:
+            case StreamingMessage.ContentOneofCase.FunctionMetadataResponse:
                 if (_waiting.TryRemove(message.RequestId, out var waiter))
                     waiter.TrySetResult(message);
                 break;
@@ -219,7 +220,7 @@ internal sealed class WorkerChannel
         }
     }
 
-    /// <summary>Sends a request (init, environment reload, function load) and waits for the reply with the same request id.</summary>
+    /// <summary>Sends a request (init, environment reload, metadata, function load) and waits for the reply with the same request id.</summary>
     public async Task<StreamingMessage> RequestAsync(StreamingMessage request, TimeSpan timeout, CancellationToken ct)
     {
         request.RequestId = Guid.NewGuid().ToString("N");

@@ -126,6 +126,16 @@ internal sealed partial class WorkerPool : IAsyncDisposable
         static string Describe(WorkerIdentity? identity) => identity is null ? "the host's user" : $"{identity.UserName} (uid {identity.UserId})";
     }
 
+    /// <summary>Sends <paramref name="request"/> to the first ready worker and waits for its answer (a metadata request
+    /// of <see cref="WorkerIndexer"/>).</summary>
+    /// <exception cref="WorkerUnavailableException">No worker is ready, or it did not answer in time.</exception>
+    public Task<StreamingMessage> RequestAsync(StreamingMessage request, TimeSpan timeout, CancellationToken ct)
+    {
+        var channel = _slots.Select(s => s.Ready).FirstOrDefault(c => c is { IsClosed: false })
+            ?? throw new WorkerUnavailableException(_slots.Select(s => s.LastError).FirstOrDefault(e => e is not null) ?? "no worker is ready");
+        return channel.RequestAsync(request, timeout, ct);
+    }
+
     /// <summary>Waits until every worker is up (or <paramref name="timeout"/> passes).</summary>
     public Task<bool> WaitAllReadyAsync(TimeSpan timeout) => WaitAsync(() => _slots.All(s => s.IsReady), timeout, CancellationToken.None);
 

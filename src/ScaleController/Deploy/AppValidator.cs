@@ -13,8 +13,12 @@ public sealed record ValidatedApp
     /// <summary>python or node.</summary>
     public required string WorkerRuntime { get; init; }
 
-    /// <summary>The functions' names (folders with a function.json that host.json lets load), in load order.</summary>
+    /// <summary>The functions' names (folders with a function.json that host.json lets load), in load order; empty for a
+    /// worker-indexed app (<see cref="IndexedFrom"/>), whose functions the runtime's check finds by asking a worker.</summary>
     public required IReadOnlyList<string> Functions { get; init; }
+
+    /// <summary>The file that declares the functions of a Python v2 / Node v4 app (no function.json); null otherwise.</summary>
+    public string? IndexedFrom { get; init; }
 
     /// <summary>faast.json's cache policy (its defaults without the file).</summary>
     public required CachePolicy Policy { get; init; }
@@ -114,9 +118,8 @@ public static partial class AppValidator
         {
             foreach (var f in app.Functions.Where(f => f.Error is not null))
                 problems.Add(FromMessage(dir, f.Name + "/" + FunctionJson, f.Error!));
-            if (app.Functions.Count == 0 && ProgrammingModel.Unsupported(dir) is { } model)
-                problems.Add(new DeployProblem(".", null, Relative(dir, model)));
-            else if (app.Functions.Count == 0)
+            // A worker-indexed app's functions are checked by the runtime's check, which asks a worker (RuntimeChecks).
+            if (app.Functions.Count == 0 && app.IndexedFrom is null)
                 problems.Add(host!.Functions is null
                     ? new DeployProblem(".", null, "the app has no function (a folder with a function.json); nothing to deploy")
                     : new DeployProblem(HostJson, "functions", "lets no function of this app load; nothing to deploy"));
@@ -133,6 +136,7 @@ public static partial class AppValidator
             Name = app!.Name,
             WorkerRuntime = app.WorkerRuntime,
             Functions = app.Functions.Select(f => f.Name).ToList(),
+            IndexedFrom = app.IndexedFrom,
             Policy = policy!,
             App = app,
             Warnings = app.Warnings.Select(w => Relative(dir, w)).ToList(),

@@ -109,7 +109,7 @@ public sealed class DeployService
                 await Task.Run(() => Refusing(app, () => Packager.Extract(upload, folder, _options)), ct).ConfigureAwait(false);
             }
 
-            await Task.Run(() => Refusing(app, () => CheckStart(folder, AppValidator.Validate(folder, _options.ValidationEnvironment), _options)), ct).ConfigureAwait(false);
+            await Task.Run(() => Refusing(app, () => CheckStart(folder, AppValidator.Validate(folder, _options.ValidationEnvironment), _options, _logger)), ct).ConfigureAwait(false);
             await using var package = NewWorkFile(work);
             // The package leaves the settings out; they are stored apart (see DeploymentStore).
             await Task.Run(() => Refusing(app, () => Packager.Zip(folder, package, _options)), ct).ConfigureAwait(false);
@@ -166,7 +166,7 @@ public sealed class DeployService
             var settings = SettingsOf(directory);
             if (settings is not null)
                 await File.WriteAllBytesAsync(Path.Combine(folder, Packager.SettingsFile), settings, ct).ConfigureAwait(false);
-            Refusing(app, () => CheckStart(folder, AppValidator.Validate(folder, _options.ValidationEnvironment), _options));
+            Refusing(app, () => CheckStart(folder, AppValidator.Validate(folder, _options.ValidationEnvironment), _options, _logger));
             package.Position = 0;
             return await _store.PublishAsync(app, package, settings, Path.GetFullPath(directory), ct).ConfigureAwait(false);
         }
@@ -188,10 +188,29 @@ public sealed class DeployService
     /// then: keys, queue leases, telemetry exporters), checked here too, so that a deploy an instance would refuse
     /// is refused before anything changes, naming the file and setting (issue 19, defect 7).
     /// </summary>
-    private static void CheckStart(string folder, ValidatedApp validated, DeployOptions options)
+    private static void CheckStart(string folder, ValidatedApp validated, DeployOptions options, ILogger logger)
     {
         var dir = Path.TrimEndingDirectorySeparator(Path.GetFullPath(folder));
-        var problems = RuntimeChecks.Problems(options.RuntimeDll, dir, options.ValidationEnvironment);
+        var index = validated.IndexedFrom is not null;
+        if (index && !OperatingSystem.IsWindows() && AppAccess.For(validated.Name, logger) is { GroupId: not null } access)
+        {
+            // A Python v2 / Node v4 app's functions are known by importing its code: the check's worker runs it as the
+            // app's own user (never root), so that user reads this work copy as it reads a published version.
+            // The deploy's own folder is given to the app's group as a version is (AppAccess.Apply); the work folder and
+            // the state folder above it only let the app users pass (o+x, no listing), as STATE/apps does.
+            var work = Path.GetDirectoryName(dir)!;
+            access.Apply(work);
+            var workRoot = Path.GetDirectoryName(work)!;
+            foreach (var up in (string?[])[workRoot, Path.GetDirectoryName(workRoot)])
+            {
+                if (up is null)
+                    continue;
+                var mode = File.GetUnixFileMode(up);
+                if ((mode & UnixFileMode.OtherExecute) == 0)
+                    File.SetUnixFileMode(up, mode | UnixFileMode.OtherExecute);
+            }
+        }
+        var problems = RuntimeChecks.Problems(options.RuntimeDll, dir, options.ValidationEnvironment, index);
         if (problems.Count > 0)
             throw new DeployValidationException(problems.Select(p => AppValidator.FromMessage(dir, "local.settings.json", p)).ToList());
     }

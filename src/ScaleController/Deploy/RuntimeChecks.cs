@@ -12,13 +12,15 @@ namespace FaaST.ScaleController.Deploy;
 /// </summary>
 internal static class RuntimeChecks
 {
-    /// <summary>How long the check may take before the deploy fails (default 60 s: a busy machine starts .NET slowly).</summary>
-    public static readonly TimeSpan Timeout = TimeSpan.FromSeconds(60);
+    /// <summary>How long the check may take before the deploy fails (default 90 s: a busy machine starts .NET slowly, and
+    /// indexing a worker-indexed app starts a worker, which has 30 s).</summary>
+    public static readonly TimeSpan Timeout = TimeSpan.FromSeconds(90);
 
     /// <summary>The problems found (empty: none). Throws <see cref="InvalidOperationException"/> when the check itself
     /// could not run (no runtime binary, a crash, a timeout), naming the command and what it printed.</summary>
     /// <param name="settings">The settings on top of local.settings.json; null: this process's environment.</param>
-    public static IReadOnlyList<string> Problems(string runtimeDll, string appDirectory, IReadOnlyDictionary<string, string>? settings)
+    /// <param name="index">Also index the app with a worker (Python v2 / Node v4: `check --index`), as its own user.</param>
+    public static IReadOnlyList<string> Problems(string runtimeDll, string appDirectory, IReadOnlyDictionary<string, string>? settings, bool index = false)
     {
         if (!File.Exists(runtimeDll))
             throw new InvalidOperationException($"the runtime {runtimeDll} does not exist; build it first (./faast setup)");
@@ -35,6 +37,8 @@ internal static class RuntimeChecks
             info.ArgumentList.Add(a);
         if (settings is not null)
             info.ArgumentList.Add("--settings-from-stdin");
+        if (index)
+            info.ArgumentList.Add("--index");
         using var process = Process.Start(info) ?? throw new InvalidOperationException($"cannot start dotnet {runtimeDll} check");
         var output = process.StandardOutput.ReadToEndAsync();
         var error = process.StandardError.ReadToEndAsync();

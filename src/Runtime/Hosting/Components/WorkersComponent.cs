@@ -69,15 +69,7 @@ internal sealed class WorkersComponent : ILifecycleParticipant
     /// </summary>
     private Task Build(CancellationToken ct)
     {
-        var workerOptions = new WorkerOptions
-        {
-            Runtime = _app.WorkerRuntime,
-            ProcessCount = _options.ProcessCount,
-            WorkersDirectory = _options.WorkersDirectory,
-            Identity = _options.Identity,
-        };
-        if (_options.RestartDelay is { } restart)
-            workerOptions = workerOptions with { RestartDelay = restart };
+        var workerOptions = OptionsFor(_app, _options);
         var bindings = _cache.Bindings;
         _specialization = new WorkerSpecialization
         {
@@ -95,6 +87,19 @@ internal sealed class WorkersComponent : ILifecycleParticipant
         _cache.AttachWorkers(() => pool.WorkerProcessIds, pool.ReleaseSegment);
         _invoker = new FunctionInvoker(_app, pool, bindings, metrics, _loggers.CreateLogger("FaaST.Invoker"));
         return Task.CompletedTask;
+    }
+
+    /// <summary>The pool's options for <paramref name="app"/> (also the indexing worker's, <see cref="WorkerIndexer"/>).</summary>
+    public static WorkerOptions OptionsFor(FunctionApp app, WorkerHostOptions options)
+    {
+        var workerOptions = new WorkerOptions
+        {
+            Runtime = app.WorkerRuntime,
+            ProcessCount = options.ProcessCount,
+            WorkersDirectory = options.WorkersDirectory,
+            Identity = options.Identity,
+        };
+        return options.RestartDelay is { } restart ? workerOptions with { RestartDelay = restart } : workerOptions;
     }
 
     private async Task StartProcessesAsync(CancellationToken ct)

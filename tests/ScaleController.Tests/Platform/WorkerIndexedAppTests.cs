@@ -1,0 +1,227 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using System.Globalization;
+using System.Text.Json;
+
+namespace FaaST.ScaleController.Tests.Platform;
+
+/// <summary>
+/// Apps of the Python v2 and Node v4 programming models (no function.json) as a user runs them: `./faast start` and
+/// `./faast deploy`. Their functions are what a real worker of the app declares (FunctionsMetadataRequest, issue 24),
+/// validated as function.json files are: the runtime indexes the app before it serves, the platform's deploy check
+/// (`FaaST.Runtime.dll check --index`) before anything changes.
+/// </summary>
+public sealed class WorkerIndexedAppTests : IDisposable
+{
+    private readonly TempDirectory _apps = new("faast-indexed-");
+
+    public void Dispose() => _apps.Dispose();
+
+    private const string PythonApp = """
+        import azure.functions as func
+
+        app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+
+        @app.route(route="hello", methods=["GET"])
+        def hello(req: func.HttpRequest) -> func.HttpResponse:
+            return func.HttpResponse("hello " + req.params.get("name", "world"))
+
+
+        @app.route(route="store/{word}")
+        @app.blob_output(arg_name="out", path="words/{word}.txt", connection="AzureWebJobsStorage")
+        def store(req: func.HttpRequest, out: func.Out[str]) -> str:
+            out.set("word " + req.route_params["word"])
+            return "stored"
+
+
+        @app.route(route="read/{word}")
+        @app.blob_input(arg_name="data", path="words/{word}.txt", connection="AzureWebJobsStorage")
+        def read(req: func.HttpRequest, data: str) -> str:
+            return data
+        """;
+
+    private string App(string name, string runtime, params (string Path, string Text)[] files)
+    {
+        var app = Path.Combine(_apps.Path, name);
+        Directory.CreateDirectory(app);
+        File.WriteAllText(Path.Combine(app, "host.json"), """{ "version": "2.0" }""");
+        File.WriteAllText(Path.Combine(app, "local.settings.json"),
+            $$"""{ "IsEncrypted": false, "Values": { "FUNCTIONS_WORKER_RUNTIME": "{{runtime}}", "AzureWebJobsStorage": "UseDevelopmentStorage=true" } }""");
+        foreach (var (path, text) in files)
+        {
+            var file = Path.Combine(app, path);
+            Directory.CreateDirectory(Path.GetDirectoryName(file)!);
+            File.WriteAllText(file, text);
+        }
+        return app;
+    }
+
+    private static async Task StartAndServeAsync(string app, Func<HttpClient, Task> requests)
+    {
+        var port = Ports.Free();
+        var output = new ConcurrentQueue<string>();
+        using var process = PlatformCommand.Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture), "--azurite-in-memory", "--isolation", "off"], output);
+        try
+        {
+            await Eventually.TrueAsync(() => output.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || process.HasExited,
+                "the platform to serve the app", () => string.Join('\n', output), seconds: 180);
+            Assert.False(process.HasExited, string.Join('\n', output));
+            using var http = new HttpClient { BaseAddress = new Uri($"http://127.0.0.1:{port}/"), Timeout = TimeSpan.FromSeconds(60) };
+            await requests(http);
+            Assert.Contains(output, l => l.Contains("the worker declared", StringComparison.Ordinal));
+        }
+        finally
+        {
+            if (!process.HasExited)
+                process.Kill(entireProcessTree: true);
+            await process.WaitForExitAsync();
+        }
+    }
+
+    [Fact]
+    public async Task A_Python_v2_app_runs_unchanged_through_faast_start_with_http_and_blob_bindings_from_its_decorators()
+    {
+        var app = App("pyvtwo", "python", ("function_app.py", PythonApp));
+        var validated = FaaST.ScaleController.Deploy.AppValidator.Validate(app);
+        Assert.Equal(Path.Combine(app, "function_app.py"), validated.IndexedFrom);
+
+        await StartAndServeAsync(app, async http =>
+        {
+            Assert.Equal("hello v2", await http.GetStringAsync("api/hello?name=v2"));
+            Assert.Equal("stored", await http.GetStringAsync("api/store/apple"));
+            Assert.Equal("word apple", await http.GetStringAsync("api/read/apple"));
+        });
+    }
+
+    [Fact]
+    public async Task A_Node_v4_app_using_azure_functions_from_npm_runs_unchanged_through_faast_start()
+    {
+        var app = App("nodevfour", "node",
+            ("package.json", """{ "name": "nodevfour", "version": "1.0.0", "main": "src/functions/*.js", "dependencies": { "@azure/functions": "^4.0.0" } }"""),
+            ("src/functions/hello.js", """
+                const { app, input, output } = require('@azure/functions');
+
+                app.http('hello', {
+                  methods: ['GET'],
+                  authLevel: 'anonymous',
+                  handler: async (request) => ({ body: `hello ${request.query.get('name') || 'world'}` }),
+                });
+
+                const wordOut = output.storageBlob({ path: 'words/{word}.txt', connection: 'AzureWebJobsStorage' });
+                app.http('store', {
+                  route: 'store/{word}',
+                  authLevel: 'anonymous',
+                  extraOutputs: [wordOut],
+                  handler: async (request, context) => {
+                    context.extraOutputs.set(wordOut, `word ${request.params.word}`);
+                    return { body: 'stored' };
+                  },
+                });
+
+                const wordIn = input.storageBlob({ path: 'words/{word}.txt', connection: 'AzureWebJobsStorage' });
+                app.http('read', {
+                  route: 'read/{word}',
+                  authLevel: 'anonymous',
+                  extraInputs: [wordIn],
+                  handler: async (request, context) => ({ body: context.extraInputs.get(wordIn).toString() }),
+                });
+                """));
+        // The real @azure/functions 4.x from npm (./faast setup installs it for the Node worker's tests), in the app's
+        // own node_modules as `npm install` leaves it.
+        CopyTree(Path.Combine(Repo.Root, "workers", "node", "test-support", "v4-deps", "node_modules"), Path.Combine(app, "node_modules"));
+
+        await StartAndServeAsync(app, async http =>
+        {
+            Assert.Equal("hello v4", await http.GetStringAsync("api/hello?name=v4"));
+            Assert.Equal("stored", await http.GetStringAsync("api/store/pear"));
+            Assert.Equal("word pear", await http.GetStringAsync("api/read/pear"));
+        });
+    }
+
+    [Fact]
+    public async Task Deploy_refuses_a_Python_v2_app_that_raises_at_import_naming_the_file_and_the_error_and_the_deployed_version_keeps_serving()
+    {
+        using var state = new TempDirectory("faast-indexed-platform-");
+        var port = Ports.Free();
+        var url = $"http://127.0.0.1:{port}";
+        var output = new ConcurrentQueue<string>();
+        using var platform = PlatformCommand.Start(["platform", "--port", port.ToString(CultureInfo.InvariantCulture), "--state", state.Path, "--isolation", "off"], output);
+        try
+        {
+            await Eventually.TrueAsync(() => output.Any(l => l.StartsWith("faast: platform at ", StringComparison.Ordinal)) || platform.HasExited,
+                "the platform", () => string.Join('\n', output), seconds: 180);
+            Assert.False(platform.HasExited, string.Join('\n', output));
+            var app = App("pyvtwodeploy", "python", ("function_app.py", PythonApp));
+            var deployed = await PlatformCommand.RunAsync("deploy", app, "--platform", url);
+            Assert.True(deployed.Code == 0, deployed.Output + "\n" + string.Join('\n', output.TakeLast(40)));
+            using var http = new HttpClient { BaseAddress = new Uri(url + "/"), Timeout = TimeSpan.FromSeconds(60) };
+            Assert.Equal("hello one", await http.GetStringAsync("pyvtwodeploy/api/hello?name=one"));
+
+            File.WriteAllText(Path.Combine(app, "function_app.py"), PythonApp + "\nraise RuntimeError(\"the model file is missing\")\n");
+            var refused = await PlatformCommand.RunAsync("deploy", app, "--platform", url);
+            Assert.True(refused.Code != 0, refused.Output);
+            Assert.Contains("function_app.py", refused.Output, StringComparison.Ordinal);
+            Assert.Contains("the model file is missing", refused.Output, StringComparison.Ordinal);
+            Assert.Equal("hello two", await http.GetStringAsync("pyvtwodeploy/api/hello?name=two"));
+        }
+        finally
+        {
+            await PlatformCommand.StopAsync(platform);
+        }
+    }
+
+    [Fact]
+    public async Task The_runtimes_check_disables_a_decorated_function_whose_binding_is_wrong_naming_it_while_the_others_pass()
+    {
+        var app = App("pyvtwocheck", "python", ("function_app.py", """
+            import azure.functions as func
+
+            app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+
+            @app.route(route="fine")
+            def fine(req: func.HttpRequest) -> func.HttpResponse:
+                return func.HttpResponse("fine")
+
+
+            @app.route(route="broken")
+            @app.blob_input(arg_name="data", path="no-container-here", connection="AzureWebJobsStorage")
+            def broken(req: func.HttpRequest, data: str) -> str:
+                return data
+            """));
+        // As root the check runs the app's code as the app's own user, who must reach the app (the temporary folder is 0700).
+        if (!OperatingSystem.IsWindows())
+            File.SetUnixFileMode(_apps.Path, File.GetUnixFileMode(_apps.Path) | UnixFileMode.OtherExecute);
+        var (code, stdout, stderr) = await RunCheckAsync(app);
+        Assert.True(code == 0, stderr);
+        var problems = JsonSerializer.Deserialize<string[]>(stdout)!;
+        var problem = Assert.Single(problems);
+        Assert.Contains("function_app.py (function 'broken')", problem, StringComparison.Ordinal);
+        Assert.Contains("path \"no-container-here\" must be \"container/blob\"", problem, StringComparison.Ordinal);
+    }
+
+    private static async Task<(int Code, string Stdout, string Stderr)> RunCheckAsync(string app)
+    {
+        var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
+        foreach (var a in (string[])[Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll"), "check", app, "--index"])
+            info.ArgumentList.Add(a);
+        using var process = Process.Start(info)!;
+        var stdout = process.StandardOutput.ReadToEndAsync();
+        var stderr = process.StandardError.ReadToEndAsync();
+        using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(180));
+        await process.WaitForExitAsync(timeout.Token);
+        return (process.ExitCode, await stdout, await stderr);
+    }
+
+    private static void CopyTree(string from, string to)
+    {
+        Directory.CreateDirectory(to);
+        foreach (var file in Directory.EnumerateFiles(from, "*", SearchOption.AllDirectories))
+        {
+            var target = Path.Combine(to, Path.GetRelativePath(from, file));
+            Directory.CreateDirectory(Path.GetDirectoryName(target)!);
+            File.Copy(file, target);
+        }
+    }
+}
