@@ -139,6 +139,59 @@ public sealed class WorkerIndexedAppTests : IDisposable
         });
     }
 
+    /// <summary>samples/python-v2-app and samples/node-v4-app as the README starts them: HTTP, a blob-triggered pipeline, blob
+    /// input and output through the cache, and a queue, each checked by what it wrote (`FaaST.Runtime.dll blob`, which finds
+    /// the platform's Azurite as `./faast blob` does).</summary>
+    [Theory]
+    [InlineData("python-v2-app")]
+    [InlineData("node-v4-app")]
+    public async Task The_v2_and_v4_samples_run_unchanged_through_faast_start_with_http_blob_pipeline_and_queue(string sample)
+    {
+        if (sample == "node-v4-app" && !Directory.Exists(Path.Combine(Repo.Root, "samples", sample, "node_modules", "@azure", "functions")))
+            Assert.Fail($"samples/{sample}/node_modules has no @azure/functions: ./faast setup installs it (npm ci there)");
+        var app = Repo.CopySample(sample, Path.Combine(_apps.Path, sample.Replace("-", "", StringComparison.Ordinal)));
+        await StartAndServeAsync(app, async http =>
+        {
+            Assert.Equal("Hello, sample!", await http.GetStringAsync("api/Hello?name=sample"));
+            using (var missing = await http.GetAsync("api/wordcount/none.txt"))
+                Assert.Equal(System.Net.HttpStatusCode.NotFound, missing.StatusCode);
+            Assert.Contains("put documents/d.txt", await BlobAsync(app, "put", "documents/d.txt", "hello world hello"), StringComparison.Ordinal);
+            var counted = await http.GetStringAsync("api/wordcount/d.txt");
+            Assert.Contains("\"words\":3", counted.Replace(" ", "", StringComparison.Ordinal), StringComparison.Ordinal);
+            Assert.Contains("\"words\":3", (await BlobAsync(app, "get", "wordcounts/d.txt.json")).Replace(" ", "", StringComparison.Ordinal), StringComparison.Ordinal);
+
+            using (var ingested = await http.PostAsync("api/ingest/a.txt", new StringContent("The Quick  BROWN fox")))
+                Assert.Equal(System.Net.HttpStatusCode.Accepted, ingested.StatusCode);
+            using (var queued = await http.PostAsync("api/enqueue/apple", new StringContent("note one")))
+                Assert.Equal(System.Net.HttpStatusCode.Accepted, queued.StatusCode);
+            string clean = "", tally = "";
+            await Eventually.TrueAsync(async () => (clean = await BlobAsync(app, "get", "pipeline-clean/a.txt")).Contains("the quick brown fox", StringComparison.Ordinal),
+                $"the blob-triggered stage's output in pipeline-clean/a.txt", seconds: 120);
+            await Eventually.TrueAsync(async () => (tally = await BlobAsync(app, "get", "tallies/apple.json")).Contains("note one", StringComparison.Ordinal),
+                $"the queue-triggered function's blob tallies/apple.json", seconds: 120);
+        });
+    }
+
+    /// <summary>`FaaST.Runtime.dll blob put|get APP PATH` (what `./faast blob` runs); put sends <paramref name="text"/>.
+    /// Returns what it printed (the blob's bytes for get), or its error output when it failed.</summary>
+    private static async Task<string> BlobAsync(string app, string verb, string path, string? text = null)
+    {
+        var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, RedirectStandardInput = true, UseShellExecute = false };
+        foreach (var a in (string[])[Path.Combine(AppContext.BaseDirectory, "FaaST.Runtime.dll"), "blob", verb, app, path])
+            info.ArgumentList.Add(a);
+        if (text is not null)
+            info.ArgumentList.Add("-");
+        using var process = Process.Start(info)!;
+        var stdout = process.StandardOutput.ReadToEndAsync();
+        var stderr = process.StandardError.ReadToEndAsync();
+        if (text is not null)
+            await process.StandardInput.WriteAsync(text);
+        process.StandardInput.Close();
+        using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(120));
+        await process.WaitForExitAsync(timeout.Token);
+        return process.ExitCode == 0 ? await stdout + await stderr : "failed: " + await stderr;
+    }
+
     [Fact]
     public async Task Deploy_refuses_a_Python_v2_app_that_raises_at_import_naming_the_file_and_the_error_and_the_deployed_version_keeps_serving()
     {
