@@ -87,7 +87,79 @@ public static class RuntimeScenario
             report.Add("noop_node_rps", noopLoad.Rps, $"{throughputClients} clients, closed loop");
             report.Add("noop_node_loaded_p50_ms", noopLoad.P50Ms, $"{throughputClients} clients");
         }
+
+        // Issue 24: the same no-op in the worker-indexed models, beside the function.json one, request by request.
+        Console.WriteLine("programming models: Python v1 vs v2 and Node v3 vs v4 no-ops, taking turns");
+        // The v4 app with the real @azure/functions in its node_modules, as `npm install` leaves it (./faast setup installs it).
+        var v4App = Directory.CreateTempSubdirectory("faast-bench-nodev4-").FullName;
+        try
+        {
+            CopyTree(Path.Combine(home, "bench", "apps", "node-v4-bench"), v4App);
+            CopyTree(Path.Combine(home, "workers", "node", "test-support", "v4-deps", "node_modules"), Path.Combine(v4App, "node_modules"));
+            foreach (var (runtime, before, after, beforeName, afterName) in new[]
+            {
+                ("python", Path.Combine(home, "bench", "apps", "python-bench"), Path.Combine(home, "bench", "apps", "python-v2-bench"), "v1", "v2"),
+                ("node", Path.Combine(home, "bench", "apps", "node-bench"), v4App, "v3", "v4"),
+            })
+            {
+                var (oldP50, newP50) = await ModelPairAsync(home, before, after, workers, env, warmup, window);
+                report.Add($"noop_{runtime}_{beforeName}_interleaved_p50_ms", oldP50, $"the function.json no-op ({beforeName}), taking turns with {afterName} (baseline)");
+                report.Add($"noop_{runtime}_{afterName}_p50_ms", newP50, $"the same no-op declared in the {afterName} model (worker indexing), 1 client");
+                report.Add($"noop_{runtime}_{afterName}_minus_{beforeName}_ms", newP50 - oldP50, "goal: <= 0.05 ms");
+            }
+        }
+        finally
+        {
+            Directory.Delete(v4App, recursive: true);
+        }
         report.Write(home);
+    }
+
+    /// <summary>
+    /// p50 of the no-op of two hosts (two programming models of one function) from one client, alternating request by
+    /// request, so both see the same moments of a shared machine.
+    /// </summary>
+    private static async Task<(double Before, double After)> ModelPairAsync(string home, string beforeApp, string afterApp, int workers,
+        Dictionary<string, string> env, TimeSpan warmup, TimeSpan window)
+    {
+        await using var before = await HostProcess.StartAsync(home, beforeApp, workers, env, "--no-cache");
+        await using var after = await HostProcess.StartAsync(home, afterApp, workers, env, "--no-cache");
+        using var client = new HttpClient(new SocketsHttpHandler { UseProxy = false, UseCookies = false, AllowAutoRedirect = false });
+        var hosts = new[] { new Uri(before.BaseAddress, "/api/Noop"), new Uri(after.BaseAddress, "/api/Noop") };
+        var samples = new[] { new List<double>(), new List<double>() };
+        foreach (var (span, record) in new[] { (warmup, false), (window, true) })
+        {
+            var end = DateTime.UtcNow + span;
+            for (var i = 0; DateTime.UtcNow < end; i++)
+            {
+                var which = i & 1;
+                var clock = System.Diagnostics.Stopwatch.StartNew();
+                using var response = await client.GetAsync(hosts[which]);
+                var body = await response.Content.ReadAsStringAsync();
+                var ms = clock.Elapsed.TotalMilliseconds;
+                if (!response.IsSuccessStatusCode || body != "ok")
+                    throw new InvalidOperationException($"{hosts[which]} answered {(int)response.StatusCode}: {body}");
+                if (record)
+                    samples[which].Add(ms);
+            }
+        }
+        return (Median(samples[0]), Median(samples[1]));
+
+        static double Median(List<double> values)
+        {
+            values.Sort();
+            return values[values.Count / 2];
+        }
+    }
+
+    private static void CopyTree(string from, string to)
+    {
+        foreach (var file in Directory.EnumerateFiles(from, "*", SearchOption.AllDirectories))
+        {
+            var target = Path.Combine(to, Path.GetRelativePath(from, file));
+            Directory.CreateDirectory(Path.GetDirectoryName(target)!);
+            File.Copy(file, target, overwrite: true);
+        }
     }
 
     /// <summary>
