@@ -15,6 +15,8 @@ namespace FaaST.Hosting.Status;
 /// <param name="Instance">This instance in the app's membership; null without peers (or before it joined).</param>
 /// <param name="Members">The app's instances in this one's view (empty without peers).</param>
 /// <param name="Functions">Every function of the app, with why it does not run, if it does not.</param>
+/// <param name="IndexError">A Python v2 / Node v4 app whose worker could not index it (it then has no function): why,
+/// naming the file; null otherwise.</param>
 public sealed record HostStatus(
     string State,
     LifecycleState Lifecycle,
@@ -25,7 +27,8 @@ public sealed record HostStatus(
     IsolationStatus Isolation,
     InstanceStatus? Instance,
     IReadOnlyList<InstanceStatus> Members,
-    IReadOnlyList<FunctionStatus> Functions)
+    IReadOnlyList<FunctionStatus> Functions,
+    string? IndexError = null)
 {
     public const string Running = "Running";
     public const string Initializing = "Initializing";

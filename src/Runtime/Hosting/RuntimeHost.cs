@@ -203,7 +203,9 @@ public sealed class RuntimeHost : IAsyncDisposable
                 var error = ErrorOf(f);
                 var reason = error ?? f.DisabledBy;
                 return new FunctionStatus(f.Name, f.Trigger?.Type, reason is not null, error, reason);
-            }).ToArray());
+            }).ToArray(),
+            // A Python v2 / Node v4 app whose worker could not index it serves nothing; this says why.
+            IndexError: App.IndexError);
     }
 
     /// <summary>Why <paramref name="f"/> cannot run: its function.json or script, or the worker's load error; null when it can.</summary>

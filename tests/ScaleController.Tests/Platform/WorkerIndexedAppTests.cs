@@ -193,6 +193,37 @@ public sealed class WorkerIndexedAppTests : IDisposable
     }
 
     [Fact]
+    public async Task A_Python_v2_app_that_raises_at_import_starts_with_no_function_and_its_status_names_the_file_and_the_error()
+    {
+        var app = App("pyvtworaises", "python", ("function_app.py", PythonApp + "\nraise RuntimeError(\"the model file is missing\")\n"));
+        var port = Ports.Free();
+        var url = $"http://127.0.0.1:{port}";
+        var output = new ConcurrentQueue<string>();
+        using var process = PlatformCommand.Start(["start", app, "--port", port.ToString(CultureInfo.InvariantCulture), "--azurite-in-memory", "--isolation", "off"], output);
+        try
+        {
+            await Eventually.TrueAsync(() => output.Any(l => l.Contains("is served at", StringComparison.Ordinal)) || process.HasExited,
+                "the platform to serve the app", () => string.Join('\n', output), seconds: 180);
+            Assert.False(process.HasExited, string.Join('\n', output));
+            using var http = AdminKey.Client(new Uri(url + "/"), AdminKey.Published(url), TimeSpan.FromSeconds(60));
+            using (var missing = await http.GetAsync("api/hello"))
+                Assert.Equal(System.Net.HttpStatusCode.NotFound, missing.StatusCode);
+            using var status = JsonDocument.Parse(await http.GetStringAsync("admin/host/status"));
+            var error = status.RootElement.GetProperty("indexError").GetString()!;
+            Assert.Contains("function_app.py", error, StringComparison.Ordinal);
+            Assert.Contains("the model file is missing", error, StringComparison.Ordinal);
+            Assert.Empty(status.RootElement.GetProperty("functions").EnumerateArray());
+            Assert.Contains(output, l => l.Contains("the model file is missing", StringComparison.Ordinal));
+        }
+        finally
+        {
+            if (!process.HasExited)
+                process.Kill(entireProcessTree: true);
+            await process.WaitForExitAsync();
+        }
+    }
+
+    [Fact]
     public async Task Deploy_refuses_a_Python_v2_app_that_raises_at_import_naming_the_file_and_the_error_and_the_deployed_version_keeps_serving()
     {
         using var state = new TempDirectory("faast-indexed-platform-");
