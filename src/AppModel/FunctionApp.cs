@@ -170,6 +170,7 @@ public sealed class FunctionApp
             return new FunctionDefinition
             {
                 Name = f.Name, Directory = Directory, ScriptFile = Path.Combine(Directory, defaultScript), Bindings = [], Error = e.Message,
+                DefinedIn = label,
             };
         }
     }
@@ -274,7 +275,7 @@ public sealed class FunctionApp
         return new FunctionDefinition
         {
             Name = name, Directory = folder, ScriptFile = scriptPath, EntryPoint = entry,
-            Bindings = bindings, Disabled = disabled, DisabledBy = disabledBy, Error = error,
+            Bindings = bindings, Disabled = disabled, DisabledBy = disabledBy, Error = error, DefinedIn = file,
         };
     }
 

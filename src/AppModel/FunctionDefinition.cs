@@ -23,6 +23,13 @@ public sealed record FunctionDefinition
     /// this one is then in error and not served, as in Azure Functions.</summary>
     public string? ConflictsWith { get; init; }
 
+    /// <summary>Where the function is defined, for messages: its function.json, or for a worker-indexed app
+    /// "function_app.py (function 'NAME')" / "package.json (function 'NAME')"; null: the folder's function.json.</summary>
+    public string? DefinedIn { get; init; }
+
+    /// <summary><see cref="DefinedIn"/>, or the function.json in <see cref="Directory"/>.</summary>
+    public string Source => DefinedIn ?? Path.Combine(Directory, "function.json");
+
     /// <summary>A stable id used on the worker channel.</summary>
     public string Id => Name;
 

@@ -82,8 +82,8 @@ internal static class RouteTemplates
             functions[i] = f with
             {
                 ConflictsWith = other.Name,
-                Error = $"{Path.Combine(f.Directory, "function.json")}: the route \"{trigger.Route}\" ({MethodList(trigger)}) conflicts with the route " +
-                    $"\"{o.Route}\" ({MethodList(o)}) defined by function {other.Name} ({Path.Combine(other.Directory, "function.json")}); " +
+                Error = $"{f.Source}: the route \"{trigger.Route}\" ({MethodList(trigger)}) conflicts with the route " +
+                    $"\"{o.Route}\" ({MethodList(o)}) defined by function {other.Name} ({other.Source}); " +
                     "two functions may share a route only with different methods, so this one is not served",
             };
         }

@@ -285,6 +285,60 @@ public sealed class WorkerIndexedAppTests : IDisposable
         Assert.Contains("path \"no-container-here\" must be \"container/blob\"", problem, StringComparison.Ordinal);
     }
 
+    [Fact]
+    public async Task The_runtimes_check_names_an_unknown_binding_type_and_a_route_conflict_of_decorated_functions_and_passes_the_rest()
+    {
+        var app = App("pyvtwomany", "python", ("function_app.py", """
+            import azure.functions as func
+
+            app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+
+            @app.route(route="items")
+            def first(req: func.HttpRequest) -> func.HttpResponse:
+                return func.HttpResponse("first")
+
+
+            @app.route(route="items")
+            def second(req: func.HttpRequest) -> func.HttpResponse:
+                return func.HttpResponse("second")
+
+
+            @app.route(route="cosmos")
+            @app.generic_input_binding(arg_name="doc", type="cosmosDB", database_name="db", container_name="c")
+            def cosmos(req: func.HttpRequest, doc: str) -> str:
+                return doc
+
+
+            @app.route(route="fine")
+            def fine(req: func.HttpRequest) -> func.HttpResponse:
+                return func.HttpResponse("fine")
+            """));
+        if (!OperatingSystem.IsWindows())
+            File.SetUnixFileMode(_apps.Path, File.GetUnixFileMode(_apps.Path) | UnixFileMode.OtherExecute);
+        var (code, stdout, stderr) = await RunCheckAsync(app);
+        Assert.True(code == 0, stderr);
+        var problems = JsonSerializer.Deserialize<string[]>(stdout)!;
+        Assert.Equal(2, problems.Length);
+        Assert.Contains(problems, p => p.Contains("(function 'cosmos')", StringComparison.Ordinal) && p.Contains("\"cosmosDB\" is not a supported binding", StringComparison.Ordinal));
+        Assert.Contains(problems, p => p.Contains("second", StringComparison.Ordinal) && p.Contains("first", StringComparison.Ordinal));
+        Assert.DoesNotContain(problems, p => p.Contains("'fine'", StringComparison.Ordinal));
+    }
+
+    [Fact]
+    public async Task The_runtimes_check_refuses_a_Node_v4_app_whose_main_glob_matches_nothing_naming_the_glob()
+    {
+        var app = App("nodevfournomatch", "node",
+            ("package.json", """{ "name": "nodevfournomatch", "version": "1.0.0", "main": "dist/functions/*.js" }"""));
+        if (!OperatingSystem.IsWindows())
+            File.SetUnixFileMode(_apps.Path, File.GetUnixFileMode(_apps.Path) | UnixFileMode.OtherExecute);
+        var (code, stdout, stderr) = await RunCheckAsync(app);
+        Assert.True(code == 0, stderr);
+        var problem = Assert.Single(JsonSerializer.Deserialize<string[]>(stdout)!);
+        Assert.Contains("package.json", problem, StringComparison.Ordinal);
+        Assert.Contains("dist/functions/*.js", problem, StringComparison.Ordinal);
+    }
+
     private static async Task<(int Code, string Stdout, string Stderr)> RunCheckAsync(string app)
     {
         var info = new ProcessStartInfo("dotnet") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
