@@ -28,8 +28,9 @@ public sealed record BindingMetadata
     public const string BlobTrigger = "blobTrigger";
     public const string Queue = "queue";
     public const string QueueTrigger = "queueTrigger";
+    public const string TimerTrigger = "timerTrigger";
     public const string ReturnName = "$return";
-    public static readonly string[] SupportedTypes = [HttpTrigger, Http, Blob, BlobTrigger, Queue, QueueTrigger];
+    public static readonly string[] SupportedTypes = [HttpTrigger, Http, Blob, BlobTrigger, Queue, QueueTrigger, TimerTrigger];
 
     public required string Name { get; init; }
     public required string Type { get; init; }
@@ -55,6 +56,9 @@ public sealed record BindingMetadata
 
     /// <summary>httpTrigger: which key a request needs (Azure's default when unset: function).</summary>
     public AuthLevel AuthLevel { get; init; } = AuthLevel.Function;
+
+    /// <summary>timerTrigger: the parsed schedule, runOnStartup and useMonitor (defaults applied).</summary>
+    public TimerTriggerSettings? Timer { get; init; }
 
     public bool IsTrigger => Type.EndsWith("Trigger", StringComparison.Ordinal);
 }

@@ -365,6 +365,16 @@ public sealed class FunctionApp
                     methods = null;
             }
         }
+        TimerTriggerSettings? timer = null;
+        if (canonical == BindingMetadata.TimerTrigger)
+        {
+            // One validation for every programming model (TimerTriggerSettings); a malformed schedule disables this
+            // function only, with a message naming the expression.
+            timer = TimerTriggerSettings.Resolve(function, AppJson.GetString(b, "schedule", file, where),
+                GetBool(b, "runOnStartup", file, where), GetBool(b, "useMonitor", file, where), s => settings[s], out var timerError);
+            if (timer is null)
+                throw new AppConfigException($"{file}: {where[..^1]}: {timerError}");
+        }
         var connection = AppJson.GetString(b, "connection", file, where);
         if (canonical is BindingMetadata.Blob or BindingMetadata.BlobTrigger && !string.IsNullOrEmpty(connection) &&
             StorageAccounts.ConnectionProblem(settings, connection) is { } problem)
@@ -376,8 +386,20 @@ public sealed class FunctionApp
         {
             Name = name, Type = canonical, Direction = direction, DataType = dataType, Path = path, QueueName = queueName,
             Connection = string.IsNullOrEmpty(connection) ? "AzureWebJobsStorage" : connection,
-            Route = route, Methods = methods, AuthLevel = authLevel,
+            Route = route, Methods = methods, AuthLevel = authLevel, Timer = timer,
         };
+    }
+
+    /// <summary>An optional boolean property: true/false, or "true"/"false" as some tools write them.</summary>
+    private static bool? GetBool(JsonElement b, string name, string file, string where)
+    {
+        if (!b.TryGetProperty(name, out var v) || v.ValueKind == JsonValueKind.Null)
+            return null;
+        if (v.ValueKind is JsonValueKind.True or JsonValueKind.False)
+            return v.GetBoolean();
+        if (v.ValueKind == JsonValueKind.String && bool.TryParse(v.GetString(), out var parsed))
+            return parsed;
+        throw new AppConfigException($"{file}: {where}{name} must be true or false, not {LogText.Escape(v.GetRawText())}");
     }
 
     /// <summary>

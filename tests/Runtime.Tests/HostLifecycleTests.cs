@@ -139,7 +139,7 @@ public sealed class HostLifecycleTests(AzuriteFixture azurite)
 
         using var raw = JsonDocument.Parse(await host.Http.GetStringAsync("/admin/host/status"));
         Assert.Equal(
-            ["state", "lifecycle", "workerRuntime", "readyWorkers", "hostProcessId", "workerProcessIds", "isolation", "instance", "members", "functions"],
+            ["state", "lifecycle", "workerRuntime", "readyWorkers", "hostProcessId", "workerProcessIds", "isolation", "instance", "members", "functions", "indexError"],
             raw.RootElement.EnumerateObject().Select(p => p.Name));
         Assert.Equal("Started", raw.RootElement.GetProperty("lifecycle").GetString());
 
