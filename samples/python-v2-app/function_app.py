@@ -71,3 +71,13 @@ def Tally(msg: func.QueueMessage, out: func.Out[str]) -> None:
     body = msg.get_json()
     logging.info("Tallying %s (dequeued %d time(s))", body["item"], msg.dequeue_count)
     out.set(json.dumps({"item": body["item"], "note": body["note"], "message": msg.id}))
+
+
+@app.schedule(schedule="%HEARTBEAT_SCHEDULE%", arg_name="timer", use_monitor=True)
+@app.blob_output(arg_name="beat", path="heartbeats/latest.json", connection="AzureWebJobsStorage")
+def Heartbeat(timer: func.TimerRequest, beat: func.Out[str]) -> None:
+    """A timer (the schedule is the app setting HEARTBEAT_SCHEDULE, NCRONTAB with seconds): records each run, once
+    per occurrence however many instances run."""
+    if timer.past_due:
+        logging.warning("Heartbeat is past due")
+    beat.set(json.dumps({"past_due": timer.past_due, "status": timer.schedule_status}))

@@ -150,6 +150,9 @@ public sealed class WorkerIndexedAppTests : IDisposable
         if (sample == "node-v4-app" && !Directory.Exists(Path.Combine(Repo.Root, "samples", sample, "node_modules", "@azure", "functions")))
             Assert.Fail($"samples/{sample}/node_modules has no @azure/functions: ./faast setup installs it (npm ci there)");
         var app = Repo.CopySample(sample, Path.Combine(_apps.Path, sample.Replace("-", "", StringComparison.Ordinal)));
+        // The heartbeat timer every 2 s instead of the sample's 5 minutes (its schedule is an app setting).
+        var settings = Path.Combine(app, "local.settings.json");
+        File.WriteAllText(settings, File.ReadAllText(settings).Replace("0 */5 * * * *", "*/2 * * * * *", StringComparison.Ordinal));
         await StartAndServeAsync(app, async http =>
         {
             Assert.Equal("Hello, sample!", await http.GetStringAsync("api/Hello?name=sample"));
@@ -169,6 +172,10 @@ public sealed class WorkerIndexedAppTests : IDisposable
                 $"the blob-triggered stage's output in pipeline-clean/a.txt", seconds: 120);
             await Eventually.TrueAsync(async () => (tally = await BlobAsync(app, "get", "tallies/apple.json")).Contains("note one", StringComparison.Ordinal),
                 $"the queue-triggered function's blob tallies/apple.json", seconds: 120);
+            string beat = "";
+            await Eventually.TrueAsync(async () => (beat = await BlobAsync(app, "get", "heartbeats/latest.json")).Contains("\"past_due\":", StringComparison.Ordinal),
+                "the timer's heartbeats/latest.json", seconds: 120);
+            Assert.Contains("\"past_due\":false", beat.Replace(" ", "", StringComparison.Ordinal), StringComparison.Ordinal);
         });
     }
 
