@@ -29,8 +29,9 @@ public sealed record BindingMetadata
     public const string Queue = "queue";
     public const string QueueTrigger = "queueTrigger";
     public const string TimerTrigger = "timerTrigger";
+    public const string Table = "table";
     public const string ReturnName = "$return";
-    public static readonly string[] SupportedTypes = [HttpTrigger, Http, Blob, BlobTrigger, Queue, QueueTrigger, TimerTrigger];
+    public static readonly string[] SupportedTypes = [HttpTrigger, Http, Blob, BlobTrigger, Queue, QueueTrigger, TimerTrigger, Table];
 
     public required string Name { get; init; }
     public required string Type { get; init; }
@@ -60,5 +61,14 @@ public sealed record BindingMetadata
     /// <summary>timerTrigger: the parsed schedule, runOnStartup and useMonitor (defaults applied).</summary>
     public TimerTriggerSettings? Timer { get; init; }
 
+    /// <summary>table: the table, its partition key and row key ({expressions} and %settings%), an OData filter and
+    /// take (inputs that query); null when unused.</summary>
+    public TableBindingSettings? TableSettings { get; init; }
+
     public bool IsTrigger => Type.EndsWith("Trigger", StringComparison.Ordinal);
 }
+
+/// <summary>A table binding's settings (Azure's names): <c>tableName</c>, <c>partitionKey</c>, <c>rowKey</c>, <c>filter</c>,
+/// <c>take</c>. An input with both keys reads one entity; otherwise it queries (partitionKey and filter combined, at most
+/// take entities). An output's keys fill entities that lack them.</summary>
+public sealed record TableBindingSettings(BindingTemplate TableName, BindingTemplate? PartitionKey, BindingTemplate? RowKey, string? Filter, int? Take);

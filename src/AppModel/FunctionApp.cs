@@ -375,6 +375,9 @@ public sealed class FunctionApp
             if (timer is null)
                 throw new AppConfigException($"{file}: {where[..^1]}: {timerError}");
         }
+        TableBindingSettings? table = null;
+        if (canonical == BindingMetadata.Table)
+            table = ParseTable(b, file, where, direction, settings);
         var connection = AppJson.GetString(b, "connection", file, where);
         if (canonical is BindingMetadata.Blob or BindingMetadata.BlobTrigger && !string.IsNullOrEmpty(connection) &&
             StorageAccounts.ConnectionProblem(settings, connection) is { } problem)
@@ -386,9 +389,50 @@ public sealed class FunctionApp
         {
             Name = name, Type = canonical, Direction = direction, DataType = dataType, Path = path, QueueName = queueName,
             Connection = string.IsNullOrEmpty(connection) ? "AzureWebJobsStorage" : connection,
-            Route = route, Methods = methods, AuthLevel = authLevel, Timer = timer,
+            Route = route, Methods = methods, AuthLevel = authLevel, Timer = timer, TableSettings = table,
         };
     }
+
+    /// <summary>
+    /// A table binding's settings, as Azure's Tables extension names them: tableName (required; letters and digits,
+    /// 3-63, not starting with a digit, once its {expressions} resolve), partitionKey and rowKey ({expressions} and
+    /// %settings%), filter (an OData filter, %settings% expanded) and take (a positive count) for an input that queries.
+    /// </summary>
+    private static TableBindingSettings ParseTable(JsonElement b, string file, string where, BindingDirection direction, AppSettings settings)
+    {
+        BindingTemplate? Template(string key, bool required)
+        {
+            var raw = AppJson.GetString(b, key, file, where);
+            if (raw is null || raw.Length == 0)
+                return required ? throw new AppConfigException($"{file}: {where}{key} is missing") : null;
+            raw = BindingTemplate.ExpandAppSettings(raw, s => settings[s], $"{file}: {where}{key}");
+            return BindingTemplate.Parse(raw, $"{file}: {where}{key}");
+        }
+        var tableName = Template("tableName", required: true)!;
+        if (!tableName.ParameterNames.Any() && TableNameProblem(tableName.Pattern) is { } problem)
+            throw new AppConfigException($"{file}: {where}tableName \"{LogText.Escape(tableName.Pattern)}\": {problem}");
+        var partitionKey = Template("partitionKey", required: false);
+        var rowKey = Template("rowKey", required: false);
+        var filter = AppJson.GetString(b, "filter", file, where) is { Length: > 0 } f
+            ? BindingTemplate.ExpandAppSettings(f, s => settings[s], $"{file}: {where}filter") : null;
+        int? take = null;
+        if (b.TryGetProperty("take", out var t) && t.ValueKind != JsonValueKind.Null)
+        {
+            if (!(t.ValueKind == JsonValueKind.Number && t.TryGetInt32(out var n) || t.ValueKind == JsonValueKind.String && int.TryParse(t.GetString(), out n)) || n < 1)
+                throw new AppConfigException($"{file}: {where}take must be a positive whole number, not {LogText.Escape(t.GetRawText())}");
+            take = n;
+        }
+        if (direction == BindingDirection.Out && (filter is not null || take is not null))
+            throw new AppConfigException($"{file}: {where}filter and take are for a table input; an output writes entities");
+        if (direction == BindingDirection.In && rowKey is not null && partitionKey is null)
+            throw new AppConfigException($"{file}: {where}rowKey needs a partitionKey (one entity is read by both keys)");
+        return new TableBindingSettings(tableName, partitionKey, rowKey, filter, take);
+    }
+
+    /// <summary>Azure's rule for a table name: 3-63 letters and digits, not starting with a digit; null when it keeps it.</summary>
+    public static string? TableNameProblem(string name) =>
+        name.Length is < 3 or > 63 || !char.IsAsciiLetter(name[0]) || !name.All(char.IsAsciiLetterOrDigit)
+            ? "a table name is 3 to 63 letters and digits and starts with a letter" : null;
 
     /// <summary>An optional boolean property: true/false, or "true"/"false" as some tools write them.</summary>
     private static bool? GetBool(JsonElement b, string name, string file, string where)

@@ -25,7 +25,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     private int _disposed;
 
     private AzuriteProcess(Process process, int port, string workspace, ConcurrentQueue<string> output, AzuriteAccount? account,
-        AzuriteHttps? https, int? queuePort, IPAddress listenAddress)
+        AzuriteHttps? https, int? queuePort, IPAddress listenAddress, int? tablePort = null)
     {
         _process = process;
         _workspace = workspace;
@@ -40,9 +40,11 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         BlobEndpoint = new Uri(string.Create(CultureInfo.InvariantCulture, $"{scheme}://{UriHost(listenAddress)}:{port}/{name}"));
         QueuePort = queuePort;
         QueueEndpoint = queuePort is { } q ? new Uri(string.Create(CultureInfo.InvariantCulture, $"{scheme}://{UriHost(listenAddress)}:{q}/{name}")) : null;
+        TableEndpoint = tablePort is { } t ? new Uri(string.Create(CultureInfo.InvariantCulture, $"{scheme}://{UriHost(listenAddress)}:{t}/{name}")) : null;
         ConnectionString = string.Create(CultureInfo.InvariantCulture,
             $"DefaultEndpointsProtocol={scheme};AccountName={name};AccountKey={key};BlobEndpoint={BlobEndpoint};") +
-            (QueueEndpoint is { } qe ? $"QueueEndpoint={qe};" : "");
+            (QueueEndpoint is { } qe ? $"QueueEndpoint={qe};" : "") +
+            (TableEndpoint is { } te ? $"TableEndpoint={te};" : "");
     }
 
     /// <summary>The address every service listens on: 127.0.0.1 unless another was asked for.</summary>
@@ -50,6 +52,9 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
 
     /// <summary>The loopback port of the queue service; null when only the blob service runs.</summary>
     public int? QueuePort { get; }
+
+    /// <summary>http(s)://{ListenAddress}:{table port}/{account name} (table bindings), or null when only the blob service runs.</summary>
+    public Uri? TableEndpoint { get; }
 
     /// <summary>http(s)://{ListenAddress}:{QueuePort}/{account name}, or null when only the blob service runs.</summary>
     public Uri? QueueEndpoint { get; }
@@ -216,13 +221,14 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
             psi.ArgumentList.Add(arg);
         }
 
-        int? queuePort = null;
+        int? queuePort = null, tablePort = null;
         if (queues)
         {
-            // The whole Azurite also starts a table service: on a free loopback port too, never its default 10002.
+            // The whole Azurite also starts a table service (table bindings): on a free loopback port too, never its default 10002.
             queuePort = FreePort(address);
+            tablePort = FreePort(address);
             foreach (var arg in (string[])["--queueHost", host, "--queuePort", queuePort.Value.ToString(CultureInfo.InvariantCulture),
-                         "--tableHost", host, "--tablePort", FreePort(address).ToString(CultureInfo.InvariantCulture)])
+                         "--tableHost", host, "--tablePort", tablePort.Value.ToString(CultureInfo.InvariantCulture)])
                 psi.ArgumentList.Add(arg);
         }
 
@@ -281,7 +287,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
 
         process.BeginOutputReadLine();
         process.BeginErrorReadLine();
-        var instance = new AzuriteProcess(process, port, workspace, output, account, https, queuePort, address) { _persistent = dataDirectory is not null };
+        var instance = new AzuriteProcess(process, port, workspace, output, account, https, queuePort, address, tablePort) { _persistent = dataDirectory is not null };
         Live[instance] = true;
         InstallExitHook();
 

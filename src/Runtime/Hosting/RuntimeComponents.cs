@@ -61,6 +61,7 @@ internal static class RuntimeComponents
         services.AddLifecycleComponent<TriggersComponent>();
         services.AddLifecycleComponent<QueueTriggersComponent>();
         services.AddLifecycleComponent<TimerTriggersComponent>();
+        services.AddLifecycleComponent<TablesComponent>();
         services.AddLifecycleComponent<HttpFunctionsComponent>();
         // The scale votes are served on the peer endpoint, so only with peers; after the functions, so that
         // its draining callback runs once their gate is closed.

@@ -43,6 +43,9 @@ internal sealed class FunctionInvoker
     /// <summary>Writes queue output bindings (set before the host takes work); a queue output without it fails the invocation.</summary>
     public QueueOutput? QueueOutput { get; set; }
 
+    /// <summary>Reads and writes table bindings (set before the host takes work); a table binding without it fails the invocation.</summary>
+    public TableBindings? Tables { get; set; }
+
     /// <summary>
     /// Runs <paramref name="function"/> with <paramref name="triggerValue"/> bound to its trigger.
     /// Returns the value of the HTTP output binding, if the function has one.
@@ -120,6 +123,8 @@ internal sealed class FunctionInvoker
             request.TriggerMetadata[name] = value;
         if (plan.InputBlobs.Length > 0)
             await ReadInputsAsync(plan, invocation, request, ct);
+        foreach (var table in plan.InputTables)
+            request.InputData.Add(new ParameterBinding { Name = table.Name, Data = await TablesFor(function, table).ReadAsync(function, table, invocation, ct) });
 
         TimeSpan? remaining = null;
         if (started is { } t0)
@@ -156,6 +161,8 @@ internal sealed class FunctionInvoker
                 (writes ??= []).Add(WriteOutputAsync(function, binding, data, invocation, ct));
             else if (binding.Type == BindingMetadata.Queue && output.Data is { DataCase: not TypedData.DataOneofCase.None } message)
                 (writes ??= []).Add(WriteQueueAsync(function, binding, message, invocation, ct));
+            else if (binding.Type == BindingMetadata.Table && output.Data is { DataCase: not TypedData.DataOneofCase.None } entities)
+                (writes ??= []).Add(TablesFor(function, binding).WriteAsync(function, binding, entities, invocation, ct));
         }
         if (plan.Return is { } ret && response.ReturnValue is { DataCase: not TypedData.DataOneofCase.None } returned)
         {
@@ -165,6 +172,8 @@ internal sealed class FunctionInvoker
                 (writes ??= []).Add(WriteOutputAsync(function, ret, returned, invocation, ct));
             else if (ret.Type == BindingMetadata.Queue)
                 (writes ??= []).Add(WriteQueueAsync(function, ret, returned, invocation, ct));
+            else if (ret.Type == BindingMetadata.Table)
+                (writes ??= []).Add(TablesFor(function, ret).WriteAsync(function, ret, returned, invocation, ct));
         }
         if (writes is not null)
             await Task.WhenAll(writes);
@@ -239,6 +248,9 @@ internal sealed class FunctionInvoker
             throw new FunctionUnavailableException($"function {function.Name}: queue output \"{binding.Name}\": queue outputs are not set up in this host");
         await queues.WriteAsync(function, binding, value, invocation, ct);
     }
+
+    private TableBindings TablesFor(FunctionDefinition function, BindingMetadata binding) => Tables
+        ?? throw new FunctionUnavailableException($"function {function.Name}: table binding \"{binding.Name}\": table bindings are not set up in this host");
 
     /// <summary>Resolves a blob binding's path for this invocation.</summary>
     public static BlobAddress Resolve(FunctionDefinition function, BindingMetadata binding, InvocationContext invocation)

@@ -8,6 +8,7 @@ internal sealed class FunctionPlan
         Function = function;
         Trigger = function.Trigger!;
         InputBlobs = function.Bindings.Where(b => b.Type == BindingMetadata.Blob && b.Direction != BindingDirection.Out).ToArray();
+        InputTables = function.Bindings.Where(b => b.Type == BindingMetadata.Table && b.Direction == BindingDirection.In).ToArray();
         Outputs = function.Bindings.Where(b => b.Direction != BindingDirection.In && !b.IsTrigger)
             .ToDictionary(b => b.Name, StringComparer.OrdinalIgnoreCase);
         HttpOutput = function.Bindings.FirstOrDefault(b => b.Type == BindingMetadata.Http);
@@ -17,6 +18,7 @@ internal sealed class FunctionPlan
     public FunctionDefinition Function { get; }
     public BindingMetadata Trigger { get; }
     public BindingMetadata[] InputBlobs { get; }
+    public BindingMetadata[] InputTables { get; }
     public Dictionary<string, BindingMetadata> Outputs { get; }
     public BindingMetadata? HttpOutput { get; }
     public BindingMetadata? Return { get; }

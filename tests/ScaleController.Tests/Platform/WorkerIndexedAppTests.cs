@@ -39,6 +39,19 @@ public sealed class WorkerIndexedAppTests : IDisposable
         @app.blob_input(arg_name="data", path="words/{word}.txt", connection="AzureWebJobsStorage")
         def read(req: func.HttpRequest, data: str) -> str:
             return data
+
+
+        @app.route(route="people/{pk}/{rk}", methods=["POST"])
+        @app.table_output(arg_name="row", connection="AzureWebJobsStorage", table_name="people", partition_key="{pk}", row_key="{rk}")
+        def put_person(req: func.HttpRequest, row: func.Out[str]) -> func.HttpResponse:
+            row.set(req.get_body().decode())
+            return func.HttpResponse("stored", status_code=201)
+
+
+        @app.route(route="people/{pk}/{rk}", methods=["GET"])
+        @app.table_input(arg_name="person", connection="AzureWebJobsStorage", table_name="people", partition_key="{pk}", row_key="{rk}")
+        def get_person(req: func.HttpRequest, person: str) -> func.HttpResponse:
+            return func.HttpResponse(person or "none", status_code=200 if person else 404)
         """;
 
     private string App(string name, string runtime, params (string Path, string Text)[] files)
@@ -91,6 +104,7 @@ public sealed class WorkerIndexedAppTests : IDisposable
             Assert.Equal("hello v2", await http.GetStringAsync("api/hello?name=v2"));
             Assert.Equal("stored", await http.GetStringAsync("api/store/apple"));
             Assert.Equal("word apple", await http.GetStringAsync("api/read/apple"));
+            await TablesRoundTripAsync(http);
         });
     }
 
@@ -120,6 +134,30 @@ public sealed class WorkerIndexedAppTests : IDisposable
                 });
 
                 const wordIn = input.storageBlob({ path: 'words/{word}.txt', connection: 'AzureWebJobsStorage' });
+                const personOut = output.table({ tableName: 'people', partitionKey: '{pk}', rowKey: '{rk}', connection: 'AzureWebJobsStorage' });
+                app.http('putPerson', {
+                  methods: ['POST'],
+                  route: 'people/{pk}/{rk}',
+                  authLevel: 'anonymous',
+                  extraOutputs: [personOut],
+                  handler: async (request, context) => {
+                    context.extraOutputs.set(personOut, await request.json());
+                    return { status: 201, body: 'stored' };
+                  },
+                });
+
+                const personIn = input.table({ tableName: 'people', partitionKey: '{pk}', rowKey: '{rk}', connection: 'AzureWebJobsStorage' });
+                app.http('getPerson', {
+                  methods: ['GET'],
+                  route: 'people/{pk}/{rk}',
+                  authLevel: 'anonymous',
+                  extraInputs: [personIn],
+                  handler: async (request, context) => {
+                    const person = context.extraInputs.get(personIn);
+                    return person ? { body: JSON.stringify(person) } : { status: 404, body: 'none' };
+                  },
+                });
+
                 app.http('read', {
                   route: 'read/{word}',
                   authLevel: 'anonymous',
@@ -136,6 +174,7 @@ public sealed class WorkerIndexedAppTests : IDisposable
             Assert.Equal("hello v4", await http.GetStringAsync("api/hello?name=v4"));
             Assert.Equal("stored", await http.GetStringAsync("api/store/pear"));
             Assert.Equal("word pear", await http.GetStringAsync("api/read/pear"));
+            await TablesRoundTripAsync(http);
         });
     }
 
@@ -228,6 +267,21 @@ public sealed class WorkerIndexedAppTests : IDisposable
                 process.Kill(entireProcessTree: true);
             await process.WaitForExitAsync();
         }
+    }
+
+    /// <summary>A table output's entity read back by a table input, both keyed by the route (decorators / @azure/functions).</summary>
+    private static async Task TablesRoundTripAsync(HttpClient http)
+    {
+        using (var put = await http.PostAsync("api/people/team/ada", new StringContent("""{ "name": "Ada", "age": 36 }""", System.Text.Encoding.UTF8, "application/json")))
+            Assert.True(put.StatusCode == System.Net.HttpStatusCode.Created, await put.Content.ReadAsStringAsync());
+        using (var person = JsonDocument.Parse(await http.GetStringAsync("api/people/team/ada")))
+        {
+            Assert.Equal("ada", person.RootElement.GetProperty("RowKey").GetString());
+            Assert.Equal("Ada", person.RootElement.GetProperty("name").GetString());
+            Assert.Equal(36, person.RootElement.GetProperty("age").GetInt32());
+        }
+        using var missing = await http.GetAsync("api/people/team/nobody");
+        Assert.Equal(System.Net.HttpStatusCode.NotFound, missing.StatusCode);
     }
 
     [Fact]
