@@ -335,13 +335,7 @@ public sealed class WorkerIndexedAppTests : IDisposable
             def broken(req: func.HttpRequest, data: str) -> str:
                 return data
             """));
-        // As root the check runs the app's code as the app's own user, who must reach the app (the temporary folder is 0700).
-        if (!OperatingSystem.IsWindows())
-            File.SetUnixFileMode(_apps.Path, File.GetUnixFileMode(_apps.Path) | UnixFileMode.OtherExecute);
-        var (code, stdout, stderr) = await RunCheckAsync(app);
-        Assert.True(code == 0, stderr);
-        var problems = JsonSerializer.Deserialize<string[]>(stdout)!;
-        var problem = Assert.Single(problems);
+        var problem = Assert.Single(await CheckProblemsAsync(app));
         Assert.Contains("function_app.py (function 'broken')", problem, StringComparison.Ordinal);
         Assert.Contains("path \"no-container-here\" must be \"container/blob\"", problem, StringComparison.Ordinal);
     }
@@ -375,11 +369,7 @@ public sealed class WorkerIndexedAppTests : IDisposable
             def fine(req: func.HttpRequest) -> func.HttpResponse:
                 return func.HttpResponse("fine")
             """));
-        if (!OperatingSystem.IsWindows())
-            File.SetUnixFileMode(_apps.Path, File.GetUnixFileMode(_apps.Path) | UnixFileMode.OtherExecute);
-        var (code, stdout, stderr) = await RunCheckAsync(app);
-        Assert.True(code == 0, stderr);
-        var problems = JsonSerializer.Deserialize<string[]>(stdout)!;
+        var problems = await CheckProblemsAsync(app);
         Assert.Equal(2, problems.Length);
         Assert.Contains(problems, p => p.Contains("(function 'cosmos')", StringComparison.Ordinal) && p.Contains("\"cosmosDB\" is not a supported binding", StringComparison.Ordinal));
         Assert.Contains(problems, p => p.Contains("second", StringComparison.Ordinal) && p.Contains("first", StringComparison.Ordinal));
@@ -391,13 +381,20 @@ public sealed class WorkerIndexedAppTests : IDisposable
     {
         var app = App("nodevfournomatch", "node",
             ("package.json", """{ "name": "nodevfournomatch", "version": "1.0.0", "main": "dist/functions/*.js" }"""));
+        var problem = Assert.Single(await CheckProblemsAsync(app));
+        Assert.Contains("package.json", problem, StringComparison.Ordinal);
+        Assert.Contains("dist/functions/*.js", problem, StringComparison.Ordinal);
+    }
+
+    /// <summary>`FaaST.Runtime.dll check APP --index`: the problems it prints (the check must run). As root it runs the app's
+    /// code as the app's own user, who must reach the app: the temporary folder (0700) gets o+x.</summary>
+    private async Task<string[]> CheckProblemsAsync(string app)
+    {
         if (!OperatingSystem.IsWindows())
             File.SetUnixFileMode(_apps.Path, File.GetUnixFileMode(_apps.Path) | UnixFileMode.OtherExecute);
         var (code, stdout, stderr) = await RunCheckAsync(app);
         Assert.True(code == 0, stderr);
-        var problem = Assert.Single(JsonSerializer.Deserialize<string[]>(stdout)!);
-        Assert.Contains("package.json", problem, StringComparison.Ordinal);
-        Assert.Contains("dist/functions/*.js", problem, StringComparison.Ordinal);
+        return JsonSerializer.Deserialize<string[]>(stdout)!;
     }
 
     private static async Task<(int Code, string Stdout, string Stderr)> RunCheckAsync(string app)
