@@ -40,6 +40,7 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         BlobEndpoint = new Uri(string.Create(CultureInfo.InvariantCulture, $"{scheme}://{UriHost(listenAddress)}:{port}/{name}"));
         QueuePort = queuePort;
         QueueEndpoint = queuePort is { } q ? new Uri(string.Create(CultureInfo.InvariantCulture, $"{scheme}://{UriHost(listenAddress)}:{q}/{name}")) : null;
+        TablePort = tablePort;
         TableEndpoint = tablePort is { } t ? new Uri(string.Create(CultureInfo.InvariantCulture, $"{scheme}://{UriHost(listenAddress)}:{t}/{name}")) : null;
         ConnectionString = string.Create(CultureInfo.InvariantCulture,
             $"DefaultEndpointsProtocol={scheme};AccountName={name};AccountKey={key};BlobEndpoint={BlobEndpoint};") +
@@ -53,7 +54,10 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
     /// <summary>The loopback port of the queue service; null when only the blob service runs.</summary>
     public int? QueuePort { get; }
 
-    /// <summary>http(s)://{ListenAddress}:{table port}/{account name} (table bindings), or null when only the blob service runs.</summary>
+    /// <summary>The table service's port (table bindings), or null when only the blob service runs.</summary>
+    public int? TablePort { get; }
+
+    /// <summary>http(s)://{ListenAddress}:{TablePort}/{account name} (table bindings), or null when only the blob service runs.</summary>
     public Uri? TableEndpoint { get; }
 
     /// <summary>http(s)://{ListenAddress}:{QueuePort}/{account name}, or null when only the blob service runs.</summary>
@@ -348,6 +352,11 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
         Uri? queueProbe = instance.QueuePort is { } qp
             ? new Uri(string.Create(CultureInfo.InvariantCulture, $"{instance.BlobEndpoint.Scheme}://{UriHost(instance.ListenAddress)}:{qp}/"))
             : null;
+        // ...and so must the table service, which starts after the queues (a table binding in the first invocation
+        // would otherwise meet a refused connection).
+        Uri? tableProbe = instance.TablePort is { } tp
+            ? new Uri(string.Create(CultureInfo.InvariantCulture, $"{instance.BlobEndpoint.Scheme}://{UriHost(instance.ListenAddress)}:{tp}/"))
+            : null;
         while (deadline.Elapsed < timeout)
         {
             ct.ThrowIfCancellationRequested();
@@ -371,7 +380,13 @@ public sealed class AzuriteProcess : IDisposable, IAsyncDisposable
                         return true;
                     using var queueResponse = await http.GetAsync(queueProbe, exited.Token).ConfigureAwait(false);
                     if (queueResponse.Headers.Server.ToString().Contains("Azurite-Queue", StringComparison.OrdinalIgnoreCase) && !instance.HasExited)
-                        return true;
+                    {
+                        if (tableProbe is null)
+                            return true;
+                        using var tableResponse = await http.GetAsync(tableProbe, exited.Token).ConfigureAwait(false);
+                        if (tableResponse.Headers.Server.ToString().Contains("Azurite-Table", StringComparison.OrdinalIgnoreCase) && !instance.HasExited)
+                            return true;
+                    }
                 }
             }
             catch (Exception ex) when (ex is HttpRequestException or OperationCanceledException && !ct.IsCancellationRequested)

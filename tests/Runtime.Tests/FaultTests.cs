@@ -57,7 +57,7 @@ public sealed class FaultTests(AzuriteFixture azurite)
         using var app = new TestApp("python")
             .Function("Good", HttpFunction, ("__init__.py", PyOk))
             .Function("BadJson", "{ not json", ("__init__.py", PyOk))
-            .Function("Queue", """{ "bindings": [ { "type": "timerTrigger", "direction": "in", "name": "m" } ] }""", ("__init__.py", PyOk))
+            .Function("Queue", """{ "bindings": [ { "type": "serviceBusTrigger", "direction": "in", "name": "m" } ] }""", ("__init__.py", PyOk))
             .Function("NoScript", HttpFunction)
             .Function("NoEntry", HttpFunction.Replace("{ \"bindings\"", "{ \"entryPoint\": \"handler\", \"bindings\"", StringComparison.Ordinal), ("__init__.py", PyOk))
             .Function("Syntax", HttpFunction, ("__init__.py", "def main(req:\n"));
@@ -69,7 +69,7 @@ public sealed class FaultTests(AzuriteFixture azurite)
         var errors = status.Functions.ToDictionary(f => f.Name, f => f.Error);
         Assert.Null(errors["Good"]);
         Assert.Contains("not valid JSON", errors["BadJson"]);
-        Assert.Contains("timerTrigger", errors["Queue"]);
+        Assert.Contains("serviceBusTrigger", errors["Queue"]);
         Assert.Contains("__init__.py", errors["NoScript"]);
         Assert.Contains("handler", errors["NoEntry"]);
         Assert.Contains("__init__.py", errors["Syntax"]);
@@ -80,7 +80,7 @@ public sealed class FaultTests(AzuriteFixture azurite)
         var noScript = await host.Http.GetAsync("/api/NoScript");
         Assert.Equal(HttpStatusCode.InternalServerError, noScript.StatusCode);
         Assert.Contains("does not exist", (await ErrorOf(noScript)).GetProperty("error").GetString());
-        Assert.Contains(host.Logs.Lines, l => l.Contains("Queue", StringComparison.Ordinal) && l.Contains("timerTrigger", StringComparison.Ordinal));
+        Assert.Contains(host.Logs.Lines, l => l.Contains("Queue", StringComparison.Ordinal) && l.Contains("serviceBusTrigger", StringComparison.Ordinal));
     }
 
     [Fact]
