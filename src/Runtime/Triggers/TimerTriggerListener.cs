@@ -100,7 +100,8 @@ internal sealed partial class TimerTriggerListener : IAsyncDisposable
             var renewal = RenewAsync(store, lockBlob, lease.LeaseId, function.Name, held);
             try
             {
-                await FireWhileHeldAsync(store, function, timer, runOnStartup: first && timer.RunOnStartup, held.Token);
+                await FireWhileHeldAsync(store, function, timer, runOnStartup: first && timer.RunOnStartup,
+                    () => RenewBeforeRunAsync(store, lockBlob, lease.LeaseId, function.Name, held), held.Token);
             }
             catch (OperationCanceledException) when (held.IsCancellationRequested)
             {
@@ -144,6 +145,26 @@ internal sealed partial class TimerTriggerListener : IAsyncDisposable
         }
     }
 
+    /// <summary>A renewal right before a run; false (and <paramref name="held"/> cancelled) when the lease is lost.</summary>
+    private async Task<bool> RenewBeforeRunAsync(IBlobStore store, string lockBlob, string leaseId, string function, CancellationTokenSource held)
+    {
+        try
+        {
+            await store.RenewLeaseAsync(Container, lockBlob, leaseId, held.Token);
+            return true;
+        }
+        catch (OperationCanceledException) when (held.IsCancellationRequested)
+        {
+            return false;
+        }
+        catch (Exception e)
+        {
+            Log.TimerLeaseLost(_logger, e, function, lockBlob);
+            await held.CancelAsync();
+            return false;
+        }
+    }
+
     /// <summary>Renews the lease every 5 s until <paramref name="held"/> ends; a refused or failing renewal cancels
     /// <paramref name="held"/> (the firing loop stops before its next occurrence) after logging it.</summary>
     private async Task RenewAsync(IBlobStore store, string lockBlob, string leaseId, string function, CancellationTokenSource held)
@@ -170,7 +191,7 @@ internal sealed partial class TimerTriggerListener : IAsyncDisposable
     }
 
     private async Task FireWhileHeldAsync(IBlobStore store, FunctionDefinition function, TimerTriggerSettings timer, bool runOnStartup,
-        CancellationToken held)
+        Func<Task<bool>> stillHeld, CancellationToken held)
     {
         var schedule = timer.Schedule;
         var now = _time.GetUtcNow().UtcDateTime;
@@ -210,6 +231,10 @@ internal sealed partial class TimerTriggerListener : IAsyncDisposable
                 continue;
             }
             if (!await DelayAsync(wait, held))
+                return;
+            // Renewed once more right before the run: a holder stalled past the lease's 15 s (a paused VM, a starved
+            // process) finds out here, before it runs an occurrence the instance that took over may have run.
+            if (!await stillHeld())
                 return;
             fired = next;
             status = await InvokeAsync(store, function, timer, next, status, isPastDue: false, held);
