@@ -16,7 +16,7 @@ namespace FaaST.Runtime.Tests;
 /// </summary>
 [Collection("azurite")]
 [System.Runtime.Versioning.UnsupportedOSPlatform("windows")]
-public sealed class DistributedTests(AzuriteFixture azurite)
+public sealed partial class DistributedTests(AzuriteFixture azurite)
 {
     private const string Secret = "distributed-tests-secret";
 
@@ -173,6 +173,62 @@ public sealed class DistributedTests(AzuriteFixture azurite)
         // second time with every read and peer request otherwise accounted for (the owner's counts: 6 hits, 4 misses for
         // 3 served misses), so the bound is one extra fetch per instance, still far below 18.
         Assert.True(reads.Sum(r => r["local_miss"]) <= names.Length + group.Instances.Count, "each document should come from storage about once: " + JsonSerializer.Serialize(reads));
+    }
+
+    /// <summary>
+    /// Issue 24's "on several instances": the Python v2 and Node v4 samples, unchanged but for their timer's schedule
+    /// (an app setting), on three instances: the cooperative cache serves their decorated / registered blob inputs,
+    /// and the Heartbeat timer fires each occurrence on exactly one instance (the listener lease).
+    /// </summary>
+    [Theory]
+    [InlineData("python-v2-app")]
+    [InlineData("node-v4-app")]
+    public async Task The_v2_and_v4_samples_on_three_instances_get_remote_hits_and_run_each_timer_occurrence_once(string sample)
+    {
+        if (sample == "node-v4-app" && !Directory.Exists(Path.Combine(Repo.Root, "samples", sample, "node_modules", "@azure", "functions")))
+            Assert.Fail($"samples/{sample}/node_modules has no @azure/functions: ./faast setup installs it (npm ci there)");
+        using var app = TestApp.CopySample(sample, keepName: true);
+        var settings = Path.Combine(app.Directory, "local.settings.json");
+        File.WriteAllText(settings, File.ReadAllText(settings).Replace("0 */5 * * * *", "*/2 * * * * *", StringComparison.Ordinal));
+        var environment = new Dictionary<string, string>
+        {
+            ["FAAST_PEER_SECRET"] = Secret,
+            ["Logging__LogLevel__Default"] = "Information",
+        };
+        await using var group = await StartAsync(app.Directory, 3, environment, "sample-logs");
+        using var store = new BlobStore(azurite.ConnectionString);
+        await store.CreateContainerIfNotExistsAsync("documents");
+        var names = Enumerable.Range(0, 6).Select(i => $"doc-{Guid.NewGuid():N}-{i}.txt").ToArray();
+        foreach (var n in names)
+            await store.UploadAsync("documents", n, "the quick brown fox jumps over the lazy dog the end"u8.ToArray());
+        foreach (var instance in group.Instances)
+            foreach (var n in names)
+                Assert.Contains("\"words\":11", (await GetAsync(instance, $"api/wordcount/{n}")).Replace(" ", "", StringComparison.Ordinal), StringComparison.Ordinal);
+        var reads = await Task.WhenAll(group.Instances.Select(ReadsAsync));
+        Assert.True(reads.Sum(r => r["remote_hit"] + r["remote_miss"]) >= 6, "non-owners should read from the owners: " + JsonSerializer.Serialize(reads));
+
+        // Every instance runs the timer listener; each occurrence (its scheduled time, logged by the instance that ran it) once.
+        var logs = Path.Combine(Path.GetDirectoryName(app.Directory)!, "sample-logs");
+        var occurrences = new List<string>();
+        await Eventually.TrueAsync(() =>
+        {
+            occurrences = Directory.EnumerateFiles(logs, "instance-*.log")
+                .SelectMany(f => TimerOccurrence().Matches(ReadShared(f)).Select(m => m.Groups[1].Value))
+                .ToList();
+            return Task.FromResult(occurrences.Distinct().Count() >= 4);
+        }, "four Heartbeat occurrences in the instances' logs", seconds: 180);
+        Assert.All(occurrences.GroupBy(o => o), g => Assert.True(g.Count() == 1, $"occurrence {g.Key} ran {g.Count()} times"));
+    }
+
+    [System.Text.RegularExpressions.GeneratedRegex(@"Executing \S*Heartbeat \(\S+\) for the timer occurrence (\S+)")]
+    private static partial System.Text.RegularExpressions.Regex TimerOccurrence();
+
+    /// <summary>A log file the instance is still writing.</summary>
+    private static string ReadShared(string file)
+    {
+        using var stream = new FileStream(file, FileMode.Open, FileAccess.Read, FileShare.ReadWrite | FileShare.Delete);
+        using var reader = new StreamReader(stream);
+        return reader.ReadToEnd();
     }
 
     [Fact]
