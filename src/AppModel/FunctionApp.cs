@@ -385,6 +385,8 @@ public sealed class FunctionApp
         if (canonical is BindingMetadata.Queue or BindingMetadata.QueueTrigger && !string.IsNullOrEmpty(connection) &&
             StorageAccounts.QueueConnectionProblem(settings, connection) is { } queueProblem)
             throw new AppConfigException($"{file}: {where}connection: {queueProblem}");
+        if (canonical is BindingMetadata.Table && StorageAccounts.TableConnectionProblem(settings, string.IsNullOrEmpty(connection) ? "AzureWebJobsStorage" : connection) is { } tableProblem)
+            throw new AppConfigException($"{file}: {where}connection: {tableProblem}");
         return new BindingMetadata
         {
             Name = name, Type = canonical, Direction = direction, DataType = dataType, Path = path, QueueName = queueName,
@@ -408,11 +410,17 @@ public sealed class FunctionApp
             raw = BindingTemplate.ExpandAppSettings(raw, s => settings[s], $"{file}: {where}{key}");
             return BindingTemplate.Parse(raw, $"{file}: {where}{key}");
         }
+        if (direction == BindingDirection.InOut)
+            throw new AppConfigException($"{file}: {where}direction \"inout\": a table binding is \"in\" (read entities) or \"out\" (add entities)");
         var tableName = Template("tableName", required: true)!;
         if (!tableName.ParameterNames.Any() && TableNameProblem(tableName.Pattern) is { } problem)
             throw new AppConfigException($"{file}: {where}tableName \"{LogText.Escape(tableName.Pattern)}\": {problem}");
         var partitionKey = Template("partitionKey", required: false);
         var rowKey = Template("rowKey", required: false);
+        // A literal key is checked now, as Azure checks it when written: / \ # ? and control characters are not allowed.
+        foreach (var (key, template) in (ReadOnlySpan<(string, BindingTemplate?)>)[("partitionKey", partitionKey), ("rowKey", rowKey)])
+            if (template is { } literal && !literal.ParameterNames.Any() && TableKeyProblem(literal.Pattern) is { } keyProblem)
+                throw new AppConfigException($"{file}: {where}{key} \"{LogText.Escape(literal.Pattern)}\": {keyProblem}");
         var filter = AppJson.GetString(b, "filter", file, where) is { Length: > 0 } f
             ? BindingTemplate.ExpandAppSettings(f, s => settings[s], $"{file}: {where}filter") : null;
         int? take = null;
@@ -426,13 +434,28 @@ public sealed class FunctionApp
             throw new AppConfigException($"{file}: {where}filter and take are for a table input; an output writes entities");
         if (direction == BindingDirection.In && rowKey is not null && partitionKey is null)
             throw new AppConfigException($"{file}: {where}rowKey needs a partitionKey (one entity is read by both keys)");
+        if (rowKey is not null && (filter is not null || take is not null))
+            throw new AppConfigException($"{file}: {where}rowKey reads one entity by both keys; it cannot be used with filter or take (a query)");
         return new TableBindingSettings(tableName, partitionKey, rowKey, filter, take);
     }
 
-    /// <summary>Azure's rule for a table name: 3-63 letters and digits, not starting with a digit; null when it keeps it.</summary>
+    /// <summary>Azure's rule for a table name: 3-63 letters and digits, not starting with a digit, not the reserved
+    /// "tables"; null when it keeps it.</summary>
     public static string? TableNameProblem(string name) =>
         name.Length is < 3 or > 63 || !char.IsAsciiLetter(name[0]) || !name.All(char.IsAsciiLetterOrDigit)
-            ? "a table name is 3 to 63 letters and digits and starts with a letter" : null;
+            ? "a table name is 3 to 63 letters and digits and starts with a letter"
+            : name.Equals("tables", StringComparison.OrdinalIgnoreCase) ? "\"tables\" is reserved by the table service" : null;
+
+    /// <summary>Azure's rule for a PartitionKey or RowKey: at most 1 KiB of UTF-8 (checked when written) without / \ # ?
+    /// or control characters; null when it keeps it.</summary>
+    public static string? TableKeyProblem(string key)
+    {
+        foreach (var c in key)
+            if (c is '/' or '\\' or '#' or '?' || char.IsControl(c))
+                return char.IsControl(c) ? $"a key holds a control character (U+{(int)c:X4}), which Azure Tables does not allow"
+                    : $"a key holds '{c}', which Azure Tables does not allow (nor / \\ # ? or control characters)";
+        return System.Text.Encoding.UTF8.GetByteCount(key) > 1024 ? "a key is at most 1 KiB of UTF-8" : null;
+    }
 
     /// <summary>An optional boolean property: true/false, or "true"/"false" as some tools write them.</summary>
     private static bool? GetBool(JsonElement b, string name, string file, string where)

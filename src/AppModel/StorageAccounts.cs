@@ -128,6 +128,45 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
             $"as a storage connection string, or set {connection}__queueServiceUri (or {connection}__accountName) for an identity-based connection";
     }
 
+    /// <summary>
+    /// What keeps connection <paramref name="connection"/> from reaching a table service (as <see cref="ConnectionProblem"/>,
+    /// naming the setting, never a value); null when it does, or is AzureWebJobsStorage left to the development storage
+    /// (the Azurite the runtime starts serves tables). Identity-based connections are refused: the table bindings open
+    /// their client from a connection string.
+    /// </summary>
+    public static string? TableConnectionProblem(AppSettings settings, string connection, Func<string, string?>? environment = null)
+    {
+        var cs = settings[connection];
+        if (!string.IsNullOrWhiteSpace(cs))
+        {
+            if (IsDevelopmentStorage(cs))
+                return null;
+            if (ConnectionProblem(settings, connection, environment) is { } problem)
+                return problem;
+            return HasTableService(cs) ? null
+                : $"{settings.SourceOf(connection)} names no table service (it has BlobEndpoint but no TableEndpoint), which a table binding needs";
+        }
+        if (IsIdentityBased(settings, connection))
+            return $"app setting \"{connection}\" is an identity-based connection, which FaaST's table bindings do not support: set {connection} " +
+                $"to a storage connection string in {settings.FilePath} Values (or the environment)";
+        if (connection.Equals("AzureWebJobsStorage", StringComparison.OrdinalIgnoreCase))
+            return null;
+        return $"app setting \"{connection}\" (a table binding's connection) is not set: add it to {settings.FilePath} Values (or the environment) " +
+            "as a storage connection string";
+    }
+
+    /// <summary>Whether a connection string reaches a table service: TableEndpoint, development storage, or an account
+    /// name without explicit service endpoints (the SDK derives the table endpoint).</summary>
+    public static bool HasTableService(string connectionString)
+    {
+        var keys = connectionString.Split(';', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries)
+            .Select(p => p.Split('=', 2)[0].Trim())
+            .ToHashSet(StringComparer.OrdinalIgnoreCase);
+        if (keys.Contains("TableEndpoint") || keys.Contains("UseDevelopmentStorage"))
+            return true;
+        return !keys.Contains("BlobEndpoint") && keys.Contains("AccountName");
+    }
+
     /// <summary>The store (among those the app's bindings opened, plus the default account) at a blob endpoint; null if none.</summary>
     public IBlobStore? ForEndpoint(string endpoint)
     {

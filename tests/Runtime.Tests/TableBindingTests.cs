@@ -190,4 +190,26 @@ public sealed class TableBindingTests(QueueAzuriteFixture azurite)
         Assert.Contains("tableName \"no-dashes\"", Assert.Single(status.Functions, f => f.Name == "BadName").Error, StringComparison.Ordinal);
         Assert.Contains("rowKey needs a partitionKey", Assert.Single(status.Functions, f => f.Name == "RowOnly").Error, StringComparison.Ordinal);
     }
+
+    [Fact]
+    public async Task An_app_reaches_only_its_own_accounts_tables()
+    {
+        // Two apps without configured storage each get the development storage of their own (as the platform gives
+        // each app its own Azurite account): an entity app A writes is not what app B's input of the same table and
+        // keys reads.
+        var table = "people" + Guid.NewGuid().ToString("N")[..10];
+        using var appA = TableApp("python", table);
+        using var appB = TableApp("python", table);
+        await using var a = await HostUnderTest.StartAsync(appA.Directory, storage: null);
+        await using var b = await HostUnderTest.StartAsync(appB.Directory, storage: null);
+        Assert.NotEqual(a.Host.StorageConnectionString, b.Host.StorageConnectionString);
+        using (var put = await a.Http.PostAsync("/api/people/team/secret", Json("""{ "name": "alpha" }""")))
+            Assert.True(put.StatusCode == HttpStatusCode.Created, await put.Content.ReadAsStringAsync());
+        using (var fromB = await b.Http.GetAsync("/api/people/team/secret"))
+            Assert.Equal(HttpStatusCode.NotFound, fromB.StatusCode);
+        // The entity is there, in A's own account, and A reads it.
+        Assert.Contains("alpha", await a.Http.GetStringAsync("/api/people/team/secret"), StringComparison.Ordinal);
+        var mine = new Azure.Data.Tables.TableClient(a.Host.StorageConnectionString, table);
+        Assert.Equal("alpha", (await mine.GetEntityAsync<Azure.Data.Tables.TableEntity>("team", "secret")).Value.GetString("name"));
+    }
 }
