@@ -33,6 +33,10 @@ public interface IBandwidthNetwork : IAsyncDisposable
 
     /// <summary>Starts instances of an app (one more group; <see cref="InstanceGroupOptions.ExpectedMembers"/> says the view to wait for).</summary>
     Task<IBandwidthGroup> StartInstancesAsync(InstanceGroupOptions options, CancellationToken ct);
+
+    /// <summary>A process started where an instance would run (the shaped network: in a free instance namespace, so its
+    /// storage traffic is shaped as an instance's; loopback: as it is): a baseline outside the platform.</summary>
+    System.Diagnostics.ProcessStartInfo WhereInstancesRun(System.Diagnostics.ProcessStartInfo inner);
 }
 
 /// <summary>
@@ -81,6 +85,8 @@ public sealed class LoopbackNetwork(string home, string? reason = null) : IBandw
 
     public async Task<IBandwidthGroup> StartInstancesAsync(InstanceGroupOptions options, CancellationToken ct) =>
         new Loopback(await InstanceGroup.StartAsync(options, ct));
+
+    public System.Diagnostics.ProcessStartInfo WhereInstancesRun(System.Diagnostics.ProcessStartInfo inner) => inner;
 
     public async ValueTask DisposeAsync()
     {

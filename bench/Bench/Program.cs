@@ -55,6 +55,8 @@ public static class Program
                     return await Flash.FlashScenario.RunServerScenarioAsync(home, quick);
                 case "flash-e2e":
                     return await Flash.FlashEndToEnd.RunScenarioAsync(home, quick, args);
+                case "jupyterless":
+                    return await JupyterLessScenario.RunAsync(home, quick, args);
                 case "libs":
                     return await LibrariesScenario.RunAsync(home, args);
                 case "micro":
@@ -68,7 +70,7 @@ public static class Program
                     BenchmarkSwitcher.FromAssembly(typeof(Program).Assembly).Run(rest.Length > 0 ? rest : ["--filter", "*"], config);
                     return 0;
                 default:
-                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, attacks, fuzz, scaling, bandwidth, net, prewarm, latency, flash, flash-server, flash-e2e, micro");
+                    await Console.Error.WriteLineAsync($"unknown scenario \"{scenario}\"; scenarios: runtime, cachelet, distributed, faults, attacks, fuzz, scaling, bandwidth, net, prewarm, latency, flash, flash-server, flash-e2e, jupyterless, micro");
                     return 2;
             }
         }

@@ -20,6 +20,9 @@ public sealed class Report(string scenario, bool quick)
 
     public void Config(string name, JsonNode? value) => _config[name] = value;
 
+    /// <summary>A metric added before (to derive another from it).</summary>
+    public double Metric(string name) => _metrics[name]?.GetValue<double>() ?? throw new KeyNotFoundException($"no metric {name} yet");
+
     /// <summary>Adds <paramref name="other"/>'s rows after this one's (a part of a scenario measured on its own).</summary>
     public void Append(Report other)
     {

@@ -63,6 +63,17 @@ public sealed class ShapedNetwork : IBandwidthNetwork
         return _azurite.ConnectionString;
     }
 
+    /// <summary>In the first namespace no group holds (a process that runs and ends while the scenario waits for it).</summary>
+    public System.Diagnostics.ProcessStartInfo WhereInstancesRun(System.Diagnostics.ProcessStartInfo inner)
+    {
+        int slot;
+        lock (_taken)
+            slot = Array.IndexOf(_taken, false);
+        if (slot < 0)
+            throw new InvalidOperationException($"every one of the shaped network's {_taken.Length} namespaces runs an instance; none is free for a baseline process");
+        return _network.InNamespace(slot, inner);
+    }
+
     public async Task<IBandwidthGroup> StartInstancesAsync(InstanceGroupOptions options, CancellationToken ct)
     {
         PrepareApp(options.AppDirectory);

@@ -1,0 +1,435 @@
+using System.Buffers.Binary;
+using System.Diagnostics;
+using System.Globalization;
+using System.Security.Cryptography;
+using System.Text;
+using System.Text.Json;
+using System.Text.Json.Nodes;
+using Azure.Storage.Blobs;
+using Azure.Storage.Sas;
+using FaaST.Cachelet;
+using FaaST.Cachelet.Index;
+using FaaST.Membership;
+using FaaST.Runtime.Hosting;
+using FaaST.Storage;
+
+namespace FaaST.Bench;
+
+/// <summary>
+/// ./faast bench jupyterless: issue 23's measurements of JupyterLess (Faa$T §6.3, §6.4, §6.6), side by side in one
+/// run: Table 4 (a no-op cell; the capacity-planning and characterization notebooks end to end beside Native IM, the
+/// same cells in one local Python process), Fig. 10 (summing a 350 MB DataFrame column in 10 chunks: Native IM,
+/// Native RS reading the chunks from storage, vanilla with the cache off, local hits, remote hits), and Table 6 (the
+/// counting notebook with five instances under the six consistency presets). The executor app is
+/// apps/jupyterless/executor, driven as the kernel drives it (<see cref="JupyterLessSession"/>). On the shaped network
+/// (bench/net/cloudnet.sh) when this machine can build it, so that storage is as far as a cloud's; else on loopback,
+/// and the JSON says which.
+/// </summary>
+public static class JupyterLessScenario
+{
+    private const string Container = "jupyterless";
+    private const string PeerSecret = "faast-bench-jupyterless";
+    private const int Chunks = 10;
+
+    private static readonly string[] Presets =
+        ["storage/sync/storage", "owner/sync/owner", "owner/async/owner", "owner/sync/local", "local/sync/local", "local/async/local"];
+
+    private static readonly Stopwatch Clock = Stopwatch.StartNew();
+
+    private static void Say(string message) => Console.WriteLine($"[{Clock.Elapsed.TotalSeconds,6:0.0} s] {message}");
+
+    public static async Task<int> RunAsync(string home, bool quick, string[] args)
+    {
+        var availability = args.Contains("--loopback") || quick
+            ? new Net.CloudNetworkAvailability(false, quick ? "--quick runs on loopback (the shaped network takes a minute to build)" : "--loopback asked for it")
+            : await Net.CloudNetwork.AvailableAsync(home);
+        if (!availability.IsAvailable)
+        {
+            Say($"shaped network not used: {availability.Reason}; running on loopback");
+            await using var loopback = new LoopbackNetwork(home, availability.Reason);
+            return await RunAsync(home, quick, loopback);
+        }
+        // Five namespaces: Table 6 runs five instances.
+        await using var shaped = await ShapedNetwork.UpAsync(home, 5, new Net.CloudNetworkSettings(), CancellationToken.None);
+        return await RunAsync(home, quick, shaped);
+    }
+
+    private static async Task<int> RunAsync(string home, bool quick, IBandwidthNetwork network)
+    {
+        var executor = Path.Combine(home, "apps", "jupyterless", "executor");
+        var notebooks = Path.Combine(home, "apps", "jupyterless", "notebooks");
+        foreach (var required in (string[])[executor, Path.Combine(notebooks, "noop.ipynb"), Path.Combine(notebooks, "counter.ipynb")])
+            if (!Path.Exists(required))
+                throw new FileNotFoundException($"./faast bench jupyterless needs {Path.GetRelativePath(home, required)}");
+        var logs = Path.Combine(Path.GetTempPath(), "faast-bench-jupyterless-" + DateTime.UtcNow.ToString("yyyyMMdd-HHmmss", CultureInfo.InvariantCulture));
+        var report = new Report("jupyterless", quick);
+        BandwidthNetworkReport.Write(report, network);
+        var columnBytes = quick ? 35L << 20 : 350L << 20;
+        var counterAdds = quick ? 100 : 1000;
+        report.Config("column_bytes", columnBytes);
+        report.Config("column_chunks", Chunks);
+        report.Config("counter_additions", counterAdds);
+        report.Config("client", "the bench process posts cells to api/execute as the JupyterLess kernel does (JupyterLessSession): same JSON, same stale retry");
+        report.Config("native", "bench/jupyterless/native.py: the same cells in one /usr/bin/python3 process (one namespace, last value rendered, figures rendered to PNG as %matplotlib inline does)");
+        report.Config("instance_logs", logs);
+        report.Config("loadavg_at_start", File.ReadAllText("/proc/loadavg").Trim());
+
+        Say($"starting storage ({network.Description})");
+        var connection = await network.StartStorageAsync(CancellationToken.None);
+        using var store = new BlobStore(connection);
+        await store.CreateContainerIfNotExistsAsync(Container);
+        var key = network.MasterKey ?? Convert.ToHexString(RandomNumberGenerator.GetBytes(24));
+        using var http = new HttpClient { Timeout = TimeSpan.FromMinutes(10) };
+        var context = new Context(home, network, connection, store, executor, key, http, logs, quick);
+
+        await Table4Async(context, report, notebooks);
+        await Figure10Async(context, report, columnBytes);
+        await Table6Async(context, report, Path.Combine(notebooks, "counter.ipynb"), counterAdds);
+
+        report.Config("loadavg_at_end", File.ReadAllText("/proc/loadavg").Trim());
+        report.Write(home);
+        return 0;
+    }
+
+    private sealed record Context(string Home, IBandwidthNetwork Network, string Connection, BlobStore Store, string Executor, string Key,
+        HttpClient Http, string Logs, bool Quick);
+
+    /// <summary>A copy of the executor app with its faast.json's cache section changed by <paramref name="edit"/>.</summary>
+    private static string ExecutorCopy(Context context, Action<JsonObject> edit)
+    {
+        var policy = JsonNode.Parse(File.ReadAllText(Path.Combine(context.Executor, "faast.json"))) as JsonObject ?? [];
+        if (policy["cache"] is not JsonObject cache)
+            policy["cache"] = cache = [];
+        edit(cache);
+        var copy = HostProcess.CopyApp(context.Executor, policy.ToJsonString(), "executor");
+        if (context.Network.MasterKey is null)
+        {
+            // Keys are enforced (the app's FAAST_ENFORCE_KEYS): this run's master key, from the app's settings.
+            var path = Path.Combine(copy, "local.settings.json");
+            var settings = JsonNode.Parse(File.ReadAllText(path)) as JsonObject ?? [];
+            if (settings["Values"] is not JsonObject values)
+                settings["Values"] = values = [];
+            values["AzureWebJobsSecretStorageType"] = "kubernetes";
+            values["host.master"] = context.Key;
+            File.WriteAllText(path, settings.ToJsonString());
+        }
+        return copy;
+    }
+
+    private static async Task<IBandwidthGroup> StartAsync(Context context, string app, int count, string logName)
+    {
+        var logDirectory = Path.Combine(context.Logs, logName);
+        var group = await context.Network.StartInstancesAsync(new InstanceGroupOptions
+        {
+            AppDirectory = app,
+            Count = count,
+            StorageConnectionString = context.Connection,
+            RuntimeDll = Path.Combine(context.Home, "src", "Runtime", "bin", "Release", "net10.0", "FaaST.Runtime.dll"),
+            Environment = new Dictionary<string, string>
+            {
+                ["FAAST_PEER_SECRET"] = PeerSecret,
+                ["FAAST_HOME"] = context.Home,
+                ["Logging__LogLevel__Default"] = Environment.GetEnvironmentVariable("BENCH_INSTANCE_LOG_LEVEL") ?? "Warning",
+            },
+            LogDirectory = logDirectory,
+        }, CancellationToken.None);
+        await group.WaitForWorkersAsync(1, logDirectory);
+        return group;
+    }
+
+    // ---------------------------------------------------------------- Table 4
+
+    private static async Task Table4Async(Context context, Report report, string notebooks)
+    {
+        var noop = JupyterLessSession.CodeCells(Path.Combine(notebooks, "noop.ipynb"));
+        var runs = context.Quick ? 30 : 200;
+        foreach (var (preset, label) in new (string?, string)[] { (null, "default"), ("local/async/local", "fastest") })
+        {
+            Say($"Table 4: the no-op notebook's cells, {runs} times each, {(preset ?? "the app's default preset")}");
+            var app = ExecutorCopy(context, cache => { if (preset is not null) cache["consistency"] = preset; });
+            await using var group = await StartAsync(context, app, 1, "noop-" + label);
+            var session = new JupyterLessSession(context.Http, context.Key);
+            foreach (var cell in noop)
+                await session.RunAsync(group[0].BaseAddress, cell); // warm: the state exists, the workers are warm
+            var times = new List<double>(runs);
+            for (var i = 0; i < runs; i++)
+                foreach (var cell in noop)
+                {
+                    var started = Stopwatch.GetTimestamp();
+                    await session.RunAsync(group[0].BaseAddress, cell);
+                    times.Add(Stopwatch.GetElapsedTime(started).TotalMilliseconds);
+                }
+            times.Sort();
+            var consistency = preset ?? await PresetAsync(context, group[0]);
+            report.Add($"noop_cell_{label}_p50_ms", Percentile(times, 0.5), $"a no-op cell, posted and answered ({consistency}; goal under the default preset: <= 10 ms; the paper: 34.4 ms)");
+            report.Add($"noop_cell_{label}_p99_ms", Percentile(times, 0.99));
+            if (label == "default")
+                report.Config("default_preset", consistency);
+        }
+        var native = await NativeAsync(context, noop, [.. Enumerable.Range(0, noop.Count).Select(i => (i, runs))]);
+        report.Add("noop_cell_native_im_p50_ms", Percentile([.. native.Select(r => r.Seconds * 1000).Order()], 0.5), "the same cells in one local Python process");
+
+        foreach (var name in (string[])["capacity-planning", "characterization"])
+        {
+            var file = Path.Combine(notebooks, name + ".ipynb");
+            if (!File.Exists(file))
+                throw new FileNotFoundException($"./faast bench jupyterless needs {Path.GetRelativePath(context.Home, file)}");
+            var cells = JupyterLessSession.CodeCells(file);
+            var repeats = context.Quick ? 1 : 3;
+            Say($"Table 4: {name}.ipynb end to end, {repeats} time(s), beside Native IM");
+            var app = ExecutorCopy(context, _ => { });
+            await using var group = await StartAsync(context, app, 1, name);
+            var seconds = new List<double>();
+            for (var r = 0; r < repeats; r++)
+            {
+                var session = new JupyterLessSession(context.Http, context.Key);
+                var started = Stopwatch.GetTimestamp();
+                foreach (var cell in cells)
+                    await session.RunAsync(group[0].BaseAddress, cell);
+                seconds.Add(Stopwatch.GetElapsedTime(started).TotalSeconds);
+            }
+            var nativeSeconds = new List<double>();
+            for (var r = 0; r < repeats; r++)
+                nativeSeconds.Add((await NativeAsync(context, cells, null)).Sum(x => x.Seconds));
+            var metric = name.Replace('-', '_');
+            report.Add($"{metric}_faast_s", Median(seconds), $"{name}.ipynb, {cells.Count} cells, a fresh session each run (median of {repeats})");
+            report.Add($"{metric}_native_im_s", Median(nativeSeconds), "the same cells in one local Python process");
+        }
+    }
+
+    private static async Task<string> PresetAsync(Context context, GroupInstance instance)
+    {
+        using var request = new HttpRequestMessage(HttpMethod.Get, new Uri(instance.BaseAddress, "admin/cache"));
+        request.Headers.Add("x-functions-key", context.Key);
+        using var response = await context.Http.SendAsync(request);
+        using var doc = JsonDocument.Parse(await response.Content.ReadAsStringAsync());
+        return doc.RootElement.TryGetProperty("consistency", out var c) ? c.GetString() ?? "?" : "?";
+    }
+
+    // ---------------------------------------------------------------- Fig. 10
+
+    private static string SetupCell(long bytes) => $$"""
+        import numpy as np
+        import pandas as pd
+        rows = {{bytes / 8 / Chunks}}
+        chunks = [pd.DataFrame({"value": np.random.default_rng(i).random(rows)}) for i in range({{Chunks}})]
+        """;
+
+    private const string SumCell = """
+        total = sum(float(chunk["value"].sum()) for chunk in chunks)
+        total
+        """;
+
+    private static async Task Figure10Async(Context context, Report report, long bytes)
+    {
+        var repeats = context.Quick ? 2 : 3;
+        var label = $"{bytes >> 20} MB";
+
+        Say($"Fig. 10: Native IM (the {label} column in memory, summed {repeats} times)");
+        var native = await NativeAsync(context, [SetupCell(bytes), SumCell], [(0, 1), (1, repeats)]);
+        report.Add("fig10_native_im_s", Median([.. native.Where(r => r.Cell == 1).Select(r => r.Seconds)]), $"{label} in {Chunks} DataFrame chunks already in memory");
+
+        Say("Fig. 10: Native RS (the chunks read from storage, then summed)");
+        var urls = await UploadChunksAsync(context, bytes);
+        var readAndSum = $$"""
+            import io, urllib.request
+            import numpy as np
+            total = 0.0
+            for url in {{JsonSerializer.Serialize(urls)}}:
+                with urllib.request.urlopen(url) as response:
+                    total += float(np.load(io.BytesIO(response.read())).sum())
+            total
+            """;
+        var rs = await NativeAsync(context, [readAndSum], [(0, repeats)], besideInstances: true);
+        report.Add("fig10_native_rs_s", Median([.. rs.Select(r => r.Seconds)]), "the chunks (.npy blobs) downloaded from storage by the same process, then summed");
+
+        Say("Fig. 10: vanilla (the executor with its cache off: every cell reads the session's state from storage)");
+        {
+            var app = ExecutorCopy(context, cache => cache["enabled"] = false);
+            await using var group = await StartAsync(context, app, 1, "fig10-vanilla");
+            var session = new JupyterLessSession(context.Http, context.Key);
+            await session.RunAsync(group[0].BaseAddress, SetupCell(bytes));
+            report.Add("fig10_vanilla_s", Median(await TimeCellAsync(session, group[0], SumCell, repeats)), "cache off");
+        }
+
+        Say("Fig. 10: local and remote hits (3 instances; instance 0 owns the session's blobs)");
+        {
+            var app = ExecutorCopy(context, _ => { });
+            var count = context.Quick ? 2 : 3;
+            await using var group = await StartAsync(context, app, count, "fig10-cached");
+            var owner = group[0];
+            var session = SessionOwnedBy(context, group, owner);
+            await session.RunAsync(owner.BaseAddress, SetupCell(bytes));
+            await session.RunAsync(owner.BaseAddress, SumCell); // the owner has read them once
+            report.Add("fig10_lh_s", Median(await TimeCellAsync(session, owner, SumCell, repeats)), "at the instance that owns the state and the chunks: local hits");
+            var remote = new List<double>();
+            for (var i = 1; i < count; i++)
+                remote.AddRange(await TimeCellAsync(session, group[i], SumCell, 1)); // the first read there: remote hits
+            report.Add("fig10_rh_s", Median(remote), $"the first sum at each other instance ({count - 1}): every chunk a remote hit");
+        }
+        var vanilla = report.Metric("fig10_vanilla_s");
+        var lh = report.Metric("fig10_lh_s");
+        var rh = report.Metric("fig10_rh_s");
+        report.Add("fig10_lh_faster_than_vanilla_pct", 100 * (1 - lh / vanilla), "goal >= 60 (the paper: 62)");
+        report.Add("fig10_rh_faster_than_vanilla_pct", 100 * (1 - rh / vanilla), "the paper: 29");
+    }
+
+    /// <summary>A session whose state and large outputs hash to <paramref name="owner"/> in the group's view.</summary>
+    private static JupyterLessSession SessionOwnedBy(Context context, IBandwidthGroup group, GroupInstance owner)
+    {
+        var ring = new HashRing(group.Instances.Select(i => new Member(i.Id, i.PeerAddress, default)));
+        var account = context.Store.Endpoint.AbsoluteUri;
+        bool Owned(string blob) => ring.OwnerOf(BlobCache.PlacementKey(new BlobKey(account, Container, blob))).Id == owner.Id;
+        while (true)
+        {
+            var session = new JupyterLessSession(context.Http, context.Key);
+            if (!Owned($"sessions/{session.Id}/state.pkl"))
+                continue;
+            var names = new string[JupyterLessSession.Slots];
+            for (var slot = 0; slot < names.Length; slot++)
+            {
+                do
+                    names[slot] = $"{Convert.ToHexStringLower(RandomNumberGenerator.GetBytes(8))}-{slot}";
+                while (!Owned($"sessions/{session.Id}/large/{names[slot]}"));
+            }
+            // Each cell's outputs need fresh names: the next names are made owned the same way.
+            session.OutputNames = slot =>
+            {
+                string name;
+                do
+                    name = $"{Convert.ToHexStringLower(RandomNumberGenerator.GetBytes(8))}-{slot}";
+                while (!Owned($"sessions/{session.Id}/large/{name}"));
+                return name;
+            };
+            return session;
+        }
+    }
+
+    private static async Task<List<double>> TimeCellAsync(JupyterLessSession session, GroupInstance instance, string cell, int repeats)
+    {
+        var seconds = new List<double>();
+        for (var i = 0; i < repeats; i++)
+        {
+            var started = Stopwatch.GetTimestamp();
+            await session.RunAsync(instance.BaseAddress, cell);
+            seconds.Add(Stopwatch.GetElapsedTime(started).TotalSeconds);
+        }
+        return seconds;
+    }
+
+    /// <summary>The column's chunks as .npy blobs (float64, the same values as the setup cell's), with read SAS URLs.</summary>
+    private static async Task<string[]> UploadChunksAsync(Context context, long bytes)
+    {
+        var rows = (int)(bytes / 8 / Chunks);
+        var service = new BlobServiceClient(context.Connection);
+        var container = service.GetBlobContainerClient("fig10");
+        await container.CreateIfNotExistsAsync();
+        var urls = new string[Chunks];
+        var random = new Random(10);
+        for (var i = 0; i < Chunks; i++)
+        {
+            var header = Encoding.ASCII.GetBytes($"{{'descr': '<f8', 'fortran_order': False, 'shape': ({rows},), }}");
+            var padded = (10 + header.Length + 1 + 63) / 64 * 64; // magic, version, length, header, newline: 64-byte aligned
+            var data = new byte[padded + (long)rows * 8];
+            "\x93NUMPY"u8.CopyTo(data);
+            data[6] = 1;
+            BinaryPrimitives.WriteUInt16LittleEndian(data.AsSpan(8), (ushort)(padded - 10));
+            header.CopyTo(data, 10);
+            data.AsSpan(10 + header.Length, padded - 10 - header.Length).Fill((byte)' ');
+            data[padded - 1] = (byte)'\n';
+            for (var r = 0; r < rows; r++)
+                BinaryPrimitives.WriteDoubleLittleEndian(data.AsSpan(padded + r * 8), random.NextDouble());
+            var blob = container.GetBlobClient($"chunk-{i}.npy");
+            await blob.UploadAsync(new BinaryData(data), overwrite: true);
+            urls[i] = blob.GenerateSasUri(BlobSasPermissions.Read, DateTimeOffset.UtcNow.AddHours(2)).AbsoluteUri;
+        }
+        return urls;
+    }
+
+    // ---------------------------------------------------------------- Table 6
+
+    private static async Task Table6Async(Context context, Report report, string notebook, int additions)
+    {
+        // The counting notebook: its first code cell sets the counter up, its second adds one, and its last shows it.
+        var cells = JupyterLessSession.CodeCells(notebook);
+        if (cells.Count < 3)
+            throw new InvalidOperationException($"{notebook}: the bench takes its first code cell (set up), second (add one) and last (the value); it has {cells.Count}");
+        string[] presets = context.Quick ? ["owner/sync/owner", "local/sync/local"] : Presets;
+        const int instances = 5;
+        foreach (var preset in presets)
+        {
+            Say($"Table 6: counting to {additions} with {instances} instances, {preset}");
+            var app = ExecutorCopy(context, cache => cache["consistency"] = preset);
+            await using var group = await StartAsync(context, app, instances, "counter-" + preset.Replace('/', '-'));
+            var session = new JupyterLessSession(context.Http, context.Key);
+            await session.RunAsync(group[0].BaseAddress, cells[0]);
+            var times = new List<double>(additions);
+            var conflicts = 0;
+            var started = Stopwatch.GetTimestamp();
+            for (var i = 0; i < additions; i++)
+            {
+                var one = Stopwatch.GetTimestamp();
+                try
+                {
+                    await session.RunAsync(group[i % instances].BaseAddress, cells[1]);
+                }
+                catch (InvalidOperationException e) when (e.Message.Contains(" 409 ", StringComparison.Ordinal))
+                {
+                    conflicts++; // a conditional write refused: the addition is not made (and counted as lost)
+                }
+                times.Add(Stopwatch.GetElapsedTime(one).TotalMilliseconds);
+            }
+            var seconds = Stopwatch.GetElapsedTime(started).TotalSeconds;
+            var final = await session.RunAsync(group[0].BaseAddress, cells[^1]);
+            var text = final["result"]?["text/plain"]?.GetValue<string>() ?? final["stdout"]?.GetValue<string>() ?? "";
+            var value = long.TryParse(text.Trim(), NumberStyles.Integer, CultureInfo.InvariantCulture, out var v) ? v
+                : throw new InvalidOperationException($"{notebook}: its last cell should show the counter; it gave \"{text}\"");
+            times.Sort();
+            var name = preset.Replace('/', '_');
+            report.Add($"table6_{name}_e2e_s", seconds, $"{additions} cells, round robin over {instances} instances, one session");
+            report.Add($"table6_{name}_per_req_ms", times.Average());
+            report.Add($"table6_{name}_inconsistencies", Math.Abs(value - additions), $"final value {value}; {conflicts} additions refused as conflicts (409)");
+        }
+    }
+
+    // ---------------------------------------------------------------- helpers
+
+    /// <summary>Runs cells in bench/jupyterless/native.py (one local /usr/bin/python3 process); each run's seconds.</summary>
+    private static async Task<List<(int Cell, double Seconds)>> NativeAsync(Context context, IReadOnlyList<string> cells, (int Cell, int Times)[]? runs,
+        bool besideInstances = false)
+    {
+        var info = new ProcessStartInfo("/usr/bin/python3")
+        {
+            RedirectStandardInput = true, RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false,
+            WorkingDirectory = Path.GetTempPath(),
+        };
+        info.ArgumentList.Add(Path.Combine(context.Home, "bench", "jupyterless", "native.py"));
+        if (besideInstances)
+            info = context.Network.WhereInstancesRun(info);
+        using var process = Process.Start(info)!;
+        var request = new JsonObject
+        {
+            ["cells"] = new JsonArray([.. cells.Select(c => (JsonNode?)c)]),
+            ["runs"] = runs is null ? null : new JsonArray([.. runs.Select(r => (JsonNode?)new JsonArray(r.Cell, r.Times))]),
+        };
+        var stdout = process.StandardOutput.ReadToEndAsync();
+        var stderr = process.StandardError.ReadToEndAsync();
+        await process.StandardInput.WriteAsync(request.ToJsonString());
+        process.StandardInput.Close();
+        await process.WaitForExitAsync();
+        if (process.ExitCode != 0)
+            throw new InvalidOperationException($"bench/jupyterless/native.py failed ({process.ExitCode}): {await stderr}");
+        using var doc = JsonDocument.Parse(await stdout);
+        return [.. doc.RootElement.GetProperty("seconds").EnumerateArray().Select(e => (e[0].GetInt32(), e[1].GetDouble()))];
+    }
+
+    private static double Median(List<double> values)
+    {
+        if (values.Count == 0)
+            throw new InvalidOperationException("no measurement");
+        var sorted = values.Order().ToList();
+        return sorted.Count % 2 == 1 ? sorted[sorted.Count / 2] : (sorted[sorted.Count / 2 - 1] + sorted[sorted.Count / 2]) / 2;
+    }
+
+    private static double Percentile(List<double> sorted, double p) => sorted[Math.Min(sorted.Count - 1, (int)Math.Floor(p * sorted.Count))];
+}
