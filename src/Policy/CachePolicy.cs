@@ -97,6 +97,11 @@ public sealed record CachePolicy
     /// 64 MiB.</summary>
     public long InlineThreshold { get; init; } = 64 * 1024;
 
+    /// <summary><c>cache.memoryDaemon</c>, default true: whether the memory daemon evicts cached objects when the
+    /// functions' heap grows (Faa$T §3.5). Off only to measure what it prevents (Faa$T Table 5's first row: the
+    /// heap allocation fails while the cache holds its memory); an app should leave it on.</summary>
+    public bool MemoryDaemon { get; init; } = true;
+
     /// <summary><c>cache.memoryDaemonInterval</c>, default 0.5 s: how often the memory daemon samples
     /// heap and cache size. 10 ms to 1 minute.</summary>
     public TimeSpan MemoryDaemonInterval { get; init; } = TimeSpan.FromMilliseconds(500);

@@ -394,6 +394,7 @@ public static partial class CachePolicyFile
                     "doNotCache" => policy with { DoNotCacheGlobs = ReadGlobs(value, key) },
                     "consistency" => policy with { Consistency = ReadPreset(value, key) },
                     "inlineThreshold" => policy with { InlineThreshold = ReadSize(value, key) },
+                    "memoryDaemon" => policy with { MemoryDaemon = ReadBoolean(value, key) },
                     "memoryDaemonInterval" => policy with { MemoryDaemonInterval = ReadTimeSpan(value, key) },
                     "peerTimeout" => policy with { PeerTimeout = ReadTimeSpan(value, key) },
                     "peerFetchTimeout" => policy with { PeerFetchTimeout = ReadTimeSpan(value, key) },

@@ -48,6 +48,10 @@ internal static partial class Log
     [LoggerMessage(EventId = 5006, Level = LogLevel.Warning, Message = "{File}: {Warning}")]
     public static partial void CachePolicyWarning(ILogger logger, string file, string warning);
 
+    [LoggerMessage(EventId = 5016, Level = LogLevel.Warning,
+        Message = "{File}: cache.memoryDaemon is false: nothing evicts cached objects when the functions' heap grows, so an allocation may fail while the cache holds memory (for measuring only)")]
+    public static partial void MemoryDaemonOff(ILogger logger, string file);
+
     [LoggerMessage(EventId = 5007, Level = LogLevel.Information,
         Message = "Cachelet on: {Consistency}, up to {Bytes} bytes in {Directory}; memory limit {Limit} bytes ({Source})")]
     public static partial void CacheletOn(ILogger logger, object consistency, long bytes, string directory, long limit, string source);

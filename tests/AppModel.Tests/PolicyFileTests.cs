@@ -74,6 +74,7 @@ public sealed class PolicyFileTests : IDisposable
         Assert.Same(ConsistencyPreset.StorageSyncStorage, p.Consistency);
         Assert.Equal(64 * 1024, p.InlineThreshold);
         Assert.Equal(TimeSpan.FromMilliseconds(500), p.MemoryDaemonInterval);
+        Assert.True(p.MemoryDaemon);
     }
 
     [Theory]
@@ -151,6 +152,7 @@ public sealed class PolicyFileTests : IDisposable
             "doNotCache": ["logs/*", "**/*.tmp"],
             "consistency": "owner/async/owner",
             "inlineThreshold": 4096,
+            "memoryDaemon": false,
             "memoryDaemonInterval": "00:00:02",
             "peerTimeout": "00:00:00.75",
             "peerFetchTimeout": "00:20:00"
@@ -189,6 +191,7 @@ public sealed class PolicyFileTests : IDisposable
         var p = Parse(EveryKey);
 
         Assert.False(p.Enabled);
+        Assert.False(p.MemoryDaemon);
         Assert.Equal(2L << 30, p.MemoryLimit);
         Assert.Equal(MemoryLimitSource.PolicyFile, p.MemoryLimitSource);
         Assert.Equal(512L << 20, p.CacheCapacity);
@@ -310,7 +313,7 @@ public sealed class PolicyFileTests : IDisposable
     {
         var e = FailsCache("\"evicton\": {}", "cache.evicton", "unknown key \"evicton\"", "Did you mean \"eviction\"?");
 
-        foreach (var key in new[] { "enabled", "memoryLimit", "cacheCapacity", "headroom", "eviction", "doNotCache", "consistency", "inlineThreshold", "memoryDaemonInterval", "peerTimeout", "peerFetchTimeout" })
+        foreach (var key in new[] { "enabled", "memoryLimit", "cacheCapacity", "headroom", "eviction", "doNotCache", "consistency", "inlineThreshold", "memoryDaemon", "memoryDaemonInterval", "peerTimeout", "peerFetchTimeout" })
             Assert.Contains(key, e.Reason);
     }
 

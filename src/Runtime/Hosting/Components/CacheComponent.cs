@@ -78,6 +78,11 @@ internal sealed class CacheComponent(FunctionApp app, IOptions<CacheHostOptions>
         Log.CacheletOn(_logger, policy.Consistency, policy.MaxCachedBytes, cache.Directory, policy.MemoryLimit,
             policy.MemoryLimitSource == MemoryLimitSource.Cgroup ? _options.Cgroup!.File : policy.MemoryLimitSource.ToString());
         // The workers' processes are read through the delegate, so the daemon counts them once they exist.
+        if (!policy.MemoryDaemon)
+        {
+            Log.MemoryDaemonOff(_logger, Path.Combine(app.Directory, CachePolicyFile.FileName));
+            return Task.CompletedTask;
+        }
         _memoryDaemon = new MemoryDaemon(() => _workerProcessIds().Append(Environment.ProcessId),
             policy.MemoryLimit, policy.Headroom, () => cache.ReservedBytes, cache.Evict);
         _memoryDaemon.Start(policy.MemoryDaemonInterval);
