@@ -84,6 +84,7 @@ public static class JupyterLessScenario
 
         await Table4Async(context, report, notebooks);
         await Figure10Async(context, report, columnBytes);
+        await Table5Async(context, report, columnBytes);
         await Table6Async(context, report, Path.Combine(notebooks, "counter.ipynb"), counterAdds);
 
         report.Config("loadavg_at_end", File.ReadAllText("/proc/loadavg").Trim());
@@ -344,6 +345,163 @@ public static class JupyterLessScenario
             urls[i] = blob.GenerateSasUri(BlobSasPermissions.Read, DateTimeOffset.UtcNow.AddHours(2)).AbsoluteUri;
         }
         return urls;
+    }
+
+    // ---------------------------------------------------------------- Table 5
+
+    /// <summary>
+    /// Faa$T §6.4's memory scenario: each instance in a memory cgroup of its own (the instance's memory M); the column
+    /// is summed, then a cell allocates an array of 96 % of what the runtime leaves the functions (M less the host's
+    /// and the worker's own use, measured in the cgroup before the first cell), then sums again. (a) without the memory
+    /// daemon (cache.memoryDaemon false), (b) with it and one instance, (c) with it and a second instance holding its
+    /// share of the objects (the scale-out Faa$T's cache-size vote asks for after evictions; started here up front).
+    /// </summary>
+    private static async Task Table5Async(Context context, Report report, long bytes)
+    {
+        if (MemoryCgroup.Unavailable() is { } why)
+        {
+            report.Config("table5_skipped", why);
+            Say($"Table 5 skipped: {why}");
+            return;
+        }
+        var memory = context.Quick ? 512L << 20 : 2L << 30;
+        report.Config("table5_instance_memory_bytes", memory);
+        var cases = new (string Label, bool Daemon, int Instances)[] { ("no_daemon", false, 1), ("daemon", true, 1), ("daemon_2_instances", true, 2) };
+        foreach (var (label, daemon, instances) in cases)
+        {
+            Say($"Table 5 ({label}): {instances} instance(s) of {memory >> 20} MiB each, memory daemon {(daemon ? "on" : "off")}");
+            var cgroups = Enumerable.Range(0, instances).Select(_ => MemoryCgroup.Create(memory)).ToArray();
+            try
+            {
+                var app = ExecutorCopy(context, cache => cache["memoryDaemon"] = daemon);
+                var logDirectory = Path.Combine(context.Logs, "table5-" + label);
+                await using var group = await context.Network.StartInstancesAsync(new InstanceGroupOptions
+                {
+                    AppDirectory = app,
+                    Count = instances,
+                    StorageConnectionString = context.Connection,
+                    RuntimeDll = Path.Combine(context.Home, "src", "Runtime", "bin", "Release", "net10.0", "FaaST.Runtime.dll"),
+                    Environment = new Dictionary<string, string>
+                    {
+                        ["FAAST_PEER_SECRET"] = PeerSecret,
+                        ["FAAST_HOME"] = context.Home,
+                        ["Logging__LogLevel__Default"] = Environment.GetEnvironmentVariable("BENCH_INSTANCE_LOG_LEVEL") ?? "Warning",
+                    },
+                    LogDirectory = logDirectory,
+                    Wrapper = i => ["/bin/sh", "-c", "echo $$ > \"$0\" && exec \"$@\"", cgroups[i].ProcsFile],
+                }, CancellationToken.None);
+                await group.WaitForWorkersAsync(1, logDirectory);
+                var runtimeBytes = cgroups[0].Usage;
+                var allocation = (long)(0.96 * (memory - runtimeBytes));
+                var session = instances == 1 ? new JupyterLessSession(context.Http, context.Key) : SessionStateOwnedBy(context, group, group[0]);
+                var at = group[0];
+                await session.RunAsync(at.BaseAddress, SetupCell(bytes));
+                var first = await TimeCellAsync(session, at, SumCell, 1);
+                var allocate = $$"""
+                    import numpy as np
+                    big = np.ones({{allocation / 8}}, dtype=np.float64)
+                    allocated = float(big.sum())
+                    del big
+                    allocated
+                    """;
+                var succeeded = false;
+                string failure = "";
+                try
+                {
+                    var reply = await session.ExecuteAsync(at.BaseAddress, allocate);
+                    succeeded = reply["status"]?.GetValue<string>() == "ok";
+                    failure = succeeded ? "" : $"{reply["ename"]}: {reply["evalue"]}";
+                }
+                catch (Exception e) when (e is InvalidOperationException or HttpRequestException)
+                {
+                    failure = e.Message.Split('\n')[0];
+                }
+                double? after = null;
+                try
+                {
+                    after = (await TimeCellAsync(session, at, SumCell, 1))[0];
+                }
+                catch (Exception e) when (e is InvalidOperationException or HttpRequestException)
+                {
+                    failure += (failure.Length > 0 ? "; " : "") + "the sum after it failed: " + e.Message.Split('\n')[0];
+                }
+                report.Add($"table5_{label}_allocation_succeeded", succeeded ? 1 : 0,
+                    $"{allocation >> 20} MiB allocated in a cell (96 % of {memory >> 20} MiB less the runtime's {runtimeBytes >> 20} MiB){(failure.Length > 0 ? ": " + failure : "")}");
+                report.Add($"table5_{label}_sum_before_s", first[0], "the sum before the allocation (its chunks cached)");
+                if (after is { } a)
+                    report.Add($"table5_{label}_sum_after_s", a, "the sum after it (what was evicted is read again)");
+            }
+            finally
+            {
+                foreach (var cgroup in cgroups)
+                    cgroup.Dispose();
+            }
+        }
+    }
+
+    /// <summary>A session whose small state (only) <paramref name="owner"/> owns: its large objects spread over the instances.</summary>
+    private static JupyterLessSession SessionStateOwnedBy(Context context, IBandwidthGroup group, GroupInstance owner)
+    {
+        var ring = new HashRing(group.Instances.Select(i => new Member(i.Id, i.PeerAddress, default)));
+        var account = context.Store.Endpoint.AbsoluteUri;
+        while (true)
+        {
+            var session = new JupyterLessSession(context.Http, context.Key);
+            if (ring.OwnerOf(BlobCache.PlacementKey(new BlobKey(account, Container, $"sessions/{session.Id}/state.pkl"))).Id == owner.Id)
+                return session;
+        }
+    }
+
+    /// <summary>A memory cgroup with a limit (v1 memory.limit_in_bytes, else v2 memory.max), removed when disposed.</summary>
+    private sealed class MemoryCgroup : IDisposable
+    {
+        private readonly string _directory;
+        private readonly bool _v1;
+
+        private MemoryCgroup(string directory, bool v1)
+        {
+            _directory = directory;
+            _v1 = v1;
+        }
+
+        public string ProcsFile => Path.Combine(_directory, "cgroup.procs");
+
+        /// <summary>Bytes charged to the cgroup now.</summary>
+        public long Usage => long.Parse(File.ReadAllText(Path.Combine(_directory, _v1 ? "memory.usage_in_bytes" : "memory.current")).Trim(), CultureInfo.InvariantCulture);
+
+        public static string? Unavailable() =>
+            Environment.UserName != "root" ? "making a memory cgroup needs root"
+            : File.Exists("/sys/fs/cgroup/memory/memory.limit_in_bytes") || V2Delegates() ? null
+            : "no writable memory cgroup: neither /sys/fs/cgroup/memory (v1) nor a v2 root that delegates the memory controller";
+
+        private static bool V2Delegates() =>
+            File.Exists("/sys/fs/cgroup/cgroup.subtree_control") && File.ReadAllText("/sys/fs/cgroup/cgroup.subtree_control").Split(' ', '\n').Contains("memory");
+
+        public static MemoryCgroup Create(long limit)
+        {
+            var name = "faast-bench-" + Guid.NewGuid().ToString("N")[..8];
+            var v1 = File.Exists("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+            var directory = Path.Combine(v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup", name);
+            Directory.CreateDirectory(directory);
+            File.WriteAllText(Path.Combine(directory, v1 ? "memory.limit_in_bytes" : "memory.max"), limit.ToString(CultureInfo.InvariantCulture));
+            return new MemoryCgroup(directory, v1);
+        }
+
+        public void Dispose()
+        {
+            // rmdir, not a recursive delete: a cgroup's files go with it. Its last processes may take a moment to leave.
+            for (var i = 0; i < 50 && Directory.Exists(_directory); i++)
+            {
+                try
+                {
+                    Directory.Delete(_directory);
+                }
+                catch (IOException)
+                {
+                    Thread.Sleep(100);
+                }
+            }
+        }
     }
 
     // ---------------------------------------------------------------- Table 6

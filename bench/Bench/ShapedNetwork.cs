@@ -178,7 +178,7 @@ public sealed class ShapedNetwork : IBandwidthNetwork
                 {
                     RuntimeDll = options.RuntimeDll,
                     ListenAddress = network._network.InstanceAddress(slots[i]).ToString(),
-                    CommandPrefix = ["ip", "netns", "exec", network._network.Namespace(slots[i])],
+                    CommandPrefix = ["ip", "netns", "exec", network._network.Namespace(slots[i]), .. options.Wrapper?.Invoke(i) ?? []],
                     StartupTimeout = options.StartupTimeout,
                     Output = log is null ? (_, line) => options.Output?.Invoke(line) : (_, line) => { lock (log) log.WriteLine(line); },
                 });

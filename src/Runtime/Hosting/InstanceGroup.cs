@@ -39,6 +39,10 @@ public sealed record InstanceGroupOptions
 
     /// <summary>How long an instance has to start and see all the others.</summary>
     public TimeSpan StartupTimeout { get; init; } = TimeSpan.FromSeconds(90);
+
+    /// <summary>A command each instance is started through (<see cref="HostLaunchOptions.Wrapper"/>): e.g. one that puts
+    /// it in a memory cgroup of its own. Index → command; null or an empty list: none.</summary>
+    public Func<int, IReadOnlyList<string>>? Wrapper { get; init; }
 }
 
 /// <summary>One running instance of the group.</summary>
@@ -185,6 +189,7 @@ public sealed class InstanceGroup : IAsyncDisposable
                 Arguments = ["--port", port.ToString(CultureInfo.InvariantCulture), .. _options.Arguments],
                 Environment = environment,
                 Label = $"instance {index}",
+                Wrapper = _options.Wrapper?.Invoke(index) ?? [],
                 StartupTimeout = _options.StartupTimeout,
                 Output = sink,
             }, ct);
