@@ -229,6 +229,60 @@ public sealed class ConditionalOutputTests(AzuriteFixture azurite, ITestOutputHe
         return (succeeded, conflicted);
     }
 
+    /// <summary>Save as a Python v2 app: "ifMatch" through the decorators (if_match=), indexed by the worker.</summary>
+    private const string SaveV2 = """
+        import json
+        import urllib.request
+        import azure.functions as func
+
+        app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+
+        @app.route(route="save/{key}", methods=["POST"])
+        @app.blob_input(arg_name="state", path="%BOX%/{key}", connection="AzureWebJobsStorage", data_type="binary")
+        @app.blob_output(arg_name="stateOut", path="%BOX%/{key}", connection="AzureWebJobsStorage", if_match="state")
+        @app.blob_output(arg_name="note", path="%BOX%/notes/{key}-{tag}", connection="AzureWebJobsStorage")
+        def save(req: func.HttpRequest, state: func.InputStream, stateOut: func.Out[str], note: func.Out[str]) -> func.HttpResponse:
+            body = req.get_json()
+            read = None if state is None else state.read().decode()
+            inner = body.get("inner")
+            if inner is not None:
+                opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+                request = urllib.request.Request(inner["url"], data=json.dumps(inner["body"]).encode(),
+                                                 headers={"Content-Type": "application/json"}, method="POST")
+                with opener.open(request, timeout=60) as answer:
+                    answer.read()
+            stateOut.set(body["text"])
+            note.set(f"read {read}")
+            return func.HttpResponse("saved")
+
+
+        @app.route(route="broken", methods=["POST"])
+        @app.blob_output(arg_name="out", path="%BOX%/x", connection="AzureWebJobsStorage", if_match="nothing")
+        def broken(req: func.HttpRequest, out: func.Out[str]) -> str:
+            return "never"
+        """;
+
+    [Fact]
+    public async Task A_python_v2_app_declares_ifMatch_in_its_decorators_and_a_wrong_one_disables_its_function_naming_it()
+    {
+        var box = Box();
+        using var app = new TestApp("python", settings: new() { ["BOX"] = box }, name: "condv2");
+        File.WriteAllText(Path.Combine(app.Directory, "function_app.py"), SaveV2);
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
+        await PutAsync(box, "k", "v0");
+
+        using var outer = await host.Http.PostAsync("/api/save/k",
+            Json(Nested("outer", "o", new Uri(host.Host.BaseAddress, "api/save/k"), "inner", "i")));
+        await AssertConflictAsync(outer, $"{box}/k");
+        await StoredEventuallyAsync(box, "k", "inner");
+        Assert.Null(await StoredAsync(box, "notes/k-o"));
+
+        var broken = Assert.Single((await host.Http.GetHostStatusAsync()).Functions, f => f.Name == "broken");
+        Assert.Contains("function_app.py (function 'broken')", broken.Error, StringComparison.Ordinal);
+        Assert.Contains("blob output \"out\": ifMatch \"nothing\" is not a binding of this function", broken.Error, StringComparison.Ordinal);
+    }
+
     // ---- two instances --------------------------------------------------------------------------------------------
 
     private async Task<InstanceGroup> StartGroupAsync(TestApp app, int count) =>
