@@ -51,9 +51,11 @@ public sealed class ConditionalOutputTests(AzuriteFixture azurite, ITestOutputHe
             text = body.get("text")
             if text is None:
                 text = str(int(read or "0") + 1)
-            stateOut.set(text)
-            note.set(f"read {read}")
-            return func.HttpResponse(json.dumps({"read": read, "wrote": text}), mimetype="application/json")
+            # "pad": outputs large enough to reach the host through shared-memory files.
+            pad = "." * body.get("pad", 0)
+            stateOut.set(text + pad)
+            note.set(f"read {None if read is None else read[:20]}" + pad)
+            return func.HttpResponse(json.dumps({"read": None if read is None else read[:20], "wrote": text}), mimetype="application/json")
         """;
 
     private const string GetJson = """
@@ -160,6 +162,39 @@ public sealed class ConditionalOutputTests(AzuriteFixture azurite, ITestOutputHe
         using var next = await host.Http.PostAsync("/api/save/k", Json("""{ "text": "next", "tag": "n" }"""));
         Assert.True(next.IsSuccessStatusCode, await next.Content.ReadAsStringAsync());
         await StoredEventuallyAsync(box, "k", "next");
+    }
+
+    [Theory]
+    [InlineData(null)]
+    [InlineData("local/async/local")]
+    public async Task Large_outputs_of_an_invocation_that_conflicts_leave_no_shared_memory_file_behind(string? preset)
+    {
+        var box = Box();
+        using var app = SaveApp(box, preset);
+        await using var host = await HostUnderTest.StartAsync(app.Directory, azurite.ConnectionString);
+        await PutAsync(box, "big", "v0");
+        const int pad = 1 << 20; // far above the inline threshold: both outputs come as files the worker wrote
+        var body = JsonSerializer.Serialize(new
+        {
+            text = "outer", tag = "o", pad,
+            inner = new { url = new Uri(host.Host.BaseAddress, "api/save/big").ToString(), body = new { text = "inner", tag = "i", pad } },
+        });
+        using var outer = await host.Http.PostAsync("/api/save/big", Json(body));
+        await AssertConflictAsync(outer, $"{box}/big");
+
+        Assert.StartsWith("inner.", await StoredEventuallyStartsWithAsync(box, "big", "inner."), StringComparison.Ordinal);
+        Assert.Null(await StoredAsync(box, "notes/big-o"));
+        // The worker's files for the outer invocation's two outputs were deleted, not left until the worker exits.
+        var directory = host.Host.Cache!.Directory;
+        Assert.Empty(Directory.GetFiles(directory, "w*"));
+    }
+
+    private async Task<string> StoredEventuallyStartsWithAsync(string container, string blob, string prefix)
+    {
+        string? stored = null;
+        await Eventually.TrueAsync(async () => (stored = await StoredAsync(container, blob)) is { } s && s.StartsWith(prefix, StringComparison.Ordinal),
+            $"{container}/{blob} starts with \"{prefix}\"");
+        return stored!;
     }
 
     [Theory]
