@@ -122,7 +122,7 @@ internal sealed class FunctionInvoker
             request.TriggerMetadata[name] = new TypedData { String = value };
         foreach (var (name, value) in invocation.TriggerMetadata)
             request.TriggerMetadata[name] = value;
-        // The versions the inputs read, kept only when an output is conditional on one (see ConditionFor).
+        // The versions the inputs read, kept only when an output is conditional on one (WriteOutputsConditionallyAsync).
         var versions = plan.ConditionalOutputs.Length > 0 ? new string?[plan.InputBlobs.Length] : null;
         if (plan.InputBlobs.Length > 0)
             await ReadInputsAsync(plan, invocation, request, versions, ct);
