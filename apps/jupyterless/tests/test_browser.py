@@ -16,6 +16,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 pytest_plugins = ["conftest_kernel"]
+pytest.register_assert_rewrite("conftest_kernel")
 
 from conftest_kernel import HOME, processes_mentioning, wait_for  # noqa: E402
 

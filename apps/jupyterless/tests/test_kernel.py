@@ -14,6 +14,7 @@ import pytest
 from jupyter_client.manager import KernelManager
 
 pytest_plugins = ["conftest_kernel"]
+pytest.register_assert_rewrite("conftest_kernel")
 
 from conftest_kernel import processes_mentioning  # noqa: E402
 

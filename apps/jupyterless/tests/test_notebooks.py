@@ -65,7 +65,7 @@ def test_noop(jupyterless, tmp_path, monkeypatch):
 def test_noop_through_nbconvert_unchanged(jupyterless, tmp_path):
     env = jupyterless.kernel_env()
     out = tmp_path / "noop.out.ipynb"
-    subprocess.run(["/usr/bin/jupyter", "nbconvert", "--to", "notebook", "--execute",
+    subprocess.run(["/usr/bin/python3", "-m", "nbconvert", "--to", "notebook", "--execute",
                     f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}", "--output", str(out), str(NOTEBOOKS / "noop.ipynb")],
                    env=env, cwd=tmp_path, check=True, timeout=CELL_TIMEOUT + 120, capture_output=True)
     nb = nbformat.read(out, as_version=4)
