@@ -36,6 +36,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import stat
 import sys
 import threading
@@ -134,6 +135,25 @@ class JupyterLessKernel(Kernel):
             self.url, self.key, self.timeout = None, None, DEFAULT_TIMEOUT
             self.config_error = str(e)
         self.used = False  # whether a cell reached the executor (a reset is worth sending)
+        self._interrupted = False  # SIGINT arrived while a request was being handled
+        self._waiting = False  # the main thread waits for a reply: SIGINT raises KeyboardInterrupt there
+
+    # ---- interrupts -----------------------------------------------------------------------------------------
+
+    def pre_handler_hook(self):
+        # ipykernel makes SIGINT raise KeyboardInterrupt anywhere in a handler, which can land in its own code before
+        # do_execute runs; here it raises only while waiting for the executor, and is otherwise remembered for this
+        # request (do_execute then ends at once).
+        self.saved_sigint_handler = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def post_handler_hook(self):
+        signal.signal(signal.SIGINT, self.saved_sigint_handler)
+        self._interrupted = False
+
+    def _on_sigint(self, signum, frame):
+        self._interrupted = True
+        if self._waiting:
+            raise KeyboardInterrupt
 
     # ---- HTTP -----------------------------------------------------------------------------------------------
 
@@ -180,10 +200,18 @@ class JupyterLessKernel(Kernel):
             except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
                 box["error"] = e
 
+        if self._interrupted:
+            raise KeyboardInterrupt
         worker = threading.Thread(target=run, name=f"jupyterless-{function}", daemon=True)
         worker.start()
-        while worker.is_alive():
-            worker.join(0.1)
+        self._waiting = True
+        try:
+            while worker.is_alive():
+                if self._interrupted:
+                    raise KeyboardInterrupt
+                worker.join(0.1)
+        finally:
+            self._waiting = False
         if "error" in box:
             raise box["error"]
         return box["reply"]

@@ -164,14 +164,13 @@ def test_display_data_png_html_and_display(kernel):
 
 def test_interrupt_abandons_the_cell_at_once_and_the_kernel_goes_on(kernel):
     msg_id = kernel.send("import time\ntime.sleep(40)\n'not interrupted'")
-    # The cell is in flight once the kernel has published its input (do_execute follows at once); a moment more so
-    # that the request is on its way (an interrupt before it still ends the cell, only sooner).
+    # The kernel is handling the cell once it has published its input; an interrupt from then on ends the cell, whether
+    # its request is already waiting for the executor or about to be sent.
     end = time.monotonic() + 120
     while True:
         msg = kernel.kc.get_iopub_msg(timeout=max(end - time.monotonic(), 1))
         if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
             break
-    time.sleep(2)
     interrupted = time.monotonic()
     kernel.km.interrupt_kernel()
     reply, messages = kernel.collect(msg_id, deadline=120)
@@ -306,3 +305,58 @@ def test_the_key_is_needed_and_never_in_argv_or_a_readable_file(jupyterless, tmp
         assert str(loose) in reply["evalue"] and "chmod 600" in reply["evalue"]
     finally:
         k.stop()
+
+
+def test_the_request_and_the_stale_and_conflict_replies(jupyterless):
+    """The kernel's side of the contract, against a scripted executor: the request's shape, a `stale` reply answered
+    once with its `large` map, a 409 shown as a conflict."""
+    import json
+    import re
+
+    requests = []
+    replies = []
+
+    def executor(h):
+        requests.append((h.headers.get("x-functions-key"), json.loads(h.rfile.read(int(h.headers["content-length"])))))
+        status, body = replies.pop(0)
+        raw = json.dumps(body).encode()
+        h.send_response(status)
+        h.send_header("content-type", "application/json")
+        h.send_header("content-length", str(len(raw)))
+        h.end_headers()
+        h.wfile.write(raw)
+
+    large = {f"in{i}": None for i in range(32)}
+    large["in0"] = "0123456789abcdef-3"
+    ok = {"status": "ok", "execution_count": 1, "stdout": "", "stderr": "", "result": {"text/plain": "'done'"},
+          "displays": [], "large": large, "warnings": ["variable 'sock' cannot be pickled; it was not kept"]}
+    replies += [(200, {"status": "stale", "large": large}), (200, ok),
+                (409, {"error": "conflict", "binding": "stateOut", "blob": "jupyterless/sessions/x/state.pkl",
+                       "message": "the blob changed"})]
+    server = _Server(executor)
+    k = _lost_runtime_kernel(jupyterless, server.url)
+    try:
+        reply, messages = k.run("'done'", deadline=120)
+        assert reply["status"] == "ok", reply
+        assert of_type(messages, "execute_result")[0]["data"]["text/plain"] == "'done'"
+        warnings = "".join(c["text"] for c in of_type(messages, "stream") if c["name"] == "stderr")
+        assert "'sock' cannot be pickled" in warnings
+        assert len(requests) == 2
+        (key, first), (_, second) = requests
+        assert key == "not-a-key"
+        assert re.fullmatch(r"[0-9a-f]{32}", first["session"]) and second["session"] == first["session"]
+        assert first["code"] == "'done'" and first["silent"] is False and first["store_history"] is True
+        assert all(first[f"in{i}"] is None for i in range(32))
+        outs = [first[f"out{i}"] for i in range(32)]
+        assert all(re.fullmatch(r"[0-9a-f]{16}-%d" % i, o) for i, o in enumerate(outs)), outs
+        assert second["in0"] == "0123456789abcdef-3"  # resent once with the stale reply's map
+
+        reply, messages = k.run("x = 1", deadline=120)
+        assert reply["status"] == "error" and reply["ename"] == "JupyterLessConflict", reply
+        assert "the blob changed" in reply["evalue"]
+        assert len(requests) == 3  # nothing resent silently
+        assert requests[2][1]["in0"] == "0123456789abcdef-3"  # the map the last reply gave
+        assert requests[2][1]["out0"] != first["out0"]  # fresh names per cell
+    finally:
+        k.stop()
+        server.close()
