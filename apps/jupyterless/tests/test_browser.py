@@ -4,7 +4,6 @@ screenshot of the plot must not be blank. Waits are for conditions in the page, 
 
 import io
 import shutil
-import time
 from pathlib import Path
 
 import nbformat
@@ -82,9 +81,7 @@ def test_a_cell_that_plots_from_the_notebook_ui(jupyterless, browser, tmp_path):
     prompt = browser.find_element(By.CSS_SELECTOR, ".input_prompt").text
     assert prompt.replace("\xa0", " ").strip() == "In [1]:", prompt
 
-    browser.execute_script("arguments[0].scrollIntoView()", image)
-    time.sleep(0.5)  # only lets the scroll paint; the checks below do not depend on it
-    png = image.screenshot_as_png
+    png = image.screenshot_as_png  # (Selenium scrolls the element into view)
     page = browser.get_screenshot_as_png()
     (tmp_path / "plot.png").write_bytes(png)
     (tmp_path / "notebook.png").write_bytes(page)

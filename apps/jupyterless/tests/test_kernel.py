@@ -163,7 +163,7 @@ def test_display_data_png_html_and_display(kernel):
 
 
 def test_interrupt_abandons_the_cell_at_once_and_the_kernel_goes_on(kernel):
-    msg_id = kernel.send("import time\ntime.sleep(40)\n'not interrupted'")
+    msg_id = kernel.send("import time\ntime.sleep(60)\n'not interrupted'")
     # The kernel is handling the cell once it has published its input; an interrupt from then on ends the cell, whether
     # its request is already waiting for the executor or about to be sent.
     end = time.monotonic() + 120
@@ -177,8 +177,8 @@ def test_interrupt_abandons_the_cell_at_once_and_the_kernel_goes_on(kernel):
     assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
     assert of_type(messages, "error")[0]["ename"] == "KeyboardInterrupt"
     assert not of_type(messages, "execute_result")
-    # It did not wait for the cell (40 s): the reply came well before the invocation could have ended.
-    assert time.monotonic() - interrupted < 30
+    # It did not wait for the cell (60 s): the reply came well before the invocation could have ended.
+    assert time.monotonic() - interrupted < 50
     # The kernel takes the next cell.
     reply, messages = kernel.run("1 + 1")
     assert reply["status"] == "ok", reply
