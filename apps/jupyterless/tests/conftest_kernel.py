@@ -1,6 +1,6 @@
 """Fixtures of the kernel, notebook and browser tests (loaded with ``pytest_plugins = ["conftest_kernel"]``).
 
-``jupyterless``: one ``./faast notebook`` for the whole session, as a person starts it: the platform serving a copy of
+``faast_notebook``: one ``./faast notebook`` for the whole session, as a person starts it: the platform serving a copy of
 the executor app (a copy, so its storage and platform state are its own, whatever else runs the app), and Debian's
 classic notebook server with the JupyterLess kernel. The fixture reads what the command prints (the notebook's URL and
 token) and what it writes for its kernels (the private JUPYTER_PATH with the kernelspec, the 0600 config file with the
@@ -108,7 +108,7 @@ class JupyterLess:
 
 
 @pytest.fixture(scope="session")
-def jupyterless(tmp_path_factory):
+def faast_notebook(tmp_path_factory):
     root = tmp_path_factory.mktemp("jupyterless")
     app = root / "executor"
     shutil.copytree(executor_app(), app, ignore=shutil.ignore_patterns(".faast", "__pycache__"))

@@ -54,12 +54,12 @@ def browser(tmp_path):
         wait_for(lambda: not processes_mentioning(str(profile)), 60, "Chromium to end")
 
 
-def test_a_cell_that_plots_from_the_notebook_ui(jupyterless, browser, tmp_path):
+def test_a_cell_that_plots_from_the_notebook_ui(faast_notebook, browser, tmp_path):
     nb = new_notebook(cells=[new_code_cell(PLOT)], metadata={
         "kernelspec": {"name": "jupyterless", "display_name": "JupyterLess (FaaST)", "language": "python"}})
-    nbformat.write(nb, jupyterless.notebook_dir / "plot.ipynb")
+    nbformat.write(nb, faast_notebook.notebook_dir / "plot.ipynb")
 
-    browser.get(f"{jupyterless.notebook_url}/notebooks/plot.ipynb?token={jupyterless.token}")
+    browser.get(f"{faast_notebook.notebook_url}/notebooks/plot.ipynb?token={faast_notebook.token}")
     # The notebook is open and its kernel (JupyterLess, the default) is connected.
     wait_for(lambda: browser.execute_script(
         "return !!(window.Jupyter && Jupyter.notebook && Jupyter.notebook.kernel"

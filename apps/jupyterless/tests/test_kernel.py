@@ -1,5 +1,5 @@
 """The JupyterLess kernel through jupyter_client's KernelManager, against the executor served by ./faast notebook's
-platform (conftest_kernel.jupyterless): execute, errors, interrupt, restart, display data, stdin, a lost runtime, keys.
+platform (conftest_kernel.faast_notebook): execute, errors, interrupt, restart, display data, stdin, a lost runtime, keys.
 Every wait is for a condition with a generous deadline (a busy 2-core machine)."""
 
 import base64
@@ -86,8 +86,8 @@ def stdout(messages):
 
 
 @pytest.fixture
-def kernel(jupyterless):
-    k = Kernel(jupyterless.kernel_env())
+def kernel(faast_notebook):
+    k = Kernel(faast_notebook.kernel_env())
     try:
         yield k
     finally:
@@ -218,20 +218,20 @@ class _Server:
         self.httpd.server_close()
 
 
-def _lost_runtime_kernel(jupyterless, url, timeout=None):
-    env = jupyterless.kernel_env(JUPYTERLESS_URL=url, JUPYTERLESS_KEY="not-a-key")
+def _lost_runtime_kernel(faast_notebook, url, timeout=None):
+    env = faast_notebook.kernel_env(JUPYTERLESS_URL=url, JUPYTERLESS_KEY="not-a-key")
     if timeout:
         env["JUPYTERLESS_TIMEOUT"] = str(timeout)
     return Kernel(env)
 
 
-def test_a_lost_runtime_is_a_clear_error_not_a_hang(jupyterless):
+def test_a_lost_runtime_is_a_clear_error_not_a_hang(faast_notebook):
     # Nothing listens on the port any more (connection refused).
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{s.getsockname()[1]}"
     s.close()
-    k = _lost_runtime_kernel(jupyterless, url)
+    k = _lost_runtime_kernel(faast_notebook, url)
     try:
         reply, messages = k.run("1 + 1", deadline=120)
         assert reply["status"] == "error" and reply["ename"] == "JupyterLessRuntimeError", reply
@@ -243,7 +243,7 @@ def test_a_lost_runtime_is_a_clear_error_not_a_hang(jupyterless):
     # A runtime that takes the connection and never answers: the kernel gives up after its timeout.
     hang = threading.Event()
     server = _Server(lambda h: hang.wait(120))
-    k = _lost_runtime_kernel(jupyterless, server.url, timeout=3)
+    k = _lost_runtime_kernel(faast_notebook, server.url, timeout=3)
     try:
         reply, _ = k.run("1 + 1", deadline=120)
         assert reply["status"] == "error" and reply["ename"] == "JupyterLessRuntimeError", reply
@@ -264,7 +264,7 @@ def test_a_lost_runtime_is_a_clear_error_not_a_hang(jupyterless):
         h.wfile.write(body)
 
     server = _Server(unavailable)
-    k = _lost_runtime_kernel(jupyterless, server.url)
+    k = _lost_runtime_kernel(faast_notebook, server.url)
     try:
         reply, _ = k.run("1 + 1", deadline=120)
         assert reply["status"] == "error" and reply["ename"] == "JupyterLessRuntimeError", reply
@@ -274,31 +274,31 @@ def test_a_lost_runtime_is_a_clear_error_not_a_hang(jupyterless):
         server.close()
 
 
-def test_the_key_is_needed_and_never_in_argv_or_a_readable_file(jupyterless, tmp_path):
+def test_the_key_is_needed_and_never_in_argv_or_a_readable_file(faast_notebook, tmp_path):
     # The executor refuses a cell without the function key, or with a wrong one.
     body = {"session": "0" * 32, "code": "1"}
-    assert jupyterless.post("execute", body)[0] == 401
-    assert jupyterless.post("execute", body, key="wrong")[0] == 401
+    assert faast_notebook.post("execute", body)[0] == 401
+    assert faast_notebook.post("execute", body, key="wrong")[0] == 401
     # A kernel with a wrong key says so.
-    k = Kernel(jupyterless.kernel_env(JUPYTERLESS_URL=jupyterless.executor_url, JUPYTERLESS_KEY="wrong"))
+    k = Kernel(faast_notebook.kernel_env(JUPYTERLESS_URL=faast_notebook.executor_url, JUPYTERLESS_KEY="wrong"))
     try:
         reply, _ = k.run("1")
         assert reply["status"] == "error" and reply["ename"] == "JupyterLessAuthError", reply
         # Its command line holds no key (the kernelspec's argv: python3, the kernel's file, the connection file).
         for pid, cmdline in processes_mentioning("jupyterless_kernel.py"):
-            assert jupyterless.key not in cmdline
+            assert faast_notebook.key not in cmdline
     finally:
         k.stop()
     # The launcher's config file is its owner's only, and the notebook server's command line holds neither the key
     # nor its token.
-    assert stat.S_IMODE(os.stat(jupyterless.config_file).st_mode) == 0o600
-    for pid, cmdline in processes_mentioning(str(jupyterless.notebook_dir)):
-        assert jupyterless.key not in cmdline and jupyterless.token not in cmdline
+    assert stat.S_IMODE(os.stat(faast_notebook.config_file).st_mode) == 0o600
+    for pid, cmdline in processes_mentioning(str(faast_notebook.notebook_dir)):
+        assert faast_notebook.key not in cmdline and faast_notebook.token not in cmdline
     # The kernel refuses a config file others may read.
     loose = tmp_path / "config.json"
-    loose.write_text(jupyterless.config_file.read_text())
+    loose.write_text(faast_notebook.config_file.read_text())
     loose.chmod(0o644)
-    k = Kernel(jupyterless.kernel_env(JUPYTERLESS_CONFIG=str(loose)))
+    k = Kernel(faast_notebook.kernel_env(JUPYTERLESS_CONFIG=str(loose)))
     try:
         reply, _ = k.run("1")
         assert reply["status"] == "error" and reply["ename"] == "JupyterLessConfigError", reply
@@ -307,7 +307,7 @@ def test_the_key_is_needed_and_never_in_argv_or_a_readable_file(jupyterless, tmp
         k.stop()
 
 
-def test_the_request_and_the_stale_and_conflict_replies(jupyterless):
+def test_the_request_and_the_stale_and_conflict_replies(faast_notebook):
     """The kernel's side of the contract, against a scripted executor: the request's shape, a `stale` reply answered
     once with its `large` map, a 409 shown as a conflict."""
     import json
@@ -334,7 +334,7 @@ def test_the_request_and_the_stale_and_conflict_replies(jupyterless):
                 (409, {"error": "conflict", "binding": "stateOut", "blob": "jupyterless/sessions/x/state.pkl",
                        "message": "the blob changed"})]
     server = _Server(executor)
-    k = _lost_runtime_kernel(jupyterless, server.url)
+    k = _lost_runtime_kernel(faast_notebook, server.url)
     try:
         reply, messages = k.run("'done'", deadline=120)
         assert reply["status"] == "ok", reply

@@ -25,12 +25,12 @@ def load(name, **parameters):
     return nb
 
 
-def run(jupyterless, nb, workdir, monkeypatch, repeat=None):
+def run(faast_notebook, nb, workdir, monkeypatch, repeat=None):
     """Executes every cell in order (a cell tagged `repeat[0]` repeat[1] times); returns the notebook."""
-    monkeypatch.setenv("JUPYTER_PATH", str(jupyterless.run_dir / "jupyter"))
+    monkeypatch.setenv("JUPYTER_PATH", str(faast_notebook.run_dir / "jupyter"))
     client = NotebookClient(nb, kernel_name="jupyterless", timeout=CELL_TIMEOUT, startup_timeout=120,
                             resources={"metadata": {"path": str(workdir)}})
-    with client.setup_kernel(env=jupyterless.kernel_env()):
+    with client.setup_kernel(env=faast_notebook.kernel_env()):
         for index, cell in enumerate(nb.cells):
             times = repeat[1] if repeat and repeat[0] in cell.metadata.get("tags", []) else 1
             for _ in range(times):
@@ -56,14 +56,14 @@ def no_errors(nb):
     assert not errors, errors
 
 
-def test_noop(jupyterless, tmp_path, monkeypatch):
-    nb = run(jupyterless, load("noop"), tmp_path, monkeypatch)
+def test_noop(faast_notebook, tmp_path, monkeypatch):
+    nb = run(faast_notebook, load("noop"), tmp_path, monkeypatch)
     no_errors(nb)
     assert text_of(code_cells(nb)[-1]) == "no-op\n"
 
 
-def test_noop_through_nbconvert_unchanged(jupyterless, tmp_path):
-    env = jupyterless.kernel_env()
+def test_noop_through_nbconvert_unchanged(faast_notebook, tmp_path):
+    env = faast_notebook.kernel_env()
     out = tmp_path / "noop.out.ipynb"
     subprocess.run(["/usr/bin/python3", "-m", "nbconvert", "--to", "notebook", "--execute",
                     f"--ExecutePreprocessor.timeout={CELL_TIMEOUT}", "--output", str(out), str(NOTEBOOKS / "noop.ipynb")],
@@ -73,9 +73,9 @@ def test_noop_through_nbconvert_unchanged(jupyterless, tmp_path):
     assert text_of(code_cells(nb)[-1]) == "no-op\n"
 
 
-def test_column_sum(jupyterless, tmp_path, monkeypatch):
+def test_column_sum(faast_notebook, tmp_path, monkeypatch):
     # 20 MiB in 10 chunks of 2 MiB: each chunk still a large object (a blob of its own).
-    nb = run(jupyterless, load("column-sum", TOTAL_MB=20, CHUNKS=10), tmp_path, monkeypatch)
+    nb = run(faast_notebook, load("column-sum", TOTAL_MB=20, CHUNKS=10), tmp_path, monkeypatch)
     no_errors(nb)
     cells = code_cells(nb)
     assert "10 chunks of 262,144 rows, 20 MiB in all" in text_of(cells[1])
@@ -83,8 +83,8 @@ def test_column_sum(jupyterless, tmp_path, monkeypatch):
     assert text_of(cells[2]) == f"sum of {n:,} values = {n * (n - 1) // 2}\n"
 
 
-def test_capacity_planning(jupyterless, tmp_path, monkeypatch):
-    nb = run(jupyterless, load("capacity-planning", DAYS=60, CAPACITY=0.8, SEED=7), tmp_path, monkeypatch)
+def test_capacity_planning(faast_notebook, tmp_path, monkeypatch):
+    nb = run(faast_notebook, load("capacity-planning", DAYS=60, CAPACITY=0.8, SEED=7), tmp_path, monkeypatch)
     no_errors(nb)
     cells = code_cells(nb)
     assert "collected 1,440 samples over 60 days" in text_of(cells[1])
@@ -95,9 +95,9 @@ def test_capacity_planning(jupyterless, tmp_path, monkeypatch):
     assert len(pngs) == 1 and pngs[0].startswith(b"\x89PNG") and len(pngs[0]) > 10_000
 
 
-def test_counter(jupyterless, tmp_path, monkeypatch):
+def test_counter(faast_notebook, tmp_path, monkeypatch):
     target = 25
-    nb = run(jupyterless, load("counter", TARGET=target), tmp_path, monkeypatch, repeat=("increment", target))
+    nb = run(faast_notebook, load("counter", TARGET=target), tmp_path, monkeypatch, repeat=("increment", target))
     no_errors(nb)
     cells = code_cells(nb)
     increment = next(c for c in cells if "increment" in c.metadata.get("tags", []))
@@ -106,8 +106,8 @@ def test_counter(jupyterless, tmp_path, monkeypatch):
     assert text_of(cells[-1]) == f"count = {target} of {target}\n"
 
 
-def test_characterization(jupyterless, tmp_path, monkeypatch):
-    nb = run(jupyterless, load("characterization", ACCESSES=20_000, APPS=20, SEED=1), tmp_path, monkeypatch)
+def test_characterization(faast_notebook, tmp_path, monkeypatch):
+    nb = run(faast_notebook, load("characterization", ACCESSES=20_000, APPS=20, SEED=1), tmp_path, monkeypatch)
     no_errors(nb)
     cells = code_cells(nb)
     assert "20,000 accesses of 20 apps" in text_of(cells[1])
