@@ -255,7 +255,7 @@ def save(namespace: Dict[str, Any], previous: Loaded, fresh_names: List[str], de
     defined = {d.name for d in definitions}
     variables: Dict[str, bytes] = {}
     for variable, value in namespace.items():
-        if variable.startswith("__") and variable.endswith("__") or variable in ("In", "Out", "exit", "quit", "get_ipython", "input"):
+        if len(variable) > 4 and variable.startswith("__") and variable.endswith("__") or variable in ("In", "Out", "exit", "quit", "get_ipython", "input"):
             continue
         if isinstance(value, _SKIPPED_TYPES):
             continue  # an import: the cell's import statement is kept as a definition
