@@ -213,7 +213,9 @@ def execute(body: Dict[str, Any], state_blob: Optional[memoryview], large_blobs:
         _figures(displays)
         definitions = state.definitions
         if reply["status"] == "ok":
-            definitions = st.merge_definitions(state.definitions, st.imports_of(code) + st.definitions_of(code))
+            # From the code as run (magics applied: a cell starting with %matplotlib inline is Python after that).
+            source = transform(code)[0]
+            definitions = st.merge_definitions(state.definitions, st.imports_of(source) + st.definitions_of(source))
         files, file_warnings = st.read_files(workdir)
         reply["warnings"].extend(file_warnings)
         fresh = [body[f"out{i}"] for i in range(SLOTS) if body.get(f"out{i}")]

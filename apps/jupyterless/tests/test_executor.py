@@ -120,7 +120,8 @@ def test_display_data_a_matplotlib_figure_as_png_and_a_dataframe_as_html(faast_n
 def test_magics_time_and_matplotlib_inline_work_and_others_are_refused_by_name(faast_notebook):
     s = Session(faast_notebook)
     assert "Wall time" in s.run("%%time\nx = sum(range(1000))")["stdout"]
-    assert "Wall time" in s.run("%matplotlib inline\n%time y = x + 1")["stdout"]
+    assert "Wall time" in s.run("%matplotlib inline\nimport math\n%time y = x + 1")["stdout"]
+    assert text(s.run("math.floor(2.5)")) == "2"  # the import in a cell with magics is kept
     assert text(s.run("y")) == "499501"
     s.run("'a'")
     s.run("'b'")
