@@ -125,7 +125,8 @@ public static class JupyterLessScenario
             new JupyterLessSession(context.Http, context.Key).RunAsync(i.BaseAddress, warm))));
     }
 
-    private static async Task<IBandwidthGroup> StartAsync(Context context, string app, int count, string logName)
+    private static async Task<IBandwidthGroup> StartAsync(Context context, string app, int count, string logName,
+        Func<int, IReadOnlyList<string>>? wrapper = null)
     {
         var logDirectory = Path.Combine(context.Logs, logName);
         var group = await context.Network.StartInstancesAsync(new InstanceGroupOptions
@@ -141,6 +142,7 @@ public static class JupyterLessScenario
                 ["Logging__LogLevel__Default"] = Environment.GetEnvironmentVariable("BENCH_INSTANCE_LOG_LEVEL") ?? "Warning",
             },
             LogDirectory = logDirectory,
+            Wrapper = wrapper,
         }, CancellationToken.None);
         await WaitReadyAsync(context, group, logDirectory);
         await WarmAsync(context, group);
@@ -391,24 +393,8 @@ public static class JupyterLessScenario
                     cache["memoryDaemon"] = daemon;
                     cache["memoryDaemonInterval"] = "00:00:00.01";
                 });
-                var logDirectory = Path.Combine(context.Logs, "table5-" + label);
-                await using var group = await context.Network.StartInstancesAsync(new InstanceGroupOptions
-                {
-                    AppDirectory = app,
-                    Count = instances,
-                    StorageConnectionString = context.Connection,
-                    RuntimeDll = Path.Combine(context.Home, "src", "Runtime", "bin", "Release", "net10.0", "FaaST.Runtime.dll"),
-                    Environment = new Dictionary<string, string>
-                    {
-                        ["FAAST_PEER_SECRET"] = PeerSecret,
-                        ["FAAST_HOME"] = context.Home,
-                        ["Logging__LogLevel__Default"] = Environment.GetEnvironmentVariable("BENCH_INSTANCE_LOG_LEVEL") ?? "Warning",
-                    },
-                    LogDirectory = logDirectory,
-                    Wrapper = i => ["/bin/sh", "-c", "echo $$ > \"$0\" && exec \"$@\"", cgroups[i].ProcsFile],
-                }, CancellationToken.None);
-                await WaitReadyAsync(context, group, logDirectory);
-                await WarmAsync(context, group);
+                await using var group = await StartAsync(context, app, instances, "table5-" + label,
+                    i => ["/bin/sh", "-c", "echo $$ > \"$0\" && exec \"$@\"", cgroups[i].ProcsFile]);
                 var session = instances == 1 ? new JupyterLessSession(context.Http, context.Key) : SessionStateOwnedBy(context, group, group[0]);
                 var at = group[0];
                 await session.RunAsync(at.BaseAddress, SetupCell(bytes));

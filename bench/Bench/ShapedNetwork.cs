@@ -178,7 +178,9 @@ public sealed class ShapedNetwork : IBandwidthNetwork
                 {
                     RuntimeDll = options.RuntimeDll,
                     ListenAddress = network._network.InstanceAddress(slots[i]).ToString(),
-                    CommandPrefix = ["ip", "netns", "exec", network._network.Namespace(slots[i]), .. options.Wrapper?.Invoke(i) ?? []],
+                    // The group's wrapper first: `ip netns exec` mounts the namespace's own /sys, where a cgroup's
+                    // files (a wrapper that joins a memory cgroup) are not.
+                    CommandPrefix = [.. options.Wrapper?.Invoke(i) ?? [], "ip", "netns", "exec", network._network.Namespace(slots[i])],
                     StartupTimeout = options.StartupTimeout,
                     Output = log is null ? (_, line) => options.Output?.Invoke(line) : (_, line) => { lock (log) log.WriteLine(line); },
                 });

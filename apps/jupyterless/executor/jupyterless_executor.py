@@ -225,6 +225,10 @@ def execute(body: Dict[str, Any], state_blob: Optional[memoryview], large_blobs:
         # A failing cell still moves the counter and keeps what it did before it raised, as IPython's namespace does.
         return reply, st.encode_state(new_state), writes
     finally:
+        # The session's objects go now, not at the next cyclic collection: the namespace holds the functions whose
+        # globals it is (a cycle), and a 350 MB DataFrame left to the collector is memory the next cell, or the
+        # memory daemon's accounting, does not have (Faa$T Table 5's allocation failed with it).
+        namespace.clear()
         os.chdir(saved_cwd)
         sys.stdin = saved_stdin
         if saved_main is not None:
