@@ -6,7 +6,9 @@ import builtins
 import contextlib
 import io
 import json
+import os
 import re
+import tempfile
 import traceback
 
 import azure.functions as func
@@ -32,7 +34,7 @@ def main(req: func.HttpRequest) -> func.HttpResponse:
     session = body.get("session", "")
     if not re.fullmatch(r"[0-9a-f]{32}", session):
         return func.HttpResponse("bad session", status_code=400)
-    state = SESSIONS.setdefault(session, {"ns": {"__name__": "__main__"}, "count": 0})
+    state = SESSIONS.setdefault(session, {"ns": {"__name__": "__main__"}, "count": 0, "dir": tempfile.mkdtemp()})
     ns = state["ns"]
     displays = []
 
@@ -47,7 +49,9 @@ def main(req: func.HttpRequest) -> func.HttpResponse:
     out, err = io.StringIO(), io.StringIO()
     reply = {"status": "ok", "execution_count": state["count"], "result": None, "displays": displays,
              "large": {f"in{i}": None for i in range(32)}, "warnings": []}
+    cwd = os.getcwd()
     try:
+        os.chdir(state["dir"])  # the working directory across cells (one worker: no other cell runs meanwhile)
         import matplotlib
         matplotlib.use("Agg")
         tree = ast.parse(body["code"])
@@ -69,5 +73,7 @@ def main(req: func.HttpRequest) -> func.HttpResponse:
     except Exception as e:  # noqa: BLE001
         reply.update(status="error", ename=type(e).__name__, evalue=str(e),
                      traceback=traceback.format_exception(type(e), e, e.__traceback__))
+    finally:
+        os.chdir(cwd)
     reply["stdout"], reply["stderr"] = out.getvalue(), err.getvalue()
     return func.HttpResponse(json.dumps(reply), mimetype="application/json")
