@@ -162,3 +162,28 @@ def faast_notebook(tmp_path_factory):
         finally:
             shutil.rmtree(platform_state, ignore_errors=True)
         assert not run_dir.exists(), f"{run_dir} was not removed"
+
+
+def write_kernelspec(jupyter_path):
+    """The kernelspec ./faast notebook writes, for kernels that need no executor (the lost-runtime and protocol tests)."""
+    spec = Path(jupyter_path) / "kernels" / "jupyterless"
+    spec.mkdir(parents=True, exist_ok=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": ["/usr/bin/python3", str(HOME / "apps" / "jupyterless" / "kernel" / "jupyterless_kernel.py"),
+                 "-f", "{connection_file}"],
+        "display_name": "JupyterLess (FaaST)", "language": "python", "interrupt_mode": "signal",
+        "metadata": {"debugger": False}, "env": {"PYDEVD_DISABLE_FILE_VALIDATION": "1"}}))
+    return Path(jupyter_path)
+
+
+@pytest.fixture
+def bare_kernel_env(tmp_path):
+    """A kernel's environment without ./faast notebook: the kernelspec in a JUPYTER_PATH of this test's own."""
+    jupyter = write_kernelspec(tmp_path / "jupyter")
+
+    def env(**extra):
+        e = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERLESS_")}
+        e["JUPYTER_PATH"] = str(jupyter)
+        e.update(extra)
+        return e
+    return env

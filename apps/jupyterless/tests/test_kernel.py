@@ -218,20 +218,20 @@ class _Server:
         self.httpd.server_close()
 
 
-def _lost_runtime_kernel(faast_notebook, url, timeout=None):
-    env = faast_notebook.kernel_env(JUPYTERLESS_URL=url, JUPYTERLESS_KEY="not-a-key")
+def _lost_runtime_kernel(bare_kernel_env, url, timeout=None):
+    env = bare_kernel_env(JUPYTERLESS_URL=url, JUPYTERLESS_KEY="not-a-key")
     if timeout:
         env["JUPYTERLESS_TIMEOUT"] = str(timeout)
     return Kernel(env)
 
 
-def test_a_lost_runtime_is_a_clear_error_not_a_hang(faast_notebook):
+def test_a_lost_runtime_is_a_clear_error_not_a_hang(bare_kernel_env):
     # Nothing listens on the port any more (connection refused).
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{s.getsockname()[1]}"
     s.close()
-    k = _lost_runtime_kernel(faast_notebook, url)
+    k = _lost_runtime_kernel(bare_kernel_env, url)
     try:
         reply, messages = k.run("1 + 1", deadline=120)
         assert reply["status"] == "error" and reply["ename"] == "JupyterLessRuntimeError", reply
@@ -243,7 +243,7 @@ def test_a_lost_runtime_is_a_clear_error_not_a_hang(faast_notebook):
     # A runtime that takes the connection and never answers: the kernel gives up after its timeout.
     hang = threading.Event()
     server = _Server(lambda h: hang.wait(120))
-    k = _lost_runtime_kernel(faast_notebook, server.url, timeout=3)
+    k = _lost_runtime_kernel(bare_kernel_env, server.url, timeout=3)
     try:
         reply, _ = k.run("1 + 1", deadline=120)
         assert reply["status"] == "error" and reply["ename"] == "JupyterLessRuntimeError", reply
@@ -264,7 +264,7 @@ def test_a_lost_runtime_is_a_clear_error_not_a_hang(faast_notebook):
         h.wfile.write(body)
 
     server = _Server(unavailable)
-    k = _lost_runtime_kernel(faast_notebook, server.url)
+    k = _lost_runtime_kernel(bare_kernel_env, server.url)
     try:
         reply, _ = k.run("1 + 1", deadline=120)
         assert reply["status"] == "error" and reply["ename"] == "JupyterLessRuntimeError", reply
@@ -307,7 +307,7 @@ def test_the_key_is_needed_and_never_in_argv_or_a_readable_file(faast_notebook, 
         k.stop()
 
 
-def test_the_request_and_the_stale_and_conflict_replies(faast_notebook):
+def test_the_request_and_the_stale_and_conflict_replies(bare_kernel_env):
     """The kernel's side of the contract, against a scripted executor: the request's shape, a `stale` reply answered
     once with its `large` map, a 409 shown as a conflict."""
     import json
@@ -334,7 +334,7 @@ def test_the_request_and_the_stale_and_conflict_replies(faast_notebook):
                 (409, {"error": "conflict", "binding": "stateOut", "blob": "jupyterless/sessions/x/state.pkl",
                        "message": "the blob changed"})]
     server = _Server(executor)
-    k = _lost_runtime_kernel(faast_notebook, server.url)
+    k = _lost_runtime_kernel(bare_kernel_env, server.url)
     try:
         reply, messages = k.run("'done'", deadline=120)
         assert reply["status"] == "ok", reply
