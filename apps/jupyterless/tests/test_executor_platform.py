@@ -16,8 +16,9 @@ A2 = "null blob input paths (Part A2, branch jl-bind)"
 A1 = "\"ifMatch\" conditional blob outputs (Part A1, branch jl-bind)"
 
 
-def _runtime_has(text: str) -> bool:
-    for path in glob.glob(os.path.join(ROOT, "src", "**", "*.cs"), recursive=True):
+def _app_model_reads(text: str) -> bool:
+    """Whether function.json's loader (src/AppModel) knows a binding property, e.g. '"ifMatch"'."""
+    for path in glob.glob(os.path.join(ROOT, "src", "AppModel", "**", "*.cs"), recursive=True):
         with open(path, encoding="utf-8", errors="replace") as f:
             if text in f.read():
                 return True
@@ -27,16 +28,19 @@ def _runtime_has(text: str) -> bool:
 class Kernel:
     """What the kernel (Part C) does per cell: the session id, the `large` map, fresh out names."""
 
-    def __init__(self, platform, session=None):
+    def __init__(self, platform, session=None, nulls=True):
         self.p = platform
         self.session = session or secrets.token_hex(16)
         self.large = {}
+        # Unused input slots are null (the contract; Part A2). Without A2 they name blobs that do not exist,
+        # which bind None just as well (a missing blob), at the cost of one storage read each.
+        self.nulls = nulls
 
     def body(self, code, **extra):
         prefix = secrets.token_hex(8)
         b = {"session": self.session, "code": code, "silent": False, "store_history": True}
         for i in range(32):
-            b[f"in{i}"] = self.large.get(f"in{i}")
+            b[f"in{i}"] = self.large.get(f"in{i}", None if self.nulls else f"absent-{i}")
             b[f"out{i}"] = f"{prefix}-{i}"
         b.update(extra)
         return b
@@ -56,13 +60,21 @@ class Kernel:
 
 
 @pytest.fixture(scope="session")
-def null_paths(platform):
+def nulls(platform):
+    """Whether the runtime binds a null input path as None (A2); the tests run either way."""
     k = Kernel(platform)
     status, reply = k.send(k.body("1"))
     if status == 400 and "null" in str(reply):
-        pytest.skip(f"the runtime lacks {A2}: {reply}")
+        return False
     assert status == 200, reply
     return True
+
+
+def test_null_input_paths_bind_none(platform, nulls):
+    if not nulls:
+        pytest.skip(f"the runtime lacks {A2}")
+    k = Kernel(platform)
+    assert k.run("1 + 1")["result"]["text/plain"] == "2"
 
 
 def test_401_without_the_function_key(platform):
@@ -81,8 +93,8 @@ def test_reset_writes_an_empty_state(platform):
     assert status == 400, reply
 
 
-def test_round_trips_ints_dicts_numpy_pandas(platform, null_paths):
-    k = Kernel(platform)
+def test_round_trips_ints_dicts_numpy_pandas(platform, nulls):
+    k = Kernel(platform, nulls=nulls)
     r = k.run("import numpy as np, pandas as pd\nn = 41\nd = {'a': {'b': [1, (2, 'c')]}}\n"
               "arr = np.arange(400_000, dtype='int64')\n"
               "df = pd.DataFrame({'x': np.arange(150_000), 'y': np.linspace(0, 1, 150_000)})\n"
@@ -100,8 +112,8 @@ def test_round_trips_ints_dicts_numpy_pandas(platform, null_paths):
     assert k.run("int(df.x.sum())")["result"]["text/plain"] == "11249926000"
 
 
-def test_list_of_ten_dataframe_chunks(platform, null_paths):
-    k = Kernel(platform)
+def test_list_of_ten_dataframe_chunks(platform, nulls):
+    k = Kernel(platform, nulls=nulls)
     r = k.run("import numpy as np, pandas as pd\n"
               "chunks = [pd.DataFrame({'v': np.full(140_000, float(i))}) for i in range(10)]")
     assert r["status"] == "ok", r
@@ -110,16 +122,16 @@ def test_list_of_ten_dataframe_chunks(platform, null_paths):
     assert r["result"]["text/plain"] == str(float(sum(i * 140_000 for i in range(10))))
 
 
-def test_unpicklable_socket_named_in_warnings(platform, null_paths):
-    k = Kernel(platform)
+def test_unpicklable_socket_named_in_warnings(platform, nulls):
+    k = Kernel(platform, nulls=nulls)
     r = k.run("import socket\ns = socket.socket()\nkept = [1, 2]")
     assert r["status"] == "ok", r
     assert any("'s'" in w and "socket" in w for w in r["warnings"]), r["warnings"]
     assert k.run("kept, 's' in dir()")["result"]["text/plain"] == "([1, 2], False)"
 
 
-def test_display_data_png_and_html(platform, null_paths):
-    k = Kernel(platform)
+def test_display_data_png_and_html(platform, nulls):
+    k = Kernel(platform, nulls=nulls)
     r = k.run("import matplotlib.pyplot as plt, pandas as pd\nplt.plot([1, 3, 2])\nplt.title('t')\n"
               "pd.DataFrame({'a': [1, 2]})")
     assert r["status"] == "ok", r
@@ -128,8 +140,8 @@ def test_display_data_png_and_html(platform, null_paths):
     assert "<table" in r["result"]["text/html"] and "text/plain" in r["result"]
 
 
-def test_error_keeps_the_state(platform, null_paths):
-    k = Kernel(platform)
+def test_error_keeps_the_state(platform, nulls):
+    k = Kernel(platform, nulls=nulls)
     k.run("x = 7")
     r = k.run("print('before')\nraise ValueError('boom')")
     assert r["status"] == "error" and r["ename"] == "ValueError" and r["evalue"] == "boom", r
@@ -137,10 +149,10 @@ def test_error_keeps_the_state(platform, null_paths):
     assert k.run("x * 6")["result"]["text/plain"] == "42"
 
 
-def test_stale_when_the_manifest_is_not_bound(platform, null_paths):
-    k = Kernel(platform)
+def test_stale_when_the_manifest_is_not_bound(platform, nulls):
+    k = Kernel(platform, nulls=nulls)
     k.run("import numpy as np\nbig = np.ones(200_000)")
-    other = Kernel(platform, session=k.session)  # another tab: no `large` yet
+    other = Kernel(platform, session=k.session, nulls=nulls)  # another tab: no `large` yet
     status, reply = other.send(other.body("float(big.sum())"))
     assert status == 200 and reply["status"] == "stale", reply
     assert reply["large"] == k.large
@@ -148,9 +160,9 @@ def test_stale_when_the_manifest_is_not_bound(platform, null_paths):
     assert other.run("float(big.sum())")["result"]["text/plain"] == "200000.0"
 
 
-@pytest.mark.skipif(not _runtime_has("ifMatch"), reason=f"the runtime lacks {A1}")
-def test_conflict_two_requests_from_one_version(platform, null_paths):
-    k = Kernel(platform)
+@pytest.mark.skipif(not _app_model_reads('"ifMatch"'), reason=f"the runtime lacks {A1}")
+def test_conflict_two_requests_from_one_version(platform, nulls):
+    k = Kernel(platform, nulls=nulls)
     k.run("c = 0")
     a, b = k.body("c += 1"), k.body("c += 10")  # both from the same version of state.pkl
     s1, r1 = k.send(a)
