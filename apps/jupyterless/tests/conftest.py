@@ -21,6 +21,8 @@ EXECUTOR = os.path.join(JUPYTERLESS, "executor")
 ROOT = os.path.dirname(os.path.dirname(JUPYTERLESS))  # the checkout
 APP = os.path.relpath(EXECUTOR, ROOT)
 sys.path.insert(0, EXECUTOR)
+# azure.functions as the worker provides it (func.InputStream for the unit tests).
+sys.path.insert(1, os.path.join(ROOT, "workers", "python"))
 
 START_TIMEOUT_S = float(os.environ.get("JUPYTERLESS_START_TIMEOUT_S", "600"))  # includes a first build
 

@@ -45,7 +45,6 @@ FILES_LIMIT = 64 << 20  # the working directory's files, in all
 LARGE_MAGIC = b"JLL1"
 STATE_MAGIC = b"JLS1"
 CELL_MODULE = "__main__"
-_CHUNK = 4 << 20
 
 
 class StateError(Exception):
@@ -163,10 +162,8 @@ def same_large(obj: Any, blob: Any) -> bool:
             if pos + n > total:
                 return False
             src = p.cast("B") if p.format != "B" else p
-            for off in range(0, n, _CHUNK):
-                end = min(n, off + _CHUNK)
-                if view[pos + off:pos + end].tobytes() != src[off:end].tobytes():
-                    return False
+            if view[pos:pos + n] != src:  # compares in place, no copy
+                return False
         pos += n
     return pos == total
 
