@@ -103,6 +103,16 @@ def test_error_keeps_state_and_traceback():
     assert s.run("x")["result"]["text/plain"] == "5"
 
 
+def test_syntax_error_and_traceback_into_a_function_of_an_earlier_cell():
+    s = Session()
+    r = s.run("def f():\n    return 1 / 0")
+    assert r["status"] == "ok"
+    r = s.run("f()")
+    assert r["ename"] == "ZeroDivisionError" and any("return 1 / 0" in t for t in r["traceback"]), r
+    r = s.run("x = (")
+    assert r["status"] == "error" and r["ename"] == "SyntaxError"
+
+
 def test_display_data_png_and_html():
     s = Session()
     r = s.run("import matplotlib.pyplot as plt\nimport pandas as pd\nplt.plot([1, 2, 3])\n"

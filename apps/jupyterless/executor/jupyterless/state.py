@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import importlib
 import io
+import linecache
 import pickle
 import struct
 import threading
@@ -303,8 +304,10 @@ def restore_namespace(state: Dict[str, Any], large: Dict[str, Any], ns: Dict[str
     """Re-run the cells' definitions into ns, then unpickle the variables into it (large objects from
     `large`, key -> loaded object)."""
     for name, source in state.get("defs", {}).items():
+        filename = f"<cell-definition-{name}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks
         try:
-            exec(compile(source, f"<definition of {name}>", "exec"), ns)
+            exec(compile(source, filename, "exec"), ns)
         except Exception as exc:  # noqa: BLE001
             raise StateError(f"re-running the definition of {name!r} failed: {exc!r}") from None
     data = state.get("vars") or b""
