@@ -170,3 +170,14 @@ def test_conflict_two_requests_from_one_version(platform, nulls):
     assert s1 == 200 and r1["status"] == "ok", r1
     assert s2 == 409 and r2["error"] == "conflict" and r2["binding"] == "stateOut", r2
     assert k.run("c")["result"]["text/plain"] == "1"
+
+
+def test_bad_session_is_400_and_magics_are_named(platform, nulls):
+    k = Kernel(platform, session="0123", nulls=nulls)
+    status, reply = k.send(k.body("1"))
+    assert status == 400 and "session" in reply["message"], reply
+    k = Kernel(platform, nulls=nulls)
+    r = k.run("%%bash\necho hi")
+    assert r["status"] == "error" and "%%bash" in r["evalue"], r
+    r = k.run("%time v = sum(range(100))\nv")
+    assert "Wall time" in r["stdout"] and r["result"]["text/plain"] == "4950", r
