@@ -103,6 +103,16 @@ def test_error_keeps_state_and_traceback():
     assert s.run("x")["result"]["text/plain"] == "5"
 
 
+def test_syntax_error_and_traceback_into_a_function_of_an_earlier_cell():
+    s = Session()
+    r = s.run("def f():\n    return 1 / 0")
+    assert r["status"] == "ok"
+    r = s.run("f()")
+    assert r["ename"] == "ZeroDivisionError" and any("return 1 / 0" in t for t in r["traceback"]), r
+    r = s.run("x = (")
+    assert r["status"] == "error" and r["ename"] == "SyntaxError"
+
+
 def test_display_data_png_and_html():
     s = Session()
     r = s.run("import matplotlib.pyplot as plt\nimport pandas as pd\nplt.plot([1, 2, 3])\n"
@@ -186,6 +196,23 @@ def test_large_blob_format_copy_is_writable_and_independent():
     assert st.load_large(st.dump_large(df)).equals(df)
     with pytest.raises(st.StateError):
         st.load_large(b"nope" * 10)
+
+
+def test_inputs_as_input_streams_over_read_only_memory():
+    """The function gets func.InputStream (shared memory: a read-only memoryview, valid during the
+    invocation); the loaded objects must be writable copies that outlive it."""
+    import azure.functions as func
+    s = Session()
+    s.run("import numpy as np\na = np.arange(200_000)")
+    body = {"session": SESSION, "code": "a[0] = 5\nint(a[0])", "out0": "fresh-0"}
+    body.update(s.large)
+    backing = bytearray(s.blobs[s.large["in0"]])
+    stream = func.InputStream(data=memoryview(backing).toreadonly())
+    reply, new_state, outputs = cell.execute(cell.parse_request(body), func.InputStream(data=s.state),
+                                             {"in0": stream})
+    assert reply["status"] == "ok" and reply["result"]["text/plain"] == "5", reply
+    assert bytes(backing) == s.blobs[s.large["in0"]]  # the input was not modified
+    assert list(outputs) == ["out0"] and reply["large"] == {"in0": "fresh-0"}
 
 
 def test_state_magic_and_empty():

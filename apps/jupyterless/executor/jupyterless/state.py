@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import importlib
 import io
+import linecache
 import pickle
 import struct
 import threading
@@ -45,7 +46,6 @@ FILES_LIMIT = 64 << 20  # the working directory's files, in all
 LARGE_MAGIC = b"JLL1"
 STATE_MAGIC = b"JLS1"
 CELL_MODULE = "__main__"
-_CHUNK = 4 << 20
 
 
 class StateError(Exception):
@@ -163,10 +163,8 @@ def same_large(obj: Any, blob: Any) -> bool:
             if pos + n > total:
                 return False
             src = p.cast("B") if p.format != "B" else p
-            for off in range(0, n, _CHUNK):
-                end = min(n, off + _CHUNK)
-                if view[pos + off:pos + end].tobytes() != src[off:end].tobytes():
-                    return False
+            if view[pos:pos + n] != src:  # compares in place, no copy
+                return False
         pos += n
     return pos == total
 
@@ -306,8 +304,10 @@ def restore_namespace(state: Dict[str, Any], large: Dict[str, Any], ns: Dict[str
     """Re-run the cells' definitions into ns, then unpickle the variables into it (large objects from
     `large`, key -> loaded object)."""
     for name, source in state.get("defs", {}).items():
+        filename = f"<cell-definition-{name}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks
         try:
-            exec(compile(source, f"<definition of {name}>", "exec"), ns)
+            exec(compile(source, filename, "exec"), ns)
         except Exception as exc:  # noqa: BLE001
             raise StateError(f"re-running the definition of {name!r} failed: {exc!r}") from None
     data = state.get("vars") or b""
