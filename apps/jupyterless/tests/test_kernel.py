@@ -360,3 +360,41 @@ def test_the_request_and_the_stale_and_conflict_replies(bare_kernel_env):
     finally:
         k.stop()
         server.close()
+
+
+def test_a_runtime_without_null_blob_paths_gets_names_of_absent_blobs(bare_kernel_env):
+    """Unused slots are null (the contract, Part A2); a runtime that refuses a null path (400 before the function
+    runs) gets the request again with absent-<i> names for them, and every later cell too."""
+    import json
+
+    requests = []
+    refused = {"error": 'function Execute: binding "in0" path "jupyterless/sessions/{session}/large/{in0}" needs a '
+                        "value for {in0}: the JSON body's \"in0\" is null"}
+    ok = {"status": "ok", "execution_count": 1, "stdout": "ran\n", "stderr": "", "result": None, "displays": [],
+          "large": {"in0": "0123456789abcdef-0"}, "warnings": []}
+    replies = [(400, refused), (200, ok), (200, dict(ok, execution_count=2))]
+
+    def executor(h):
+        requests.append(json.loads(h.rfile.read(int(h.headers["content-length"]))))
+        status, body = replies.pop(0)
+        raw = json.dumps(body).encode()
+        h.send_response(status)
+        h.send_header("content-type", "application/json")
+        h.send_header("content-length", str(len(raw)))
+        h.end_headers()
+        h.wfile.write(raw)
+
+    server = _Server(executor)
+    k = _lost_runtime_kernel(bare_kernel_env, server.url)
+    try:
+        reply, messages = k.run("print('ran')", deadline=120)
+        assert reply["status"] == "ok", reply
+        assert stdout(messages) == "ran\n"
+        assert requests[0]["in5"] is None and requests[1]["in5"] == "absent-5"
+        assert requests[1]["out0"] == requests[0]["out0"]  # the same request again (nothing ran)
+        reply, _ = k.run("print('ran')", deadline=120)
+        assert reply["status"] == "ok" and len(requests) == 3
+        assert requests[2]["in0"] == "0123456789abcdef-0" and requests[2]["in1"] == "absent-1"
+    finally:
+        k.stop()
+        server.close()
