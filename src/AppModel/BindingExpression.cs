@@ -114,6 +114,21 @@ public sealed class BindingExpression
     }
 
     /// <summary>
+    /// Whether the path, read from <paramref name="root"/>, ends at a JSON <c>null</c> (every segment present, the last
+    /// one's value null): what makes a blob binding's path null (FaaST: the input binds nothing, the output is not written).
+    /// </summary>
+    public bool WalksToNull(JsonElement root)
+    {
+        var current = root;
+        foreach (var segment in Segments)
+        {
+            if (current.ValueKind != JsonValueKind.Object || !TryGetProperty(current, segment, out current))
+                return false;
+        }
+        return current.ValueKind == JsonValueKind.Null;
+    }
+
+    /// <summary>
     /// The property named <paramref name="name"/>: the exact name first (no allocation), else the first
     /// whose name differs only in case, as Azure Functions matches them.
     /// </summary>

@@ -43,6 +43,14 @@ public sealed record BindingMetadata
     /// <summary>blob / blobTrigger: "container/path/{expr}".</summary>
     public BindingTemplate? Path { get; init; }
 
+    /// <summary>
+    /// A blob output's <c>"ifMatch"</c> (a FaaST extension): the name of a blob input of the same function. The output is
+    /// written only if its blob still has the version (ETag) that input read in the invocation, or, when the input found
+    /// no blob, only if there still is none; otherwise the invocation fails with a conflict and writes nothing more.
+    /// Null for an unconditional output.
+    /// </summary>
+    public string? IfMatch { get; init; }
+
     /// <summary>queue / queueTrigger: the queue's name ({expressions} in an output; a trigger's is literal).</summary>
     public BindingTemplate? QueueName { get; init; }
 

@@ -268,7 +268,7 @@ public sealed class FunctionApp
                     $"supported: {string.Join(", ", BindingMetadata.SupportedTypes)})";
         }
         if (unsupported is null)
-            Validate(bindings, file);
+            Validate(bindings, file, name);
         var error = unsupported;
         if (error is null && !File.Exists(scriptPath))
             error = $"{file}: scriptFile \"{script}\" does not exist ({scriptPath})";
@@ -310,6 +310,16 @@ public sealed class FunctionApp
             _ => throw new AppConfigException($"{file}: {where}direction \"{directionText}\" must be in, out or inout"),
         };
         var dataType = AppJson.GetString(b, "dataType", file, where)?.ToLowerInvariant() ?? "";
+        // "ifMatch" names the blob input whose version conditions this output; what it names is checked with the
+        // function's other bindings (Validate).
+        var ifMatch = AppJson.GetString(b, "ifMatch", file, where);
+        if (ifMatch is not null && (canonical != BindingMetadata.Blob || direction != BindingDirection.Out))
+            throw new AppConfigException($"{file}: {where}ifMatch: function '{LogText.Escape(function)}', binding \"{LogText.Escape(name)}\": " +
+                $"ifMatch is for a blob output (it names the blob input whose version the output must still find), not a {canonical} binding " +
+                $"with direction \"{directionText}\"");
+        if (ifMatch is { Length: 0 })
+            throw new AppConfigException($"{file}: {where}ifMatch: function '{LogText.Escape(function)}', binding \"{LogText.Escape(name)}\": " +
+                "ifMatch must name a blob input binding of this function");
         if (dataType is not ("" or "binary" or "string" or "stream"))
             throw new AppConfigException($"{file}: {where}dataType \"{dataType}\" must be binary, string or stream");
         BindingTemplate? path = null;
@@ -387,7 +397,7 @@ public sealed class FunctionApp
             throw new AppConfigException($"{file}: {where}connection: {queueProblem}");
         return new BindingMetadata
         {
-            Name = name, Type = canonical, Direction = direction, DataType = dataType, Path = path, QueueName = queueName,
+            Name = name, Type = canonical, Direction = direction, DataType = dataType, Path = path, QueueName = queueName, IfMatch = ifMatch,
             Connection = string.IsNullOrEmpty(connection) ? "AzureWebJobsStorage" : connection,
             Route = route, Methods = methods, AuthLevel = authLevel, Timer = timer, TableSettings = table,
         };
@@ -469,7 +479,7 @@ public sealed class FunctionApp
         return BindingTemplate.Parse(name, $"{file}: {where}queueName");
     }
 
-    private static void Validate(List<BindingMetadata> bindings, string file)
+    private static void Validate(List<BindingMetadata> bindings, string file, string function)
     {
         var triggers = bindings.Where(b => b.IsTrigger).ToList();
         if (triggers.Count != 1)
@@ -493,5 +503,17 @@ public sealed class FunctionApp
         var outputs = bindings.Where(b => b.Type == BindingMetadata.Http).ToList();
         if (outputs.Count > 1)
             throw new AppConfigException($"{file}: only one http output binding is allowed, found {outputs.Count}");
+        foreach (var output in bindings)
+        {
+            if (output.IfMatch is not { } named)
+                continue;
+            var what = $"{file}: function '{LogText.Escape(function)}', blob output \"{LogText.Escape(output.Name)}\": ifMatch \"{LogText.Escape(named)}\"";
+            var input = bindings.FirstOrDefault(b => b.Name.Equals(named, StringComparison.OrdinalIgnoreCase))
+                ?? throw new AppConfigException($"{what} is not a binding of this function (its bindings: " +
+                    $"{string.Join(", ", bindings.Select(b => $"\"{LogText.Escape(b.Name)}\""))}); name the blob input whose version the output must still find");
+            if (input.Type != BindingMetadata.Blob || input.Direction != BindingDirection.In)
+                throw new AppConfigException($"{what} is a {input.Type} binding with direction \"{input.Direction.ToString().ToLowerInvariant()}\"; " +
+                    "it must name a blob input (type \"blob\", direction \"in\"), whose version the output must still find");
+        }
     }
 }

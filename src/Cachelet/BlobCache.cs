@@ -73,8 +73,9 @@ public sealed class BlobCache : IAsyncDisposable
         _prefetcher = new Prefetcher(_core, _reads);
         var through = new WriteThrough(_core);
         _writeBehind = new WriteBehind(_core);
-        _writes = new CacheWriter(_core, through, _writeBehind);
-        _serving = new PeerServing(_core, _reads, through, _writeBehind, _bandwidth);
+        var conditional = new ConditionalWrites(_core, through, _writeBehind);
+        _writes = new CacheWriter(_core, through, _writeBehind, conditional);
+        _serving = new PeerServing(_core, _reads, through, _writeBehind, conditional, _bandwidth);
     }
 
     /// <summary>The instance's segment directory (workers map files from here).</summary>
@@ -162,9 +163,15 @@ public sealed class BlobCache : IAsyncDisposable
 
     // ---- writes ---------------------------------------------------------------------------------
 
-    /// <summary>Writes an output binding's bytes through the cache.</summary>
-    public ValueTask<BlobProperties> WriteAsync(IBlobStore store, string container, string blob, ReadOnlyMemory<byte> content, CancellationToken ct) =>
-        _writes.WriteAsync(store, container, blob, content, ct);
+    /// <summary>
+    /// Writes an output binding's bytes through the cache. A <paramref name="condition"/> (If-Match the version an
+    /// input read, or that there is no blob) is checked where the preset sends the write: storage for the write-through
+    /// presets, the owner under owner/*, this cache under local/async/local (its own view only); a failed one throws
+    /// <see cref="BlobConditionFailedException"/> and nothing is written.
+    /// </summary>
+    public ValueTask<BlobProperties> WriteAsync(IBlobStore store, string container, string blob, ReadOnlyMemory<byte> content, CancellationToken ct,
+        BlobWriteCondition condition = default) =>
+        _writes.WriteAsync(store, container, blob, content, ct, condition);
 
     /// <summary>
     /// Writes an output the worker put in a file of the segment directory: the cache adopts the file
@@ -173,8 +180,15 @@ public sealed class BlobCache : IAsyncDisposable
     /// (<see cref="SharedMemoryArena.OpenWorkerFile"/>); the upload reads that open file, never the name again.
     /// </summary>
     /// <exception cref="InvalidOperationException">The worker named a file that cannot be its output (the message says why; the entry is deleted).</exception>
-    public ValueTask<BlobProperties> WriteFileAsync(IBlobStore store, string container, string blob, string fileName, long length, CancellationToken ct) =>
-        _writes.WriteFileAsync(store, container, blob, fileName, length, ct);
+    public ValueTask<BlobProperties> WriteFileAsync(IBlobStore store, string container, string blob, string fileName, long length, CancellationToken ct,
+        BlobWriteCondition condition = default) =>
+        _writes.WriteFileAsync(store, container, blob, fileName, length, ct, condition);
+
+    /// <summary>
+    /// Deletes an output file a worker wrote into the segment directory that will not be written (its invocation
+    /// failed before the write: a conflict, a null path), so it does not stay until the worker exits.
+    /// </summary>
+    public void DiscardWorkerFile(string fileName) => _arena.DiscardWorkerFile(fileName);
 
     // ---- ownership and peers (Faa$T §3.2) -------------------------------------------------------
 
@@ -229,8 +243,11 @@ public sealed class BlobCache : IAsyncDisposable
     /// Takes a peer's write as the owner: caches it, uploads it (before answering, or in the background)
     /// and returns the version now held. The cache owns the extent afterwards.
     /// </summary>
-    public Task<string> AcceptPeerPutAsync(IBlobStore store, BlobKey key, Extent extent, bool uploadSync, CancellationToken ct) =>
-        _serving.AcceptPutAsync(store, key, extent, uploadSync, ct);
+    /// <remarks>A <paramref name="condition"/> is decided here (see <see cref="WriteAsync"/>); a failed one throws
+    /// <see cref="BlobConditionFailedException"/> and the extent is freed.</remarks>
+    public Task<string> AcceptPeerPutAsync(IBlobStore store, BlobKey key, Extent extent, bool uploadSync, CancellationToken ct,
+        BlobWriteCondition condition = default) =>
+        _serving.AcceptPutAsync(store, key, extent, uploadSync, ct, condition);
 
     /// <summary>
     /// A file of the segment directory for a peer's write that does not fit in the cache (written,
@@ -239,8 +256,9 @@ public sealed class BlobCache : IAsyncDisposable
     public TemporaryFile CreateSpillFile() => _core.TemporaryFiles.Create();
 
     /// <summary>A peer's write that did not fit in the cache: uploaded from <paramref name="content"/> (its current position on).</summary>
-    public Task<string> AcceptPeerFileAsync(IBlobStore store, BlobKey key, Stream content, long length, CancellationToken ct) =>
-        _serving.AcceptFileAsync(store, key, content, length, ct);
+    public Task<string> AcceptPeerFileAsync(IBlobStore store, BlobKey key, Stream content, long length, CancellationToken ct,
+        BlobWriteCondition condition = default) =>
+        _serving.AcceptFileAsync(store, key, content, length, ct, condition);
 
     /// <summary>
     /// A peer says storage or the owner has a newer version: drop ours unless it is

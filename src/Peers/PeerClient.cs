@@ -2,6 +2,7 @@ using System.Collections.Concurrent;
 using FaaST.Cachelet.Index;
 using FaaST.Cachelet.Peers;
 using FaaST.Protos.Peer;
+using FaaST.Storage;
 using Google.Protobuf;
 using Grpc.Core;
 
@@ -266,8 +267,18 @@ public sealed class PeerClient(PeerOptions options) : IOwnerClient, IDisposable
         return PeerWire.ToAnswer(header, peer.Address);
     }
 
-    async Task<string> IOwnerClient.PutAsync(Peer owner, BlobKey key, long length, bool uploadSync, Func<long, int, ReadOnlyMemory<byte>> source, CancellationToken ct) =>
-        (await PutAsync(owner.Address, new PutHeader { Blob = PeerWire.ToRef(key), Length = length, UploadSync = uploadSync }, source, ct)).Version;
+    async Task<string> IOwnerClient.PutAsync(Peer owner, BlobKey key, long length, bool uploadSync, Func<long, int, ReadOnlyMemory<byte>> source, CancellationToken ct,
+        BlobWriteCondition condition)
+    {
+        var header = new PutHeader { Blob = PeerWire.ToRef(key), Length = length, UploadSync = uploadSync };
+        if (condition.IfMatch is { } version)
+            header.IfMatch = version;
+        header.IfNoneExists = condition.IfNoneExists;
+        var answer = await PutAsync(owner.Address, header, source, ct);
+        return answer.ConditionFailed
+            ? throw new BlobConditionFailedException(412, "ConditionNotMet", $"{answer.Message} (the owner {owner.Id})")
+            : answer.Version;
+    }
 
     async Task<bool> IOwnerClient.InvalidateAsync(Peer peer, BlobKey key, string keepVersion, CancellationToken ct) =>
         (await InvalidateAsync(peer.Address, new InvalidateRequest { Blob = PeerWire.ToRef(key), KeepVersion = keepVersion }, ct)).Dropped;

@@ -221,6 +221,23 @@ public class PeerService
         if (header.Length < 0)
             throw new RpcException(new Status(StatusCode.InvalidArgument, $"Put {blob.Container}/{blob.Blob}: negative length {header.Length}"));
         var cache = server.Cache;
+        var condition = header.IfNoneExists ? BlobWriteCondition.Absent
+            : header.IfMatch.Length > 0 ? BlobWriteCondition.Matching(header.IfMatch) : BlobWriteCondition.None;
+        string version;
+        try
+        {
+            version = await AcceptAsync(requests, sink, header, blob, store, cache, condition, ct);
+        }
+        catch (BlobConditionFailedException e)
+        {
+            return new PutResponse { ConditionFailed = true, Message = e.Message };
+        }
+        return new PutResponse { Version = version };
+    }
+
+    private static async Task<string> AcceptAsync(IAsyncStreamReader<PutFrame> requests, PayloadSink sink, PutHeader header, BlobRef blob, IBlobStore store,
+        BlobCache cache, BlobWriteCondition condition, CancellationToken ct)
+    {
         string version;
         if (cache.TryAllocateForPeer(header.Length, out var extent))
         {
@@ -234,7 +251,7 @@ public class PeerService
                 cache.ReleaseForPeer(extent);
                 throw;
             }
-            version = await cache.AcceptPeerPutAsync(store, PeerWire.ToKey(blob), extent, header.UploadSync, ct);
+            version = await cache.AcceptPeerPutAsync(store, PeerWire.ToKey(blob), extent, header.UploadSync, ct, condition);
         }
         else
         {
@@ -243,9 +260,9 @@ public class PeerService
             using var spill = cache.CreateSpillFile();
             await ReceiveAsync(requests, sink, spill.Stream, header, ct);
             spill.Stream.Position = 0;
-            version = await cache.AcceptPeerFileAsync(store, PeerWire.ToKey(blob), spill.Stream, header.Length, ct);
+            version = await cache.AcceptPeerFileAsync(store, PeerWire.ToKey(blob), spill.Stream, header.Length, ct, condition);
         }
-        return new PutResponse { Version = version };
+        return version;
     }
 
     /// <summary>The data messages, each written to <paramref name="target"/> by the marshaller as it is parsed.</summary>

@@ -169,6 +169,11 @@ internal static partial class Log
     [LoggerMessage(EventId = 5060, Level = LogLevel.Warning, Message = "Function {Function} set output \"{Name}\", which function.json does not declare; ignored")]
     public static partial void UndeclaredOutput(ILogger logger, string function, string name);
 
+    /// <summary>Per invocation: gated. Information, not a warning: a conflict is the condition doing its job.</summary>
+    [LoggerMessage(EventId = 5061, Level = LogLevel.Information,
+        Message = "Function {Function} ({InvocationId}): conditional blob output \"{Binding}\" not written, {Blob} is no longer {Condition}; the invocation fails with a conflict")]
+    public static partial void WriteConflict(ILogger logger, string function, string invocationId, string binding, string blob, string condition);
+
     [LoggerMessage(EventId = 5099, Level = LogLevel.Information, Message = "{Count} more lines like the next ({Kind}) were suppressed in the last second")]
     public static partial void Suppressed(ILogger logger, long count, string kind);
 }

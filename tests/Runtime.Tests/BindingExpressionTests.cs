@@ -131,4 +131,29 @@ public sealed class BindingExpressionTests
         Assert.True(BindingTemplate.Parse("x/{c}-{a.b}", "test").TryResolve(invocation.Lookup, out var second, out _, out var why), why);
         Assert.Equal(("x/1", "x/2-1"), (first, second));
     }
+
+    [Theory]
+    [InlineData("""{"name": null}""", "{name}", true)]
+    [InlineData("""{"Name": null}""", "{name}", true)]
+    [InlineData("""{"a": {"b": null}}""", "{a.b}", true)]
+    [InlineData("""{"other": 1}""", "{name}", false)]
+    [InlineData("""{"name": "x"}""", "{name}", false)]
+    [InlineData("""{"a": null}""", "{a.b}", false)]
+    [InlineData("""[null]""", "{name}", false)]
+    public async Task An_expression_is_a_json_null_only_when_its_whole_path_is_there_and_ends_at_null(string json, string expression, bool isNull)
+    {
+        await using var invocation = new InvocationContext("f");
+        invocation.SetJsonPayload(Encoding.UTF8.GetBytes(json), "the JSON body");
+        var parsed = BindingTemplate.Parse("c/" + expression, "test").Expressions.Single();
+        Assert.Equal(isNull, invocation.IsJsonNull(parsed));
+    }
+
+    [Fact]
+    public async Task A_route_or_query_value_of_the_same_name_is_never_a_json_null()
+    {
+        await using var invocation = new InvocationContext("f");
+        invocation.BindingData["name"] = "from-route";
+        invocation.SetJsonPayload(Encoding.UTF8.GetBytes("""{"name": null}"""), "the JSON body");
+        Assert.False(invocation.IsJsonNull(BindingTemplate.Parse("c/{name}", "test").Expressions.Single()));
+    }
 }

@@ -49,6 +49,15 @@ public sealed class CacheEntry
         internal set => _etag = value;
     }
 
+    /// <summary>
+    /// The provisional version a write-behind gave these bytes before storage's ETag replaced it (null when
+    /// there was none): an invocation that read the bytes under it and writes If-Match it still matches them.
+    /// </summary>
+    public string? FormerVersion { get; internal set; }
+
+    /// <summary>Whether these bytes are version <paramref name="version"/> (their ETag, or the provisional one it replaced).</summary>
+    public bool IsVersion(string version) => _etag == version || FormerVersion == version;
+
     public long Length => Extent.Length;
 
     public Extent Extent { get; }

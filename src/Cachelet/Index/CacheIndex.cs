@@ -280,11 +280,27 @@ public sealed partial class CacheIndex : IDisposable
         long validatedEpoch = CacheEntry.NotValidated) =>
         new(Install(key, etag, extent, owned, replace: true, validatedEpoch, pinned: true)!);
 
+    /// <summary>
+    /// <see cref="AddOrReplacePinned"/> only while the key's current entry is still <paramref name="expected"/>: a
+    /// conditional write's check (the caller compared <paramref name="expected"/>'s version) and its install in one
+    /// step under the index's lock, so two writers that checked the same version cannot both replace it. Null when
+    /// another entry (or none) is current by now; the extent then stays the caller's.
+    /// </summary>
+    public PinHandle? TryReplacePinned(in BlobKey key, CacheEntry expected, string etag, in Extent extent, bool owned)
+    {
+        ArgumentNullException.ThrowIfNull(expected);
+        return Install(key, etag, extent, owned, replace: true, CacheEntry.NotValidated, pinned: true, expected) is { } entry
+            ? new PinHandle(entry) : null;
+    }
+
     /// <summary>Records the ETag storage gave the entry's bytes (write-behind). False if the entry is no longer cached.</summary>
     public bool UpdateVersion(CacheEntry entry, string etag)
     {
         ArgumentNullException.ThrowIfNull(entry);
         ArgumentNullException.ThrowIfNull(etag);
+        // Kept so that a conditional write (If-Match) from an invocation that read the provisional version
+        // is not refused merely because the upload finished in between: they are the same bytes.
+        entry.FormerVersion = entry.ETag;
         entry.ETag = etag;
         return !entry.IsRetired;
     }
@@ -321,7 +337,8 @@ public sealed partial class CacheIndex : IDisposable
 
     // ---- internals ----------------------------------------------------------------------
 
-    private CacheEntry? Install(in BlobKey key, string etag, in Extent extent, bool owned, bool replace, long validatedEpoch, bool pinned)
+    private CacheEntry? Install(in BlobKey key, string etag, in Extent extent, bool owned, bool replace, long validatedEpoch, bool pinned,
+        CacheEntry? expected = null)
     {
         ArgumentNullException.ThrowIfNull(etag);
         if (!ReferenceEquals(extent.File?.Owner ?? _arena, _arena))
@@ -334,7 +351,7 @@ public sealed partial class CacheIndex : IDisposable
         {
             ObjectDisposedException.ThrowIf(_disposed, this);
             var had = _entries.TryGetValue(key, out old);
-            if (had && !replace)
+            if (had && !replace || expected is not null && !(had && ReferenceEquals(old, expected)))
                 return null;
             entry = new CacheEntry(this, key, etag, extent, owned, now, had ? old!.Stats : GetOrCreateStats(key, out overLimit),
                 validatedEpoch, pinned);

@@ -458,6 +458,17 @@ public sealed class SharedMemoryArena : IDisposable
     internal bool RemoveWorkerEntry(string fileName) => !_disposed && DirectoryFiles.Unlink(_directoryHandle, fileName);
 
     /// <summary>
+    /// Deletes a worker's output file that will not be taken over (see <c>BlobCache.DiscardWorkerFile</c>); only a name
+    /// of a worker's output (w&lt;pid&gt;-…), never one of the cache's own files. False if there was none.
+    /// </summary>
+    /// <exception cref="ArgumentException">Not a worker's output name.</exception>
+    public bool DiscardWorkerFile(string fileName)
+    {
+        CheckWorkerName(fileName);
+        return RemoveWorkerEntry(fileName);
+    }
+
+    /// <summary>
     /// Creates a file of the cache's own beside the arena's (a temporary file of an object larger
     /// than the cache): O_EXCL relative to the directory descriptor, 0600, given to the owner.
     /// </summary>

@@ -54,9 +54,13 @@ public interface IOwnerClient
 
     /// <summary>
     /// Writes an object through to its owner: <paramref name="length"/> bytes, taken window by window
-    /// from <paramref name="source"/> (offset, length). Returns the version the owner then holds.
+    /// from <paramref name="source"/> (offset, length). Returns the version the owner then holds. With a
+    /// <paramref name="condition"/> the owner decides it (see <c>ConditionalWrites</c>); a failed one throws
+    /// <see cref="FaaST.Storage.BlobConditionFailedException"/>, never a <see cref="PeerException"/> (a conflict
+    /// is an answer: the writer must not go to storage instead).
     /// </summary>
-    Task<string> PutAsync(Peer owner, BlobKey key, long length, bool uploadSync, Func<long, int, ReadOnlyMemory<byte>> source, CancellationToken ct);
+    Task<string> PutAsync(Peer owner, BlobKey key, long length, bool uploadSync, Func<long, int, ReadOnlyMemory<byte>> source, CancellationToken ct,
+        FaaST.Storage.BlobWriteCondition condition = default);
 
     /// <summary>Tells <paramref name="peer"/> to drop its copy of <paramref name="key"/> unless it is
     /// <paramref name="keepVersion"/>; whether it dropped one.</summary>

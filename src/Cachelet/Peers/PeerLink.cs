@@ -48,15 +48,17 @@ internal sealed class PeerLink(CacheOwnership ownership, ILogger logger)
 
     /// <summary>
     /// Writes an extent through to its owner; the owner's version, or null (logged) if the owner could
-    /// not take it, in which case the caller writes to storage itself.
+    /// not take it, in which case the caller writes to storage itself. A conditional write the owner refused
+    /// throws <see cref="FaaST.Storage.BlobConditionFailedException"/>.
     /// </summary>
-    public async Task<string?> TryPutAsync(BlobKey key, Extent extent, Peer owner, bool uploadSync, CancellationToken ct)
+    public async Task<string?> TryPutAsync(BlobKey key, Extent extent, Peer owner, bool uploadSync, CancellationToken ct,
+        FaaST.Storage.BlobWriteCondition condition = default)
     {
         if (_client is not { } client)
             return null;
         try
         {
-            return await client.PutAsync(owner, key, extent.Length, uploadSync, (offset, length) => extent.GetMemory(offset, length), ct);
+            return await client.PutAsync(owner, key, extent.Length, uploadSync, (offset, length) => extent.GetMemory(offset, length), ct, condition);
         }
         catch (PeerException e)
         {

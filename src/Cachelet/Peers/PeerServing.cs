@@ -13,7 +13,8 @@ namespace FaaST.Cachelet.Peers;
 /// that src/Peers serves — lookups, fetching Gets (a remote miss is this owner's local miss), writes
 /// through to this owner, invalidations, statistics.
 /// </summary>
-internal sealed class PeerServing(CacheCore core, ReadChain reads, WriteThrough through, WriteBehind behind, ParallelRangeFetch bandwidth)
+internal sealed class PeerServing(CacheCore core, ReadChain reads, WriteThrough through, WriteBehind behind, ConditionalWrites conditional,
+    ParallelRangeFetch bandwidth)
 {
     /// <summary>See <see cref="BlobCache.PeekForPeer"/>.</summary>
     public (long Length, string Version)? Peek(in BlobKey key) =>
@@ -75,18 +76,33 @@ internal sealed class PeerServing(CacheCore core, ReadChain reads, WriteThrough 
     }
 
     /// <summary>See <see cref="BlobCache.AcceptPeerPutAsync"/>.</summary>
-    public async Task<string> AcceptPutAsync(IBlobStore store, BlobKey key, Extent extent, bool uploadSync, CancellationToken ct)
+    public async Task<string> AcceptPutAsync(IBlobStore store, BlobKey key, Extent extent, bool uploadSync, CancellationToken ct,
+        BlobWriteCondition condition = default)
     {
         core.Metrics.Write(extent.Length);
-        return uploadSync
-            ? await through.AcceptAsOwnerAsync(store, key, extent, ct)
-            : behind.Commit(store, key, extent, owned: core.Ownership.OwnerOf(key) is null);
+        if (uploadSync)
+            return await through.AcceptAsOwnerAsync(store, key, extent, ct, condition);
+        // owner/async/owner: the version the writer read may be one of this owner's pending writes, which only
+        // this cache knows; it decides (storage when it does not hold the key).
+        if (!condition.IsNone)
+            return (await conditional.CommitIfCurrentAsync(store, key, extent, condition, core.Ownership.OwnerOf(key), ct)).ETag;
+        return behind.Commit(store, key, extent, owned: core.Ownership.OwnerOf(key) is null);
     }
 
     /// <summary>See <see cref="BlobCache.AcceptPeerFileAsync"/>.</summary>
-    public async Task<string> AcceptFileAsync(IBlobStore store, BlobKey key, Stream content, long length, CancellationToken ct)
+    public async Task<string> AcceptFileAsync(IBlobStore store, BlobKey key, Stream content, long length, CancellationToken ct,
+        BlobWriteCondition condition = default)
     {
-        var written = await StorageUpload.FromStreamAsync(store, key, content, length, ct);
+        BlobProperties written;
+        try
+        {
+            written = await StorageUpload.FromStreamAsync(store, key, content, length, ct, condition);
+        }
+        catch (BlobConditionFailedException)
+        {
+            ConditionalWrites.DropStale(core, key, condition);
+            throw;
+        }
         core.Index.Remove(key); // an older cached version is stale now
         return written.ETag;
     }

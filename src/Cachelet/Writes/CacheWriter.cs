@@ -12,19 +12,39 @@ namespace FaaST.Cachelet.Writes;
 /// <see cref="ConsistencyStrategy"/> names (<see cref="WriteThrough"/>, <see cref="WriteBehind"/>);
 /// straight to storage when the cache cannot hold it.
 /// </summary>
-internal sealed class CacheWriter(CacheCore core, WriteThrough through, WriteBehind behind)
+internal sealed class CacheWriter(CacheCore core, WriteThrough through, WriteBehind behind, ConditionalWrites conditional)
 {
     /// <summary>See <see cref="BlobCache.WriteAsync"/>.</summary>
-    public ValueTask<BlobProperties> WriteAsync(IBlobStore store, string container, string blob, ReadOnlyMemory<byte> content, CancellationToken ct)
+    public ValueTask<BlobProperties> WriteAsync(IBlobStore store, string container, string blob, ReadOnlyMemory<byte> content, CancellationToken ct,
+        BlobWriteCondition condition = default)
     {
         if (!core.Caches(container, blob) || !core.TryAllocate(content.Length, out var extent))
-            return new ValueTask<BlobProperties>(store.UploadAsync(container, blob, content, ct: ct));
+            return condition.IsNone
+                ? new ValueTask<BlobProperties>(store.UploadAsync(container, blob, content, ct: ct))
+                : UncachedAsync(store, container, blob, content, condition, ct);
         content.Span.CopyTo(extent.Span);
-        return CommitAsync(store, new BlobKey(store.Endpoint.AbsoluteUri, container, blob), extent, ct);
+        return CommitAsync(store, new BlobKey(store.Endpoint.AbsoluteUri, container, blob), extent, condition, ct);
+    }
+
+    /// <summary>A conditional write the cache cannot hold: storage decides, and a stale cached copy goes either way.</summary>
+    private async ValueTask<BlobProperties> UncachedAsync(IBlobStore store, string container, string blob, ReadOnlyMemory<byte> content,
+        BlobWriteCondition condition, CancellationToken ct)
+    {
+        var key = new BlobKey(store.Endpoint.AbsoluteUri, container, blob);
+        try
+        {
+            return await store.UploadAsync(container, blob, content, ifMatch: condition.IfMatch, ifNoneMatch: condition.IfNoneMatch, ct: ct);
+        }
+        finally
+        {
+            // Written or not, the version read is not the current one any more (or never will be).
+            ConditionalWrites.DropStale(core, key, condition);
+        }
     }
 
     /// <summary>See <see cref="BlobCache.WriteFileAsync"/>.</summary>
-    public async ValueTask<BlobProperties> WriteFileAsync(IBlobStore store, string container, string blob, string fileName, long length, CancellationToken ct)
+    public async ValueTask<BlobProperties> WriteFileAsync(IBlobStore store, string container, string blob, string fileName, long length, CancellationToken ct,
+        BlobWriteCondition condition = default)
     {
         WorkerFile file;
         try
@@ -40,17 +60,29 @@ internal sealed class CacheWriter(CacheCore core, WriteThrough through, WriteBeh
             // The index makes room as for any allocation: evicting, and taking back queued demotions, so a full
             // arena whose evicted bytes still wait for an eviction sink does not turn a cacheable write uncached.
             if (core.Caches(container, blob) && length <= core.Policy.MaxCachedBytes && core.Index.TryAdopt(file, out var adopted))
-                return await CommitAsync(store, new BlobKey(store.Endpoint.AbsoluteUri, container, blob), adopted, ct);
+                return await CommitAsync(store, new BlobKey(store.Endpoint.AbsoluteUri, container, blob), adopted, condition, ct);
             await using var content = file.OpenRead();
-            return await store.UploadAsync(container, blob, content, length, ct: ct);
+            if (condition.IsNone)
+                return await store.UploadAsync(container, blob, content, length, ct: ct);
+            var key = new BlobKey(store.Endpoint.AbsoluteUri, container, blob);
+            try
+            {
+                return await store.UploadAsync(container, blob, content, length, ifMatch: condition.IfMatch, ifNoneMatch: condition.IfNoneMatch, ct: ct);
+            }
+            finally
+            {
+                ConditionalWrites.DropStale(core, key, condition);
+            }
         }
     }
 
     /// <summary>
     /// Caches a written object and sends it where the preset says: to the owner (owner/* presets, when
-    /// the owner is another instance), else to storage; synchronously or in the background.
+    /// the owner is another instance), else to storage; synchronously or in the background. A conditional
+    /// write is decided where it goes: by storage when written through, by the owner when sent there, by
+    /// this cache under a write-behind preset that keeps it here (<see cref="ConditionalWrites"/>).
     /// </summary>
-    private async ValueTask<BlobProperties> CommitAsync(IBlobStore store, BlobKey key, Extent extent, CancellationToken ct)
+    private async ValueTask<BlobProperties> CommitAsync(IBlobStore store, BlobKey key, Extent extent, BlobWriteCondition condition, CancellationToken ct)
     {
         using var span = CacheletMetrics.Activities.StartActivity("cachelet.write");
         span?.SetTag("blob", key.Container + "/" + key.Blob);
@@ -58,7 +90,9 @@ internal sealed class CacheWriter(CacheCore core, WriteThrough through, WriteBeh
         var owner = core.Ownership.OwnerOf(key);
         var toOwner = core.Consistency.WritesToOwner(ownedElsewhere: owner is not null);
         if (core.Consistency.Write == WritePath.Through)
-            return await through.CommitAsync(store, key, extent, owner, toOwner, ct);
+            return await through.CommitAsync(store, key, extent, owner, toOwner, ct, condition);
+        if (!condition.IsNone && !toOwner)
+            return await conditional.CommitIfCurrentAsync(store, key, extent, condition, owner, ct);
         if (toOwner)
         {
             // owner/async: written through to the owner's cache before returning (so a read at the
@@ -67,12 +101,24 @@ internal sealed class CacheWriter(CacheCore core, WriteThrough through, WriteBeh
             string? version;
             try
             {
-                version = await core.Peers.TryPutAsync(key, extent, owner!, uploadSync: false, ct);
+                version = await core.Peers.TryPutAsync(key, extent, owner!, uploadSync: false, ct, condition);
+            }
+            catch (BlobConditionFailedException)
+            {
+                core.Arena.Free(extent);
+                ConditionalWrites.DropStale(core, key, condition);
+                throw;
             }
             catch
             {
                 core.Arena.Free(extent);
                 throw;
+            }
+            if (version is null && !condition.IsNone)
+            {
+                // The owner that would decide cannot be reached: storage decides, now (toOwner: false tells the
+                // owner in the background, as for any write that bypassed it).
+                return await through.CommitAsync(store, key, extent, owner, toOwner: false, ct, condition);
             }
             if (version is not null)
             {

@@ -37,6 +37,21 @@ internal sealed class WriteBehind
         return provisional;
     }
 
+    /// <summary>
+    /// <see cref="Commit"/> only while <paramref name="expected"/> is still the key's entry (a conditional write
+    /// the cache decides: see <see cref="CacheIndex.TryReplacePinned"/>); null, the extent still the caller's, when
+    /// another version got there first.
+    /// </summary>
+    public string? TryCommit(IBlobStore store, BlobKey key, Extent extent, bool owned, CacheEntry expected)
+    {
+        var provisional = StorageUpload.ProvisionalVersion();
+        if (_core.Index.TryReplacePinned(key, expected, provisional, extent, owned) is not { } pin)
+            return null;
+        _core.Index.RecordWrite(key);
+        _queue.Writer.TryWrite(new PendingWrite(store, key, pin.Entry, pin));
+        return provisional;
+    }
+
     private async Task UploadAsync()
     {
         var stop = _core.Stopping;

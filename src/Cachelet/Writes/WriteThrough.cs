@@ -15,8 +15,12 @@ internal sealed class WriteThrough(CacheCore core)
     /// <summary>
     /// Sends a written extent to <paramref name="owner"/> when <paramref name="toOwner"/> (storage if it
     /// cannot take it), else to storage, then caches it. The cache owns the extent afterwards (freed on failure).
+    /// With a <paramref name="condition"/>, whichever of them takes the write decides it: storage by If-Match /
+    /// If-None-Match, the owner as its preset says; a failed one throws <see cref="BlobConditionFailedException"/>
+    /// and a copy here of the version the writer read, stale now, is dropped.
     /// </summary>
-    public async ValueTask<BlobProperties> CommitAsync(IBlobStore store, BlobKey key, Extent extent, Peer? owner, bool toOwner, CancellationToken ct)
+    public async ValueTask<BlobProperties> CommitAsync(IBlobStore store, BlobKey key, Extent extent, Peer? owner, bool toOwner, CancellationToken ct,
+        BlobWriteCondition condition = default)
     {
         var epoch = core.Epoch.Current; // before the upload, as for a fetch
         string? ownerVersion = null;
@@ -24,8 +28,14 @@ internal sealed class WriteThrough(CacheCore core)
         try
         {
             if (toOwner)
-                ownerVersion = await core.Peers.TryPutAsync(key, extent, owner!, uploadSync: true, ct);
-            version = ownerVersion ?? (await StorageUpload.FromExtentAsync(store, key, extent, ct)).ETag;
+                ownerVersion = await core.Peers.TryPutAsync(key, extent, owner!, uploadSync: true, ct, condition);
+            version = ownerVersion ?? (await StorageUpload.FromExtentAsync(store, key, extent, ct, condition)).ETag;
+        }
+        catch (BlobConditionFailedException)
+        {
+            core.Arena.Free(extent);
+            ConditionalWrites.DropStale(core, key, condition);
+            throw;
         }
         catch
         {
@@ -42,14 +52,24 @@ internal sealed class WriteThrough(CacheCore core)
         return new BlobProperties(version, extent.Length, DateTimeOffset.UtcNow, null);
     }
 
-    /// <summary>A peer's write taken by this owner: uploaded before answering, then cached; storage's version.</summary>
-    public async Task<string> AcceptAsOwnerAsync(IBlobStore store, BlobKey key, Extent extent, CancellationToken ct)
+    /// <summary>
+    /// A peer's write taken by this owner: uploaded before answering (under <paramref name="condition"/>, which
+    /// storage then decides), then cached; storage's version.
+    /// </summary>
+    public async Task<string> AcceptAsOwnerAsync(IBlobStore store, BlobKey key, Extent extent, CancellationToken ct,
+        BlobWriteCondition condition = default)
     {
         var epoch = core.Epoch.Current; // before the upload, as for a fetch
         BlobProperties written;
         try
         {
-            written = await StorageUpload.FromExtentAsync(store, key, extent, ct);
+            written = await StorageUpload.FromExtentAsync(store, key, extent, ct, condition);
+        }
+        catch (BlobConditionFailedException)
+        {
+            core.Arena.Free(extent);
+            ConditionalWrites.DropStale(core, key, condition);
+            throw;
         }
         catch
         {

@@ -53,12 +53,27 @@ internal sealed class CachingBlobBindingProvider(StorageAccounts accounts, BlobC
         return data;
     }
 
-    public async ValueTask<BlobProperties> WriteAsync(BlobAddress blob, BlobOutput output, InvocationContext invocation, CancellationToken ct)
+    public async ValueTask<BlobProperties> WriteAsync(BlobAddress blob, BlobOutput output, InvocationContext invocation, CancellationToken ct,
+        BlobWriteCondition condition = default)
     {
         var store = accounts.Get(blob.Connection);
         return output.IsSharedMemory
-            ? await cache.WriteFileAsync(store, blob.Container, blob.Name, output.SharedMemoryFile!, output.SharedMemoryLength, ct)
-            : await cache.WriteAsync(store, blob.Container, blob.Name, output.Bytes, ct);
+            ? await cache.WriteFileAsync(store, blob.Container, blob.Name, output.SharedMemoryFile!, output.SharedMemoryLength, ct, condition)
+            : await cache.WriteAsync(store, blob.Container, blob.Name, output.Bytes, ct, condition);
+    }
+
+    public void Discard(BlobOutput output)
+    {
+        if (output.SharedMemoryFile is not { } file)
+            return;
+        try
+        {
+            cache.DiscardWorkerFile(file);
+        }
+        catch (ArgumentException)
+        {
+            // Not a worker's output name: nothing of the worker's to delete (its write would have been refused too).
+        }
     }
 
     /// <summary>The bytes behind a reference this provider handed out (still pinned by its invocation).</summary>

@@ -26,8 +26,18 @@ public interface IBlobBindingProvider
     /// <summary>The blob as a worker receives it, or null when it does not exist.</summary>
     ValueTask<BlobData?> ReadAsync(BlobAddress blob, InvocationContext invocation, CancellationToken ct);
 
-    /// <summary>Writes an output binding's value and returns the blob's new properties.</summary>
-    ValueTask<BlobProperties> WriteAsync(BlobAddress blob, BlobOutput output, InvocationContext invocation, CancellationToken ct);
+    /// <summary>
+    /// Writes an output binding's value and returns the blob's new properties. A <paramref name="condition"/> (an
+    /// output's "ifMatch") makes it conditional; a failed one throws <see cref="BlobConditionFailedException"/> and
+    /// nothing is written.
+    /// </summary>
+    ValueTask<BlobProperties> WriteAsync(BlobAddress blob, BlobOutput output, InvocationContext invocation, CancellationToken ct,
+        BlobWriteCondition condition = default);
+
+    /// <summary>Drops an output value that will not be written (the worker's shared-memory file, if it sent one).</summary>
+    void Discard(BlobOutput output)
+    {
+    }
 }
 
 /// <summary>

@@ -25,7 +25,8 @@ public sealed class StorageBlobBindingProvider(StorageAccounts accounts) : IBlob
         };
     }
 
-    public async ValueTask<BlobProperties> WriteAsync(BlobAddress blob, BlobOutput output, InvocationContext invocation, CancellationToken ct)
+    public async ValueTask<BlobProperties> WriteAsync(BlobAddress blob, BlobOutput output, InvocationContext invocation, CancellationToken ct,
+        BlobWriteCondition condition = default)
     {
         if (output.IsSharedMemory)
             throw new InvalidOperationException($"output for {blob.Path} arrived in shared memory, which only the cachelet offers");
@@ -33,13 +34,13 @@ public sealed class StorageBlobBindingProvider(StorageAccounts accounts) : IBlob
         var store = accounts.Get(blob.Connection);
         try
         {
-            return await store.UploadAsync(blob.Container, blob.Name, content, ct: ct);
+            return await store.UploadAsync(blob.Container, blob.Name, content, ifMatch: condition.IfMatch, ifNoneMatch: condition.IfNoneMatch, ct: ct);
         }
         catch (BlobStorageException e) when (e.Status == 404 && e.ErrorCode == "ContainerNotFound")
         {
             // Azure Functions creates an output binding's container on first use.
             await store.CreateContainerIfNotExistsAsync(blob.Container, ct);
-            return await store.UploadAsync(blob.Container, blob.Name, content, ct: ct);
+            return await store.UploadAsync(blob.Container, blob.Name, content, ifMatch: condition.IfMatch, ifNoneMatch: condition.IfNoneMatch, ct: ct);
         }
     }
 }

@@ -101,7 +101,7 @@ internal static class HttpTriggerEndpoints
                 {
                     result = await invoker.InvokeAsync(function, invocation, new TypedData { Http = request }, context.RequestAborted);
                 }
-                catch (FunctionFailedException)
+                catch (Exception e) when (e is FunctionFailedException or BlobWriteConflictException)
                 {
                     answered = true;
                     throw;
@@ -337,6 +337,7 @@ internal static class HttpTriggerEndpoints
             {
                 BadHttpRequestException b => (b.StatusCode, b.Message),
                 BindingResolutionException => (StatusCodes.Status400BadRequest, e.Message),
+                BlobWriteConflictException => (StatusCodes.Status409Conflict, e.Message),
                 FunctionFailedException => (StatusCodes.Status500InternalServerError, e.Message),
                 FunctionUnavailableException => (StatusCodes.Status500InternalServerError, e.Message),
                 FunctionTimeoutException => (StatusCodes.Status504GatewayTimeout, e.Message),
@@ -364,6 +365,13 @@ internal static class HttpTriggerEndpoints
                 Log.RequestRejected(logger, function.Name, invocation.InvocationId, status, logged);
             context.Response.StatusCode = status;
             context.Response.Headers["x-faast-invocation-id"] = invocation.InvocationId;
+            if (e is BlobWriteConflictException conflict)
+            {
+                // A body a client can act on without parsing the message: which output, which blob.
+                await context.Response.WriteAsJsonAsync(new ConflictBody("conflict", conflict.Binding, conflict.Blob, message, invocation.InvocationId, function.Name),
+                    ErrorJson.Default.ConflictBody, cancellationToken: CancellationToken.None);
+                return;
+            }
             await context.Response.WriteAsJsonAsync(new ErrorBody(message, invocation.InvocationId, function.Name), ErrorJson.Default.ErrorBody, cancellationToken: CancellationToken.None);
         }
     }
@@ -371,10 +379,14 @@ internal static class HttpTriggerEndpoints
 
 internal sealed record ErrorBody(string Error, string InvocationId, string Function);
 
+/// <summary>A 409's body: a conditional blob output found its blob changed ("error" is always "conflict").</summary>
+internal sealed record ConflictBody(string Error, string Binding, string Blob, string Message, string InvocationId, string Function);
+
 /// <summary>A 401's body: why (never the key sent), and the function, or null for the admin API.</summary>
 internal sealed record UnauthorizedBody(string Error, string? Function);
 
 [System.Text.Json.Serialization.JsonSerializable(typeof(ErrorBody))]
+[System.Text.Json.Serialization.JsonSerializable(typeof(ConflictBody))]
 [System.Text.Json.Serialization.JsonSerializable(typeof(UnauthorizedBody))]
 [System.Text.Json.Serialization.JsonSourceGenerationOptions(PropertyNamingPolicy = System.Text.Json.Serialization.JsonKnownNamingPolicy.CamelCase)]
 internal sealed partial class ErrorJson : System.Text.Json.Serialization.JsonSerializerContext;

@@ -88,6 +88,19 @@ public sealed class InvocationContext : IAsyncDisposable
         return expression.Walk(root, 0, _payloadSource, out why);
     }
 
+    /// <summary>
+    /// Whether <paramref name="expression"/> names a JSON <c>null</c> in the payload (and no route, query or trigger
+    /// value): FaaST binds a blob input whose path holds one to nothing, and does not write such an output. Asked only
+    /// after <see cref="Lookup"/> found no value, so the common case pays nothing.
+    /// </summary>
+    public bool IsJsonNull(BindingExpression expression)
+    {
+        if (expression.IsBuiltIn || _payloadSource is null || BindingData.ContainsKey(expression.Name) ||
+            expression.IsPath && BindingData.ContainsKey(expression.Text))
+            return false;
+        return Payload().Document is { } document && expression.WalksToNull(document.RootElement);
+    }
+
     /// <summary>The payload, parsed once. Expressions resolve one after another today; should two race, one parse wins and the other is disposed.</summary>
     private JsonPayload Payload()
     {

@@ -455,6 +455,44 @@ app.http('second', { handler: async () => ({ body: 'b' }) });`,
   });
 });
 
+// FaaST's conditional blob outputs: the host validates and enforces "ifMatch" (the name of a blob input of the same
+// function); the library spreads an output's options into its binding and the worker passes every key through.
+describe('node v4: a blob output\'s ifMatch', () => {
+  test('reaches the host as "ifMatch" naming the blob input, the library\'s generated name or one given', async () => {
+    const h = await startV4({
+      'package.json': JSON.stringify({ main: 'index.js' }),
+      'index.js': `const { app, input, output } = require('@azure/functions');
+const state = input.storageBlob({ path: 'jl/{session}/state.pkl', connection: 'AzureWebJobsStorage' });
+const stateOut = output.storageBlob({ path: 'jl/{session}/state.pkl', connection: 'AzureWebJobsStorage', ifMatch: state.name });
+const named = input.storageBlob({ name: 'before', path: 'jl/{session}/other', connection: 'AzureWebJobsStorage' });
+const after = output.storageBlob({ path: 'jl/{session}/other', connection: 'AzureWebJobsStorage', ifMatch: 'before' });
+app.http('execute', {
+  methods: ['POST'],
+  extraInputs: [state, named],
+  extraOutputs: [stateOut, after],
+  handler: async (request, context) => {
+    context.extraOutputs.set(stateOut, context.extraInputs.get(state));
+    return { body: 'ok' };
+  },
+});`,
+    });
+    try {
+      const reply = await h.metadata();
+      assert.equal(reply.result.status, 'SUCCESS', reply.result.result);
+      const bindings = byName(reply).execute.bindings;
+      const blobs = bindings.filter((b) => b.type === 'blob');
+      const stateIn = blobs.find((b) => b.direction === 'in' && b.path === 'jl/{session}/state.pkl');
+      const stateOut = blobs.find((b) => b.direction === 'out' && b.path === 'jl/{session}/state.pkl');
+      assert.equal(stateOut.ifMatch, stateIn.name);
+      assert.equal(stateIn.ifMatch, undefined);
+      assert.equal(blobs.find((b) => b.direction === 'out' && b.path === 'jl/{session}/other').ifMatch, 'before');
+      assert.ok(blobs.some((b) => b.direction === 'in' && b.name === 'before'));
+    } finally {
+      await h.stop();
+    }
+  });
+});
+
 // The trigger's binding name the library chose, from a metadata request.
 async function triggerName(host, fnName) {
   const md = byName(await host.metadata())[fnName];

@@ -184,6 +184,35 @@ def test_the_worker_indexes_function_app_py_into_one_metadata_entry_per_function
     assert not fns["hello"].HasField("retry_options")
 
 
+def test_a_blob_outputs_if_match_reaches_the_host_as_ifMatch_the_name_of_its_blob_input(host: FakeHost, spawn, tmp_path: Path) -> None:
+    # FaaST's conditional blob outputs: the host validates and enforces "ifMatch"; the decorators pass it through as
+    # any extra keyword (snake_case camelCased, as the azure-functions library does), and so does worker indexing.
+    app = App(tmp_path / "app")
+    app.write("function_app.py", """
+import azure.functions as func
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+
+
+@app.route(route="execute", methods=["POST"])
+@app.blob_input(arg_name="state", path="jl/{session}/state.pkl", connection="AzureWebJobsStorage", data_type="binary")
+@app.blob_output(arg_name="stateOut", path="jl/{session}/state.pkl", connection="AzureWebJobsStorage", if_match="state")
+@app.blob_output(arg_name="other", path="jl/{session}/other", connection="AzureWebJobsStorage", ifMatch="state")
+def execute(req: func.HttpRequest, state: bytes, stateOut: func.Out[bytes], other: func.Out[bytes]) -> func.HttpResponse:
+    return func.HttpResponse("ok")
+""")
+    start_session(host, spawn, app)
+
+    resp = metadata(host, app.root)
+
+    assert resp.result.status == SUCCESS, resp.result.result
+    bindings = {b["name"]: b for b in raw(by_name(resp)["execute"])}
+    assert bindings["stateOut"] == {"type": "blob", "direction": "out", "name": "stateOut",
+                                    "path": "jl/{session}/state.pkl", "connection": "AzureWebJobsStorage", "ifMatch": "state"}
+    assert bindings["other"]["ifMatch"] == "state"
+    assert "ifMatch" not in bindings["state"]
+
+
 def test_an_app_without_function_app_py_gets_the_default_function_json_indexing(host: FakeHost, spawn, tmp_path: Path) -> None:
     app = App(tmp_path / "app")
     app.write("Hello/__init__.py", "def main(req):\n    return 'hi'\n")
