@@ -179,8 +179,14 @@ def test_interrupt_abandons_the_cell_at_once_and_the_kernel_goes_on(kernel):
     assert not of_type(messages, "execute_result")
     # It did not wait for the cell (60 s): the reply came well before the invocation could have ended.
     assert time.monotonic() - interrupted < 50
-    # The kernel takes the next cell.
+    # The kernel takes the next cell. The abandoned invocation still runs in the executor and commits when it ends
+    # (60 s); a cell whose invocation read the state before that commit and writes after it loses the conditional
+    # write: a clear conflict, and run again it succeeds (e.g. with one worker thread the next cell's bindings are read
+    # while it waits behind the sleeping one).
     reply, messages = kernel.run("1 + 1")
+    if reply["status"] == "error":
+        assert reply["ename"] == "JupyterLessConflict", reply
+        reply, messages = kernel.run("1 + 1")
     assert reply["status"] == "ok", reply
     assert of_type(messages, "execute_result")[0]["data"]["text/plain"] == "2"
 
