@@ -200,7 +200,9 @@ def execute(body: Dict[str, Any], state_blob: Optional[memoryview], large_blobs:
         st.write_files(workdir, state.files)
         os.chdir(workdir)
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            loaded = st.load(state, {n: large_blobs[n] for n in state.large}, namespace)
+            # A blob the state names but storage lacks (deleted; its write failed after the state committed) binds
+            # nothing: the variables holding it are lost, each named in a warning, and the session goes on.
+            loaded = st.load(state, {n: v for n, v in large_blobs.items() if n in state.large}, namespace)
         reply["warnings"].extend(loaded.warnings)
         namespace["input"] = _refuse_input
         _install_display(displays)

@@ -18,6 +18,10 @@ Behaviour:
   * Large variables live in blobs of their own: the kernel keeps the map the executor returns (``large``: in0..in31 ->
     blob name) and sends it with the next cell, with 32 fresh output names (``<token_hex(8)>-<i>``) per cell. A
     ``stale`` reply (the state names large blobs this request did not bind) is sent again once with the reply's map.
+  * Unused slots are null (the contract; the runtime binds a null blob path as None without touching storage). A
+    runtime without that feature answers 400 before the function runs; the kernel then names absent blobs
+    (``absent-<i>``, never a name it makes for a real object) for this kernel's life: they bind None too, at the
+    cost of a lookup each.
   * A 409 from the runtime is a conflict (another writer committed this session's state first): shown as an error,
     nothing is resent.
   * Interrupt: the request in flight is abandoned and the cell ends at once with ``KeyboardInterrupt``. The invocation
@@ -135,6 +139,7 @@ class JupyterLessKernel(Kernel):
             self.url, self.key, self.timeout = None, None, DEFAULT_TIMEOUT
             self.config_error = str(e)
         self.used = False  # whether a cell reached the executor (a reset is worth sending)
+        self.null_slots_refused = False  # the runtime cannot bind null blob paths (then: names of absent blobs)
         self._interrupted = False  # SIGINT arrived while a request was being handled
         self._waiting = False  # the main thread waits for a reply: SIGINT raises KeyboardInterrupt there
 
@@ -218,17 +223,25 @@ class JupyterLessKernel(Kernel):
 
     # ---- cells ----------------------------------------------------------------------------------------------
 
+    def _inputs(self):
+        """in0..in31: the large map; unused slots null (the contract), or, on a runtime that cannot bind a null blob
+        path, names of blobs that never exist (they bind None as well, at the cost of a lookup each)."""
+        if not self.null_slots_refused:
+            return dict(self.large)
+        return {k: (v if v is not None else f"absent-{k[2:]}") for k, v in self.large.items()}
+
     def _request(self, code, silent, store_history):
         out_prefix = secrets.token_hex(8)
         body = {"session": self.session_id, "code": code, "silent": bool(silent),
                 "store_history": bool(store_history)}
-        body.update(self.large)
+        body.update(self._inputs())
         body.update({f"out{i}": f"{out_prefix}-{i}" for i in range(SLOTS)})
         return body
 
     def _run_cell(self, code, silent, store_history):
         body = self._request(code, silent, store_history)
-        for attempt in (1, 2):
+        stale_resent = False
+        while True:
             status, doc, text = self._post_interruptibly("execute", body)
             self.used = True
             if status == 409:
@@ -240,19 +253,28 @@ class JupyterLessKernel(Kernel):
             if status in (401, 403):
                 raise CellFailure("JupyterLessAuthError",
                                   f"the executor at {self.url}/api/execute refused the function key (HTTP {status})")
+            detail = str(doc.get("error")) if isinstance(doc, dict) else text
+            if status == 400 and not self.null_slots_refused and "needs a value for {in" in detail and "is null" in detail:
+                # The runtime refused the request before the function ran (no null blob paths, issue 23 Part A2):
+                # nothing ran; from now on unused slots name absent blobs.
+                self.null_slots_refused = True
+                self.log.warning("JupyterLess: the runtime does not bind null blob paths; unused input slots now name "
+                                 "absent blobs")
+                body.update(self._inputs())
+                continue
             if status != 200 or not isinstance(doc, dict) or "status" not in doc:
                 raise CellFailure("JupyterLessRuntimeError",
                                   f"the executor at {self.url}/api/execute answered HTTP {status}: {text[:500]}")
             if doc.get("status") == "stale":
-                if attempt == 2 or not isinstance(doc.get("large"), dict):
+                if stale_resent or not isinstance(doc.get("large"), dict):
                     raise CellFailure("JupyterLessStateError",
                                       "the session's state names large objects the executor could not bind even "
                                       "after resending with its map; nothing ran")
+                stale_resent = True
                 self._remember_large(doc["large"])
-                body.update(self.large)
+                body.update(self._inputs())
                 continue
             return doc
-        raise AssertionError("unreachable")
 
     def _remember_large(self, large):
         if isinstance(large, dict):

@@ -29,8 +29,7 @@ START_DEADLINE = 900  # seconds: a first start on a busy 2-core machine builds n
 STOP_DEADLINE = 180
 
 
-def executor_app():
-    return HOME / "apps" / "jupyterless" / "executor"
+EXECUTOR = HOME / "apps" / "jupyterless" / "executor"
 
 
 def wait_for(condition, deadline, what, interval=0.25):
@@ -108,7 +107,7 @@ class JupyterLess:
 def faast_notebook(tmp_path_factory):
     root = tmp_path_factory.mktemp("jupyterless")
     app = root / "executor"
-    shutil.copytree(executor_app(), app, ignore=shutil.ignore_patterns(".faast", "__pycache__"))
+    shutil.copytree(EXECUTOR, app, ignore=shutil.ignore_patterns(".faast", "__pycache__"))
     notebooks = root / "notebooks"
     shutil.copytree(HOME / "apps" / "jupyterless" / "notebooks", notebooks)
     log = root / "notebook.log"
@@ -130,8 +129,9 @@ def faast_notebook(tmp_path_factory):
         opened, executor = wait_for(ready, START_DEADLINE, "./faast notebook to print its URL")
         config = json.loads((run_dir / "config.json").read_text())
         assert config["url"] == executor.group(1)
-        yield JupyterLess(executor_url=executor.group(1), key=config["key"], notebook_url=opened.group(1),
-                          token=opened.group(2), run_dir=run_dir, notebook_dir=notebooks, log=log)
+        served = JupyterLess(executor_url=executor.group(1), key=config["key"], notebook_url=opened.group(1),
+                             token=opened.group(2), run_dir=run_dir, notebook_dir=notebooks, log=log)
+        yield served
     finally:
         # Ctrl-C in the command's terminal: SIGINT to its process group.
         if proc.poll() is None:
@@ -153,3 +153,28 @@ def faast_notebook(tmp_path_factory):
         finally:
             shutil.rmtree(platform_state, ignore_errors=True)
         assert not run_dir.exists(), f"{run_dir} was not removed"
+
+
+def write_kernelspec(jupyter_path):
+    """The kernelspec ./faast notebook writes, for kernels that need no executor (the lost-runtime and protocol tests)."""
+    spec = Path(jupyter_path) / "kernels" / "jupyterless"
+    spec.mkdir(parents=True, exist_ok=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": ["/usr/bin/python3", str(HOME / "apps" / "jupyterless" / "kernel" / "jupyterless_kernel.py"),
+                 "-f", "{connection_file}"],
+        "display_name": "JupyterLess (FaaST)", "language": "python", "interrupt_mode": "signal",
+        "metadata": {"debugger": False}, "env": {"PYDEVD_DISABLE_FILE_VALIDATION": "1"}}))
+    return Path(jupyter_path)
+
+
+@pytest.fixture
+def bare_kernel_env(tmp_path):
+    """A kernel's environment without ./faast notebook: the kernelspec in a JUPYTER_PATH of this test's own."""
+    jupyter = write_kernelspec(tmp_path / "jupyter")
+
+    def env(**extra):
+        e = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERLESS_")}
+        e["JUPYTER_PATH"] = str(jupyter)
+        e.update(extra)
+        return e
+    return env

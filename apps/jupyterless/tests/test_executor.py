@@ -201,3 +201,4 @@ def test_reset_clears_the_session(faast_notebook):
     s.inputs = {f"in{i}": None for i in range(SLOTS)}
     reply = s.run("'gone' in dir()")
     assert text(reply) == "False" and reply["execution_count"] == 1
+

@@ -71,3 +71,12 @@ def test_the_working_directory_keeps_files_up_to_its_limit_and_names_the_rest(tm
     target = tmp_path / "copy"
     st.write_files(str(target), {"a/b.txt": b"z"})
     assert (target / "a" / "b.txt").read_bytes() == b"z"
+
+
+def test_a_large_object_whose_blob_is_missing_is_named_lost_and_the_rest_loads():
+    namespace = {"big": np.ones(300_000), "small": 5}
+    state, writes, _ = st.save(namespace, st.Loaded({}, {}, [], []), ["a-0"], [], 1, {})
+    target = {}
+    loaded = st.load(state, {}, target)  # storage lacks a-0: the input bound nothing
+    assert target == {"small": 5}
+    assert len(loaded.warnings) == 1 and loaded.warnings[0].startswith("big:"), loaded.warnings
