@@ -112,14 +112,7 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
     {
         var cs = settings[connection];
         if (!string.IsNullOrWhiteSpace(cs))
-        {
-            if (IsDevelopmentStorage(cs))
-                return null;
-            if (ConnectionProblem(settings, connection, environment) is { } problem)
-                return problem;
-            return QueueStore.HasQueueService(cs) ? null
-                : $"{settings.SourceOf(connection)} names no queue service (it has BlobEndpoint but no QueueEndpoint), which a queue binding needs";
-        }
+            return ServiceConnectionStringProblem(settings, connection, cs, "queue", "QueueEndpoint", environment);
         if (IsIdentityBased(settings, connection))
             return ReadQueueIdentity(settings, connection, out _, out _) ?? ManagedIdentityProblem(settings, connection, environment);
         if (connection.Equals("AzureWebJobsStorage", StringComparison.OrdinalIgnoreCase))
@@ -138,14 +131,7 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
     {
         var cs = settings[connection];
         if (!string.IsNullOrWhiteSpace(cs))
-        {
-            if (IsDevelopmentStorage(cs))
-                return null;
-            if (ConnectionProblem(settings, connection, environment) is { } problem)
-                return problem;
-            return HasTableService(cs) ? null
-                : $"{settings.SourceOf(connection)} names no table service (it has BlobEndpoint but no TableEndpoint), which a table binding needs";
-        }
+            return ServiceConnectionStringProblem(settings, connection, cs, "table", "TableEndpoint", environment);
         if (IsIdentityBased(settings, connection))
             return $"app setting \"{connection}\" is an identity-based connection, which FaaST's table bindings do not support: set {connection} " +
                 $"to a storage connection string in {settings.FilePath} Values (or the environment)";
@@ -155,16 +141,17 @@ public sealed class StorageAccounts(AppSettings settings, string? developmentCon
             "as a storage connection string";
     }
 
-    /// <summary>Whether a connection string reaches a table service: TableEndpoint, development storage, or an account
-    /// name without explicit service endpoints (the SDK derives the table endpoint).</summary>
-    public static bool HasTableService(string connectionString)
+    /// <summary>A queue's or table's connection given as a connection string: development storage is fine; otherwise it
+    /// must be a usable storage connection string (as for blobs) that reaches the <paramref name="service"/>.</summary>
+    private static string? ServiceConnectionStringProblem(AppSettings settings, string connection, string cs, string service, string endpointKey,
+        Func<string, string?>? environment)
     {
-        var keys = connectionString.Split(';', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries)
-            .Select(p => p.Split('=', 2)[0].Trim())
-            .ToHashSet(StringComparer.OrdinalIgnoreCase);
-        if (keys.Contains("TableEndpoint") || keys.Contains("UseDevelopmentStorage"))
-            return true;
-        return !keys.Contains("BlobEndpoint") && keys.Contains("AccountName");
+        if (IsDevelopmentStorage(cs))
+            return null;
+        if (ConnectionProblem(settings, connection, environment) is { } problem)
+            return problem;
+        return StorageConnectionString.ReachesService(cs, endpointKey) ? null
+            : $"{settings.SourceOf(connection)} names no {service} service (it has BlobEndpoint but no {endpointKey}), which a {service} binding needs";
     }
 
     /// <summary>The store (among those the app's bindings opened, plus the default account) at a blob endpoint; null if none.</summary>

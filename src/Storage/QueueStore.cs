@@ -99,15 +99,7 @@ public sealed class QueueStore : IQueueStore
     /// True when a connection string reaches a queue service: it names QueueEndpoint, is development storage, or
     /// lets the SDK derive one (an account name without explicit service endpoints).
     /// </summary>
-    public static bool HasQueueService(string connectionString)
-    {
-        var keys = connectionString.Split(';', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries)
-            .Select(p => p.Split('=', 2)[0].Trim())
-            .ToHashSet(StringComparer.OrdinalIgnoreCase);
-        if (keys.Contains("QueueEndpoint") || keys.Contains("UseDevelopmentStorage"))
-            return true;
-        return !keys.Contains("BlobEndpoint") && keys.Contains("AccountName");
-    }
+    public static bool HasQueueService(string connectionString) => StorageConnectionString.ReachesService(connectionString, "QueueEndpoint");
 
     /// <inheritdoc />
     public Uri Endpoint { get; }

@@ -128,6 +128,21 @@ public sealed class StorageConnectionString
     }
 
     /// <summary>
+    /// True when a connection string reaches the service whose endpoint key is <paramref name="endpointKey"/>
+    /// (QueueEndpoint, TableEndpoint): it names that endpoint, is development storage, or lets the SDK derive one (an
+    /// account name without explicit service endpoints).
+    /// </summary>
+    public static bool ReachesService(string connectionString, string endpointKey)
+    {
+        var keys = connectionString.Split(';', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries)
+            .Select(p => p.Split('=', 2)[0].Trim())
+            .ToHashSet(StringComparer.OrdinalIgnoreCase);
+        if (keys.Contains(endpointKey) || keys.Contains("UseDevelopmentStorage"))
+            return true;
+        return !keys.Contains("BlobEndpoint") && keys.Contains("AccountName");
+    }
+
+    /// <summary>
     /// True when <paramref name="connectionString"/> signs with the emulator's public key (or is
     /// UseDevelopmentStorage=true); false for anything else, a malformed string included (that is reported
     /// where the storage is opened).
