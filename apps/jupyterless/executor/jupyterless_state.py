@@ -131,6 +131,13 @@ def encode_state(state: State) -> bytes:
     }, protocol=5)
 
 
+def same_contents(a: State, b: State) -> bool:
+    """Whether two states hold the same session (everything but the execution count). Variables compare as their
+    pickles: an unchanged object pickles to the same bytes in one process; where it does not (a set of strings in
+    another worker process, whose hash seed differs), the state is merely written again."""
+    return a.variables == b.variables and a.definitions == b.definitions and a.files == b.files and a.large == b.large
+
+
 def new_module() -> types.ModuleType:
     """The session's namespace as a module named __main__ (a notebook's __name__): while a cell runs, and while the
     state is pickled and loaded, it stands in sys.modules["__main__"], so a cell-defined class or function pickles

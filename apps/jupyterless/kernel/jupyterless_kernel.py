@@ -311,7 +311,9 @@ class JupyterLessKernel(Kernel):
         self._remember_large(reply.get("large"))
         count = reply.get("execution_count")
         if isinstance(count, int) and count > 0 and not silent:
-            self.execution_count = count
+            # The session's count (shared by every tab and instance), but never backwards: a cell that changed
+            # nothing does not write the state, so the session's count does not move with it.
+            self.execution_count = max(count, self.execution_count)
         if not silent:
             for warning in reply.get("warnings") or []:
                 self._stream("stderr", f"JupyterLess: {warning}\n")

@@ -193,6 +193,26 @@ def test_two_writers_of_one_session_from_the_same_version_the_later_commit_is_re
     assert text(s.run("shared")) == "'second'"
 
 
+def test_a_cell_that_changes_nothing_writes_no_state_and_so_never_conflicts(faast_notebook):
+    """A cell that binds no name (no import statement, no assignment, no value left in _) reads the state and leaves
+    it: while it runs, a cell of the same session commits (posted from inside it, as above), and the read-only cell
+    still succeeds, where the writing cell of the test above gets 409. A cell that assigns still writes."""
+    s = Session(faast_notebook)
+    assert s.run("shared = 'before'")["state_written"] is True
+    jl = faast_notebook
+    inner = json.dumps(s.body("shared = 'second'"))
+    status, reply = s.post(
+        "assert __import__('json').loads(__import__('urllib.request').request.urlopen(\n"
+        f"    __import__('urllib.request').request.Request({jl.executor_url + '/api/execute'!r}, data={inner!r}.encode(),\n"
+        f"        headers={{'content-type': 'application/json', 'x-functions-key': {jl.key!r}}}),\n"
+        "    timeout=300).read())['status'] == 'ok'\n"
+        "print(shared)")
+    assert status == 200 and reply["status"] == "ok", (status, reply)
+    assert reply["state_written"] is False and reply["stdout"] == "before\n", reply
+    after = s.run("shared")
+    assert text(after) == "'second'" and after["state_written"] is True  # _ took a new value
+
+
 def test_reset_clears_the_session(faast_notebook):
     s = Session(faast_notebook)
     s.run("gone = 1")

@@ -191,6 +191,12 @@ def test_interrupt_abandons_the_cell_at_once_and_the_kernel_goes_on(kernel):
     assert of_type(messages, "execute_result")[0]["data"]["text/plain"] == "2"
 
 
+def test_cells_that_change_nothing_still_count_up_in_the_notebook(kernel):
+    """Print-only cells write no state (the session's count stays), but the notebook's In [n] still moves on."""
+    counts = [kernel.run(code)[0]["execution_count"] for code in ("v = 1", "print(v)", "print(v)", "w = v")]
+    assert counts == sorted(set(counts)), counts
+
+
 def test_restart_starts_an_empty_session(kernel):
     assert kernel.run("secret_value = 1234")[0]["status"] == "ok"
     assert of_type(kernel.run("secret_value")[1], "execute_result")[0]["data"]["text/plain"] == "1234"
