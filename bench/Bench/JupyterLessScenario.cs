@@ -38,7 +38,27 @@ public static class JupyterLessScenario
 
     private static void Say(string message) => Console.WriteLine($"[{Clock.Elapsed.TotalSeconds,6:0.0} s] {message}");
 
+    /// <summary>The parts `--only` may name (comma-separated); a run of some of them writes
+    /// bench/results/jupyterless-PARTS.json, never the whole scenario's file.</summary>
+    private static readonly string[] Parts = ["table4", "fig10", "table5", "table6"];
+
     public static async Task<int> RunAsync(string home, bool quick, string[] args)
+    {
+        var at = Array.IndexOf(args, "--only");
+        string[] only = Parts;
+        if (at >= 0)
+        {
+            only = at + 1 < args.Length ? args[at + 1].Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries) : [];
+            if (only.Length == 0 || only.Any(p => !Parts.Contains(p)))
+            {
+                Console.Error.WriteLine($"bench jupyterless: --only takes a comma-separated list of {string.Join(", ", Parts)}; got '{(at + 1 < args.Length ? args[at + 1] : "")}'");
+                return 2;
+            }
+        }
+        return await RunAsync(home, quick, args, only);
+    }
+
+    private static async Task<int> RunAsync(string home, bool quick, string[] args, string[] only)
     {
         var availability = args.Contains("--loopback") || quick
             ? new Net.CloudNetworkAvailability(false, quick ? "--quick runs on loopback (the shaped network takes a minute to build)" : "--loopback asked for it")
@@ -47,14 +67,14 @@ public static class JupyterLessScenario
         {
             Say($"shaped network not used: {availability.Reason}; running on loopback");
             await using var loopback = new LoopbackNetwork(home, availability.Reason);
-            return await RunAsync(home, quick, loopback);
+            return await RunAsync(home, quick, loopback, only);
         }
         // Five namespaces: Table 6 runs five instances.
         await using var shaped = await ShapedNetwork.UpAsync(home, 5, new Net.CloudNetworkSettings(), CancellationToken.None);
-        return await RunAsync(home, quick, shaped);
+        return await RunAsync(home, quick, shaped, only);
     }
 
-    private static async Task<int> RunAsync(string home, bool quick, IBandwidthNetwork network)
+    private static async Task<int> RunAsync(string home, bool quick, IBandwidthNetwork network, string[] only)
     {
         var executor = Path.Combine(home, "apps", "jupyterless", "executor");
         var notebooks = Path.Combine(home, "apps", "jupyterless", "notebooks");
@@ -62,7 +82,7 @@ public static class JupyterLessScenario
             if (!Path.Exists(required))
                 throw new FileNotFoundException($"./faast bench jupyterless needs {Path.GetRelativePath(home, required)}");
         var logs = Path.Combine(Path.GetTempPath(), "faast-bench-jupyterless-" + DateTime.UtcNow.ToString("yyyyMMdd-HHmmss", CultureInfo.InvariantCulture));
-        var report = new Report("jupyterless", quick);
+        var report = new Report(only.Length == Parts.Length ? "jupyterless" : "jupyterless-" + string.Join('-', only), quick);
         BandwidthNetworkReport.Write(report, network);
         var columnBytes = quick ? 35L << 20 : 350L << 20;
         var counterAdds = quick ? 100 : 1000;
@@ -82,10 +102,14 @@ public static class JupyterLessScenario
         using var http = new HttpClient { Timeout = TimeSpan.FromMinutes(10) };
         var context = new Context(home, network, connection, store, executor, key, http, logs, quick);
 
-        await Table4Async(context, report, notebooks);
-        await Figure10Async(context, report, columnBytes);
-        await Table5Async(context, report, columnBytes);
-        await Table6Async(context, report, Path.Combine(notebooks, "counter.ipynb"), counterAdds);
+        if (only.Contains("table4"))
+            await Table4Async(context, report, notebooks);
+        if (only.Contains("fig10"))
+            await Figure10Async(context, report, columnBytes);
+        if (only.Contains("table5"))
+            await Table5Async(context, report, columnBytes);
+        if (only.Contains("table6"))
+            await Table6Async(context, report, Path.Combine(notebooks, "counter.ipynb"), counterAdds);
 
         report.Config("loadavg_at_end", File.ReadAllText("/proc/loadavg").Trim());
         report.Write(home);
