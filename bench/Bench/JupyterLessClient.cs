@@ -29,11 +29,7 @@ public sealed class JupyterLessSession(HttpClient http, string key)
     {
         for (var attempt = 0; ; attempt++)
         {
-            var body = new JsonObject { ["session"] = Id, ["code"] = code, ["silent"] = false, ["store_history"] = true };
-            foreach (var (slot, name) in _inputs)
-                body[slot] = name;
-            for (var i = 0; i < Slots; i++)
-                body[$"out{i}"] = OutputNames(i);
+            var body = Body(code);
             using var request = new HttpRequestMessage(HttpMethod.Post, new Uri(instance, "api/execute")) { Content = JsonContent.Create(body) };
             request.Headers.Add("x-functions-key", key);
             using var response = await http.SendAsync(request, ct);
@@ -53,6 +49,17 @@ public sealed class JupyterLessSession(HttpClient http, string key)
             }
             return reply;
         }
+    }
+
+    /// <summary>The request the kernel posts for <paramref name="code"/> now (the inputs the last reply named, fresh output names).</summary>
+    public JsonObject Body(string code)
+    {
+        var body = new JsonObject { ["session"] = Id, ["code"] = code, ["silent"] = false, ["store_history"] = true };
+        foreach (var (slot, name) in _inputs)
+            body[slot] = name;
+        for (var i = 0; i < Slots; i++)
+            body[$"out{i}"] = OutputNames(i);
+        return body;
     }
 
     /// <summary>Runs a cell that must succeed; its reply.</summary>

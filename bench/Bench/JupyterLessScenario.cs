@@ -175,6 +175,13 @@ public static class JupyterLessScenario
 
     // ---------------------------------------------------------------- Table 4
 
+    /// <summary>A wrk Lua script posting <paramref name="json"/> with the function key, as the kernel does.</summary>
+    private static string PostScript(string json, string key) =>
+        "wrk.method = \"POST\"\n" +
+        "wrk.headers[\"content-type\"] = \"application/json\"\n" +
+        $"wrk.headers[\"x-functions-key\"] = \"{key}\"\n" +
+        $"wrk.body = [==[{json}]==]\n";
+
     private static async Task Table4Async(Context context, Report report, string notebooks)
     {
         var noop = JupyterLessSession.CodeCells(Path.Combine(notebooks, "noop.ipynb"));
@@ -201,6 +208,18 @@ public static class JupyterLessScenario
             report.Add($"noop_cell_{label}_p99_ms", Percentile(times, 0.99));
             if (label == "default")
                 report.Config("default_preset", consistency);
+            // The external client: wrk posting the same cell of the same session (one connection, closed loop).
+            if (Wrk.Available)
+            {
+                var seconds = TimeSpan.FromSeconds(context.Quick ? 5 : 15);
+                var script = Path.Combine(context.Logs, $"noop-{label}.lua");
+                Directory.CreateDirectory(context.Logs);
+                await File.WriteAllTextAsync(script, PostScript(session.Body(noop[^1]).ToJsonString(), context.Key));
+                var w = await Wrk.RunScriptAsync(new Uri(group[0].BaseAddress, "api/execute"), seconds, script, requireSuccess: true);
+                report.Add($"noop_cell_{label}_wrk_p50_ms", w.P50Ms, $"wrk -t1 -c1 {seconds.TotalSeconds:0} s posting the no-op cell; p99 {w.P99Ms:0.0} ms, {w.RequestsPerSecond:0} cells/s");
+            }
+            else
+                report.Config("wrk", "not installed (Debian package wrk): the external-client rows are absent");
         }
         var native = await NativeAsync(context, noop, [.. Enumerable.Range(0, noop.Count).Select(i => (i, runs))]);
         report.Add("noop_cell_native_im_p50_ms", Percentile([.. native.Select(r => r.Seconds * 1000).Order()], 0.5), "the same cells in one local Python process");

@@ -18,10 +18,12 @@ internal static partial class Wrk
     public static Task<Result> RunAsync(Uri url, TimeSpan duration, int connections = 1) => RunAsync(url, duration, connections, script: null);
 
     /// <summary>As <see cref="RunAsync(Uri, TimeSpan, int)"/> with a Lua <paramref name="script"/> (<c>-s</c>) that
-    /// shapes each request (e.g. walks a list of paths under <paramref name="url"/>), one connection.</summary>
-    public static Task<Result> RunScriptAsync(Uri url, TimeSpan duration, string script) => RunAsync(url, duration, 1, script);
+    /// shapes each request (e.g. walks a list of paths under <paramref name="url"/>), one connection.
+    /// <paramref name="requireSuccess"/>: wrk's "Non-2xx or 3xx responses" line is an error (latencies of refusals
+    /// are not the figure).</summary>
+    public static Task<Result> RunScriptAsync(Uri url, TimeSpan duration, string script, bool requireSuccess = false) => RunAsync(url, duration, 1, script, requireSuccess);
 
-    private static async Task<Result> RunAsync(Uri url, TimeSpan duration, int connections, string? script)
+    private static async Task<Result> RunAsync(Uri url, TimeSpan duration, int connections, string? script, bool requireSuccess = false)
     {
         ArgumentOutOfRangeException.ThrowIfLessThan(connections, 1);
         var info = new ProcessStartInfo("wrk") { RedirectStandardOutput = true, RedirectStandardError = true, UseShellExecute = false };
@@ -50,6 +52,8 @@ internal static partial class Wrk
             var text = await output;
             if (process.ExitCode != 0)
                 throw new InvalidOperationException($"wrk {url} exited {process.ExitCode}: {await error}{text}");
+            if (requireSuccess && text.Contains("Non-2xx or 3xx responses", StringComparison.Ordinal))
+                throw new InvalidOperationException($"wrk {url}: some answers were not 2xx:\n{text}");
             return Parse(text) ?? throw new InvalidOperationException($"wrk {url}: no latency distribution in its output:\n{text}");
         }
     }
