@@ -174,20 +174,23 @@ def test_a_stale_request_runs_nothing_and_names_the_inputs_to_bind(faast_noteboo
     assert text(other.run("float(big.sum())")) == "300000.0"
 
 
+def commit_from_inside(jl, s, code):
+    """Code for a cell that posts `code` as another cell of its own session and checks it ran (the executor has two
+    workers, so the inner cell commits while the outer one runs). It binds no name: no import statement, no
+    assignment (the modules come from __import__), so the outer cell's own writes are only what follows it."""
+    inner = json.dumps(s.body(code))
+    return ("assert __import__('json').loads(__import__('urllib.request').request.urlopen(\n"
+            f"    __import__('urllib.request').request.Request({jl.executor_url + '/api/execute'!r}, data={inner!r}.encode(),\n"
+            f"        headers={{'content-type': 'application/json', 'x-functions-key': {jl.key!r}}}),\n"
+            "    timeout=300).read())['status'] == 'ok'\n")
+
+
 def test_two_writers_of_one_session_from_the_same_version_the_later_commit_is_refused_with_409(faast_notebook):
     """A cell posts a second cell of its own session and waits for it (the executor has two workers): the second
     commits first; the first, which read the version before, is refused and nothing of it is kept."""
     s = Session(faast_notebook)
     s.run("shared = 'before'")
-    jl = faast_notebook
-    inner = json.dumps(s.body("shared = 'second'"))
-    status, reply = s.post(
-        "import json, urllib.request\n"
-        f"request = urllib.request.Request({jl.executor_url + '/api/execute'!r}, data={inner!r}.encode(),\n"
-        f"    headers={{'content-type': 'application/json', 'x-functions-key': {jl.key!r}}})\n"
-        "answer = json.loads(urllib.request.urlopen(request, timeout=300).read())\n"
-        "assert answer['status'] == 'ok', answer\n"
-        "shared = 'first'")
+    status, reply = s.post(commit_from_inside(faast_notebook, s, "shared = 'second'") + "shared = 'first'")
     assert status == 409, (status, reply)
     assert reply["error"] == "conflict" and reply["binding"] == "stateOut" and "state.pkl" in reply["blob"], reply
     assert text(s.run("shared")) == "'second'"
@@ -199,14 +202,7 @@ def test_a_cell_that_changes_nothing_writes_no_state_and_so_never_conflicts(faas
     still succeeds, where the writing cell of the test above gets 409. A cell that assigns still writes."""
     s = Session(faast_notebook)
     assert s.run("shared = 'before'")["state_written"] is True
-    jl = faast_notebook
-    inner = json.dumps(s.body("shared = 'second'"))
-    status, reply = s.post(
-        "assert __import__('json').loads(__import__('urllib.request').request.urlopen(\n"
-        f"    __import__('urllib.request').request.Request({jl.executor_url + '/api/execute'!r}, data={inner!r}.encode(),\n"
-        f"        headers={{'content-type': 'application/json', 'x-functions-key': {jl.key!r}}}),\n"
-        "    timeout=300).read())['status'] == 'ok'\n"
-        "print(shared)")
+    status, reply = s.post(commit_from_inside(faast_notebook, s, "shared = 'second'") + "print(shared)")
     assert status == 200 and reply["status"] == "ok", (status, reply)
     assert reply["state_written"] is False and reply["stdout"] == "before\n", reply
     after = s.run("shared")
