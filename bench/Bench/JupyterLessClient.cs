@@ -12,7 +12,7 @@ namespace FaaST.Bench;
 /// <see cref="OutputNames"/>, so the bench can choose names an instance owns), and resends a cell once when the
 /// executor answers <c>stale</c>. Any instance of the app can be asked: the session's state is in the cache.
 /// </summary>
-public sealed class JupyterLessSession(HttpClient http, string key)
+public sealed partial class JupyterLessSession(HttpClient http, string key)
 {
     public const int Slots = 32;
 
@@ -29,7 +29,7 @@ public sealed class JupyterLessSession(HttpClient http, string key)
     {
         for (var attempt = 0; ; attempt++)
         {
-            var body = Body(code);
+            var body = Body(code, all: attempt > 0); // after a stale reply: everything the state names
             using var request = new HttpRequestMessage(HttpMethod.Post, new Uri(instance, "api/execute")) { Content = JsonContent.Create(body) };
             request.Headers.Add("x-functions-key", key);
             using var response = await http.SendAsync(request, ct);
@@ -40,6 +40,13 @@ public sealed class JupyterLessSession(HttpClient http, string key)
             if (reply["large"] is JsonObject large)
                 foreach (var (slot, name) in large)
                     _inputs[slot] = name?.GetValue<string>();
+            if (reply["needs"] is JsonObject needs && reply["dynamic"] is JsonArray dynamic)
+            {
+                _needs = needs.ToDictionary(n => n.Key, n => n.Value?.AsArray().Select(b => b!.GetValue<string>()).ToArray() ?? []);
+                _dynamic = [.. dynamic.Select(d => d!.GetValue<string>())];
+            }
+            else
+                _needs = null;
             var status = reply["status"]?.GetValue<string>();
             if (status == "stale")
             {
@@ -51,16 +58,42 @@ public sealed class JupyterLessSession(HttpClient http, string key)
         }
     }
 
-    /// <summary>The request the kernel posts for <paramref name="code"/> now (the inputs the last reply named, fresh output names).</summary>
-    public JsonObject Body(string code)
+    /// <summary>The request the kernel posts for <paramref name="code"/> now: of the inputs the last reply named, those
+    /// the cell needs (every one with <paramref name="all"/>), fresh output names.</summary>
+    public JsonObject Body(string code, bool all = false)
     {
         var body = new JsonObject { ["session"] = Id, ["code"] = code, ["silent"] = false, ["store_history"] = true };
+        var wanted = all ? null : Wanted(code);
         foreach (var (slot, name) in _inputs)
-            body[slot] = name;
+            body[slot] = wanted is null || name is not null && wanted.Contains(name) ? name : null;
         for (var i = 0; i < Slots; i++)
             body[$"out{i}"] = OutputNames(i);
         return body;
     }
+
+    /// <summary>The large blobs <paramref name="code"/> needs, as the kernel finds them (apps/jupyterless: each
+    /// identifier-like word brings what the executor's <c>needs</c> map gives its name; a <c>dynamic</c> word, or no map
+    /// yet, means all: null).</summary>
+    private HashSet<string>? Wanted(string code)
+    {
+        if (_needs is null)
+            return null;
+        var wanted = new HashSet<string>();
+        foreach (System.Text.RegularExpressions.Match word in Word().Matches(code))
+        {
+            if (_dynamic.Contains(word.Value))
+                return null;
+            if (_needs.TryGetValue(word.Value, out var blobs))
+                wanted.UnionWith(blobs);
+        }
+        return wanted;
+    }
+
+    private Dictionary<string, string[]>? _needs;
+    private HashSet<string> _dynamic = [];
+
+    [System.Text.RegularExpressions.GeneratedRegex("[A-Za-z_][A-Za-z0-9_]*")]
+    private static partial System.Text.RegularExpressions.Regex Word();
 
     /// <summary>Runs a cell that must succeed; its reply.</summary>
     public async Task<JsonObject> RunAsync(Uri instance, string code, CancellationToken ct = default)
@@ -80,6 +113,7 @@ public sealed class JupyterLessSession(HttpClient http, string key)
         response.EnsureSuccessStatusCode();
         foreach (var slot in _inputs.Keys.ToArray())
             _inputs[slot] = null;
+        _needs = null;
     }
 
     /// <summary>The blob names (under sessions/ID/large/) the session's state names now.</summary>

@@ -175,11 +175,13 @@ def execute(body: Dict[str, Any], state_blob: Optional[memoryview], large_blobs:
     """Runs the cell: (the reply, the new small state or None to keep it, the large blobs to write by name)."""
     state = st.decode_state(bytes(state_blob) if state_blob is not None else None)
     bound = {name for name in (body.get(f"in{i}") for i in range(SLOTS)) if name}
-    missing = [name for name in state.large if name not in bound]
+    needed = st.needs(state)
+    missing = [name for name in st.required(body.get("code", ""), state, needed) if name not in bound]
     if missing:
         # The kernel's idea of the large objects is behind (a first cell, another tab, another instance): nothing
         # runs; the reply names what to bind.
         return ({"status": "stale", "execution_count": state.count, "large": large_slots(state),
+                 "needs": needed, "dynamic": sorted(st.DYNAMIC),
                  "stdout": "", "stderr": "", "result": None, "displays": [], "warnings": []}, None, {})
     if len(state.large) > SLOTS:
         raise RuntimeError(f"the session has {len(state.large)} large objects; at most {SLOTS} can be bound")
@@ -202,7 +204,11 @@ def execute(body: Dict[str, Any], state_blob: Optional[memoryview], large_blobs:
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             # A blob the state names but storage lacks (deleted; its write failed after the state committed) binds
             # nothing: the variables holding it are lost, each named in a warning, and the session goes on.
-            loaded = st.load(state, {n: v for n, v in large_blobs.items() if n in state.large}, namespace)
+            # Only the variables whose large objects the cell bound are loaded (a cell that does not name the
+            # session's 350 MB DataFrame neither pins it in the cache nor copies it into the worker: Faa$T Table 5's
+            # allocating cell); the others are carried over as they are.
+            loaded = st.load(state, {n: v for n, v in large_blobs.items() if n in state.large}, namespace,
+                             bound & set(state.large))
         reply["warnings"].extend(loaded.warnings)
         namespace["input"] = _refuse_input
         _install_display(displays)
@@ -221,9 +227,12 @@ def execute(body: Dict[str, Any], state_blob: Optional[memoryview], large_blobs:
         files, file_warnings = st.read_files(workdir)
         reply["warnings"].extend(file_warnings)
         fresh = [body[f"out{i}"] for i in range(SLOTS) if body.get(f"out{i}")]
-        new_state, writes, save_warnings = st.save(namespace, loaded, fresh, definitions, state.count + 1, files)
+        new_state, writes, save_warnings = st.save(namespace, loaded, fresh, definitions, state.count + 1, files,
+                                                   state.large)
         reply["warnings"].extend(save_warnings)
         reply["large"] = large_slots(new_state)
+        reply["needs"] = st.needs(new_state)
+        reply["dynamic"] = sorted(st.DYNAMIC)
         if not writes and st.same_contents(new_state, state):
             # A cell that changed nothing (a print, a plot, a look at a variable) writes nothing: it cannot lose
             # another cell's update, so it needs no conditional write, and under the platform's default preset

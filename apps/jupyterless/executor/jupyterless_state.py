@@ -21,6 +21,7 @@ import ast
 import io
 import os
 import pickle
+import re
 import struct
 import sys
 import types
@@ -110,6 +111,9 @@ class State:
     definitions: List[Definition] = field(default_factory=list)
     files: Dict[str, bytes] = field(default_factory=dict)  # relative path -> content
     large: Dict[str, int] = field(default_factory=dict)  # blob name -> size (the manifest)
+    # variable -> the large blobs its pickle refers to; None for a state saved before this was recorded (then every
+    # variable is taken to need every large blob)
+    uses: Optional[Dict[str, List[str]]] = None
 
 
 def decode_state(data: Optional[bytes]) -> State:
@@ -120,14 +124,14 @@ def decode_state(data: Optional[bytes]) -> State:
         raise ValueError(f"the session's state.pkl is not JupyterLess state format {FORMAT}")
     return State(count=raw["count"], variables=raw["variables"],
                  definitions=[Definition(n, s) for n, s in raw["definitions"]],
-                 files=raw["files"], large=raw["large"])
+                 files=raw["files"], large=raw["large"], uses=raw.get("uses"))
 
 
 def encode_state(state: State) -> bytes:
     return pickle.dumps({
         "format": FORMAT, "count": state.count, "variables": state.variables,
         "definitions": [(d.name, d.source) for d in state.definitions],
-        "files": state.files, "large": state.large,
+        "files": state.files, "large": state.large, "uses": state.uses,
     }, protocol=5)
 
 
@@ -136,6 +140,72 @@ def same_contents(a: State, b: State) -> bool:
     pickles: an unchanged object pickles to the same bytes in one process; where it does not (a set of strings in
     another worker process, whose hash seed differs), the state is merely written again."""
     return a.variables == b.variables and a.definitions == b.definitions and a.files == b.files and a.large == b.large
+
+
+# ---------------------------------------------------------------- which large objects a cell needs
+
+WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""A cell's names, as the kernel, the executor and the bench's client all find them: every identifier-like word of
+its text (strings and comments included: a superset of the names it uses, so never too few)."""
+
+DYNAMIC = frozenset({
+    "globals", "locals", "vars", "dir", "eval", "exec", "compile", "__import__", "__dict__", "__main__",
+    "__builtins__", "sys", "get_ipython", "inspect", "gc", "pickle", "who", "whos",
+})
+"""Words through which a cell can reach variables without naming them (the namespace as a dict, code built at run
+time, the garbage collector's referrers): a cell that has one binds every large object."""
+
+
+def needs(state: State) -> Dict[str, List[str]]:
+    """Each name a cell may use -> the large blobs that must be bound for it: a variable, its blobs and those of every
+    variable sharing one with it (bound together, an object two variables hold stays one object: a change in place
+    through one is seen through the other); a definition (function, class), the needs of the names in its source,
+    transitively (a function reads its globals when called). A definition with a DYNAMIC word needs everything."""
+    if state.uses is None:
+        every = sorted(state.large)
+        names = list(state.variables) + [d.name for d in state.definitions if not d.name.startswith("import@")]
+        return {name: every for name in names} if every else {}
+    # Variables sharing a blob form one group (union-find over blob names).
+    parent: Dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for blobs in state.uses.values():
+        for blob in blobs[1:]:
+            parent[find(blob)] = find(blobs[0])
+    groups: Dict[str, List[str]] = {}
+    for blob in {b for blobs in state.uses.values() for b in blobs}:
+        groups.setdefault(find(blob), []).append(blob)
+    result: Dict[str, set] = {var: set(groups[find(blobs[0])]) for var, blobs in state.uses.items() if blobs}
+    words = {d.name: set(WORD.findall(d.source)) for d in state.definitions if not d.name.startswith("import@")}
+    for name in words:
+        seen, todo, blobs = {name}, [name], set()
+        while todo:
+            current = todo.pop()
+            if words[current] & DYNAMIC:
+                blobs = set(state.large)
+                break
+            for word in words[current]:
+                blobs |= result.get(word, set()) if word not in words else set()
+                if word in words and word not in seen:
+                    seen.add(word)
+                    todo.append(word)
+        if blobs:
+            result[name] = result.get(name, set()) | blobs
+    return {name: sorted(blobs) for name, blobs in result.items()}
+
+
+def required(code: str, state: State, needed: Optional[Dict[str, List[str]]] = None) -> List[str]:
+    """The large blobs a cell must have bound: every one if it has a DYNAMIC word, else those its names need."""
+    words = set(WORD.findall(code))
+    if words & DYNAMIC or state.uses is None:
+        return sorted(state.large)
+    needed = needs(state) if needed is None else needed
+    return sorted({blob for word in words for blob in needed.get(word, ())})
 
 
 def new_module() -> types.ModuleType:
@@ -192,11 +262,16 @@ class Loaded:
     blobs: Dict[int, Tuple[str, memoryview]]  # id(object) -> (blob name, the blob it came from)
     objects: List[Any]  # keeps the loaded large objects alive (their ids stay theirs)
     warnings: List[str]
+    # variables not loaded because the cell did not bind their large objects: kept as they were (pickle, blobs)
+    carried: Dict[str, Tuple[bytes, List[str]]] = field(default_factory=dict)
 
 
-def load(state: State, large_blobs: Dict[str, memoryview], namespace: Dict[str, Any]) -> Loaded:
+def load(state: State, large_blobs: Dict[str, memoryview], namespace: Dict[str, Any],
+         bound: Optional[set] = None) -> Loaded:
     """Fills `namespace` from the state: definitions first (executed again), then the variables. A variable that
-    cannot be loaded is left out with a warning naming it."""
+    cannot be loaded is left out with a warning naming it. With `bound` (the large blobs the request bound, whether
+    storage had them or not), a variable refers to a blob outside it is not loaded but carried over unchanged: the
+    cell does not name it (see required()), so it cannot change it."""
     warnings: List[str] = []
     for definition in state.definitions:
         try:
@@ -218,19 +293,25 @@ def load(state: State, large_blobs: Dict[str, memoryview], namespace: Dict[str, 
             objects.append(obj)
         return loaded[name]
 
+    carried: Dict[str, Tuple[bytes, List[str]]] = {}
     for variable, data in state.variables.items():
+        uses = (state.uses or {}).get(variable) if state.uses is not None else sorted(state.large)
+        if bound is not None and uses and not set(uses) <= bound:
+            carried[variable] = (data, list(uses))
+            continue
         try:
             namespace[variable] = _StateUnpickler(io.BytesIO(data), large).load()
         except Exception as e:  # noqa: BLE001
             warnings.append(f"{variable}: could not be loaded ({type(e).__name__}: {e}); it is gone")
-    return Loaded(namespace, blobs, objects, warnings)
+    return Loaded(namespace, blobs, objects, warnings, carried)
 
 
 _SKIPPED_TYPES = (types.ModuleType,)
 
 
 def save(namespace: Dict[str, Any], previous: Loaded, fresh_names: List[str], definitions: List[Definition],
-         count: int, files: Dict[str, bytes]) -> Tuple[State, Dict[str, bytes], List[str]]:
+         count: int, files: Dict[str, bytes], previous_sizes: Optional[Dict[str, int]] = None
+         ) -> Tuple[State, Dict[str, bytes], List[str]]:
     """The namespace as a state: (the small state, the large blobs to write by name, warnings). Modules are
     imported again by the cells that imported them (they are kept as definitions of their import); functions and
     classes the cells defined come back from their source; a variable that cannot be pickled is left out with a
@@ -238,6 +319,7 @@ def save(namespace: Dict[str, Any], previous: Loaded, fresh_names: List[str], de
     warnings: List[str] = []
     writes: Dict[str, bytes] = {}
     manifest: Dict[str, int] = {}
+    previous_sizes = previous_sizes or {}
     by_id: Dict[int, str] = {}
     free = list(fresh_names)
 
@@ -261,6 +343,15 @@ def save(namespace: Dict[str, Any], previous: Loaded, fresh_names: List[str], de
 
     defined = {d.name for d in definitions}
     variables: Dict[str, bytes] = {}
+    uses: Dict[str, List[str]] = {}
+    used: List[str] = []  # the large blobs the variable being pickled refers to
+
+    def large_of_variable(obj: Any) -> Optional[str]:
+        name = large(obj)
+        if name is not None and name not in used:
+            used.append(name)
+        return name
+
     for variable, value in namespace.items():
         if len(variable) > 4 and variable.startswith("__") and variable.endswith("__") or variable in ("In", "Out", "exit", "quit", "get_ipython", "input"):
             continue
@@ -269,15 +360,23 @@ def save(namespace: Dict[str, Any], previous: Loaded, fresh_names: List[str], de
         if variable in defined and getattr(value, "__module__", None) == "__main__":
             continue  # comes back from its source
         buffer = io.BytesIO()
+        used.clear()
         try:
-            _StatePickler(buffer, large).dump(value)
+            _StatePickler(buffer, large_of_variable).dump(value)
         except Exception as e:  # noqa: BLE001 - the rest of the state is kept
             warnings.append(f"{variable}: cannot be saved between cells ({type(e).__name__}: {e}); it is not kept")
             continue
         variables[variable] = buffer.getvalue()
+        uses[variable] = list(used)
+    for variable, (data, blobs) in previous.carried.items():
+        if variable not in variables:  # not loaded, so not named by the cell: as it was
+            variables[variable] = data
+            uses[variable] = blobs
+            for blob in blobs:
+                manifest[blob] = previous_sizes.get(blob, 0)
     if len(writes) == len(fresh_names) and fresh_names:
         warnings.append(f"more than {len(fresh_names)} large objects changed in one cell: the rest are kept in the small state")
-    state = State(count=count, variables=variables, definitions=definitions, files=files, large=manifest)
+    state = State(count=count, variables=variables, definitions=definitions, files=files, large=manifest, uses=uses)
     return state, writes, warnings
 
 

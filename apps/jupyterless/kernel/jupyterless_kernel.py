@@ -16,8 +16,10 @@ Behaviour:
   * The session is ``secrets.token_hex(16)``, made when the kernel starts; a restart starts a new kernel process, so a
     new (empty) session, and the old one is reset (``api/reset``) when the kernel is shut down for the restart.
   * Large variables live in blobs of their own: the kernel keeps the map the executor returns (``large``: in0..in31 ->
-    blob name) and sends it with the next cell, with 32 fresh output names (``<token_hex(8)>-<i>``) per cell. A
-    ``stale`` reply (the state names large blobs this request did not bind) is sent again once with the reply's map.
+    blob name) and sends of it what the next cell needs, with 32 fresh output names (``<token_hex(8)>-<i>``) per
+    cell: the executor's ``needs`` (name -> blobs) for each identifier-like word of the cell, all of them if the cell
+    has one of the ``dynamic`` words (``globals``, ``eval``, ...). A ``stale`` reply (the cell needs large blobs this
+    request did not bind) is sent again once with the reply's whole map.
   * Unused slots are null (the contract; the runtime binds a null blob path as None without touching storage). A
     runtime without that feature answers 400 before the function runs; the kernel then names absent blobs
     (``absent-<i>``, never a name it makes for a real object) for this kernel's life: they bind None too, at the
@@ -53,6 +55,7 @@ from ipykernel.kernelbase import Kernel
 __version__ = "0.1"
 
 SLOTS = 32  # in0..in31 / out0..out31: the executor's binding slots for large variables
+WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a cell's names, as the executor finds them (jupyterless_state.WORD)
 DEFAULT_TIMEOUT = 330.0
 RESET_TIMEOUT = 10.0
 _MATPLOTLIB_LINE = re.compile(r"^\s*%matplotlib(\s+(inline|agg|Agg))?\s*(#.*)?$")
@@ -132,6 +135,8 @@ class JupyterLessKernel(Kernel):
         super().__init__(**kwargs)
         self.session_id = secrets.token_hex(16)
         self.large = {f"in{i}": None for i in range(SLOTS)}
+        self.needs = None  # name -> the large blobs a cell naming it must bind (the executor's last reply)
+        self.dynamic = set()  # words that make a cell bind every large blob
         self.config_error = None
         try:
             self.url, self.key, self.timeout = load_config()
@@ -223,18 +228,27 @@ class JupyterLessKernel(Kernel):
 
     # ---- cells ----------------------------------------------------------------------------------------------
 
-    def _inputs(self):
-        """in0..in31: the large map; unused slots null (the contract), or, on a runtime that cannot bind a null blob
-        path, names of blobs that never exist (they bind None as well, at the cost of a lookup each)."""
+    def _inputs(self, code=None):
+        """in0..in31: the large map, or with `code` only the blobs that cell needs (the executor's `needs` and
+        `dynamic` from the last reply: each identifier-like word of the cell's text brings the blobs its name needs; a
+        dynamic word, or no map yet, brings them all); unused slots null (the contract), or, on a runtime that
+        cannot bind a null blob path, names of blobs that never exist (they bind None as well, at the cost of a
+        lookup each)."""
+        chosen = dict(self.large)
+        if code is not None and self.needs is not None:
+            words = set(WORD.findall(code))
+            if not words & self.dynamic:
+                wanted = {blob for word in words for blob in self.needs.get(word, ())}
+                chosen = {k: (v if v in wanted else None) for k, v in chosen.items()}
         if not self.null_slots_refused:
-            return dict(self.large)
-        return {k: (v if v is not None else f"absent-{k[2:]}") for k, v in self.large.items()}
+            return chosen
+        return {k: (v if v is not None else f"absent-{k[2:]}") for k, v in chosen.items()}
 
     def _request(self, code, silent, store_history):
         out_prefix = secrets.token_hex(8)
         body = {"session": self.session_id, "code": code, "silent": bool(silent),
                 "store_history": bool(store_history)}
-        body.update(self._inputs())
+        body.update(self._inputs(code))
         body.update({f"out{i}": f"{out_prefix}-{i}" for i in range(SLOTS)})
         return body
 
@@ -271,14 +285,20 @@ class JupyterLessKernel(Kernel):
                                       "the session's state names large objects the executor could not bind even "
                                       "after resending with its map; nothing ran")
                 stale_resent = True
-                self._remember_large(doc["large"])
-                body.update(self._inputs())
+                self._remember_large(doc["large"], doc)
+                body.update(self._inputs())  # everything the state names: always enough
                 continue
             return doc
 
-    def _remember_large(self, large):
+    def _remember_large(self, large, doc=None):
         if isinstance(large, dict):
             self.large = {f"in{i}": large.get(f"in{i}") for i in range(SLOTS)}
+        if isinstance(doc, dict):
+            needs, dynamic = doc.get("needs"), doc.get("dynamic")
+            if isinstance(needs, dict) and isinstance(dynamic, list):
+                self.needs, self.dynamic = needs, set(dynamic)
+            else:
+                self.needs = None  # an executor without the map: bind everything
 
     def _stream(self, name, text):
         if text:
@@ -308,7 +328,7 @@ class JupyterLessKernel(Kernel):
         except CellFailure as e:
             return self._error_reply(e.ename, e.evalue, [f"{e.ename}: {e.evalue}"], silent)
 
-        self._remember_large(reply.get("large"))
+        self._remember_large(reply.get("large"), reply)
         count = reply.get("execution_count")
         if isinstance(count, int) and count > 0 and not silent:
             # The session's count (shared by every tab and instance), but never backwards: a cell that changed

@@ -218,3 +218,34 @@ def test_reset_clears_the_session(faast_notebook):
     reply = s.run("'gone' in dir()")
     assert text(reply) == "False" and reply["execution_count"] == 1
 
+
+
+def test_a_cell_binds_only_the_large_objects_it_names_and_the_others_are_kept(faast_notebook):
+    """The reply's needs map says which blobs each name needs; a cell that names none binds none (the cache neither
+    reads nor pins them, the executor does not copy them) and the variables it did not load are kept as they were;
+    a cell naming one without binding it is stale."""
+    s = Session(faast_notebook)
+    reply = s.run("import numpy as np\ncolumn = np.arange(300_000, dtype=np.float64)\nother = np.ones(300_000)\nn = 3")
+    needs = reply["needs"]
+    assert len(needs["column"]) == 1 and len(needs["other"]) == 1 and needs["column"] != needs["other"], needs
+    assert "n" not in needs and "globals" in reply["dynamic"]
+    full = dict(s.inputs)
+    s.inputs = {k: None for k in full}  # bind nothing
+    status, reply = faast_notebook.post("execute", s.body("n = n + 1\nseen = 'other' in dir()"), key=faast_notebook.key)
+    assert status == 200 and reply["status"] == "stale", reply  # 'dir' reaches every variable: all must be bound
+    s.inputs = reply["large"]
+    assert s.run("n = n + 1\nseen = 'other' in dir()")["status"] == "ok"
+    s.inputs = {k: None for k in full}
+    status, reply = s.post("m = n * 2")
+    assert status == 200 and reply["status"] == "ok", reply
+    assert reply["state_written"] is True and sorted(n for n in reply["large"].values() if n) == sorted(
+        n for n in full.values() if n), "the unloaded arrays are still in the state"
+    only_column = {k: (v if v in needs["column"] else None) for k, v in full.items()}
+    s.inputs = dict(only_column)
+    status, reply = s.post("column[0] = 42.0")
+    assert status == 200 and reply["status"] == "ok", reply
+    s.inputs = {k: None for k in full}
+    status, reply = faast_notebook.post("execute", s.body("total = float(column.sum())"), key=faast_notebook.key)
+    assert status == 200 and reply["status"] == "stale", reply
+    s.inputs = reply["large"]
+    assert text(s.run("float(column.sum()), float(other.sum()), m")) == f"({sum(range(300_000)) + 42.0}, 300000.0, 8)"

@@ -80,3 +80,58 @@ def test_a_large_object_whose_blob_is_missing_is_named_lost_and_the_rest_loads()
     loaded = st.load(state, {}, target)  # storage lacks a-0: the input bound nothing
     assert target == {"small": 5}
     assert len(loaded.warnings) == 1 and loaded.warnings[0].startswith("big:"), loaded.warnings
+
+
+def _saved(namespace, definitions=()):
+    fresh = [f"blob-{i}" for i in range(8)]
+    state, writes, _ = st.save(namespace, st.Loaded({}, {}, [], []), fresh, list(definitions), 1, {})
+    return st.decode_state(st.encode_state(state)), {n: memoryview(d) for n, d in writes.items()}
+
+
+def test_a_cell_needs_the_large_objects_of_the_names_it_uses_and_of_those_sharing_them():
+    shared = np.ones(300_000)
+    state, _ = _saved({"column": np.zeros(300_000), "a": shared, "pair": [shared, np.ones(200_000)], "n": 3})
+    column = state.uses["column"]
+    group = sorted(set(state.uses["a"]) | set(state.uses["pair"]))
+    assert len(column) == 1 and len(group) == 2 and not set(column) & set(group)
+    assert st.required("print(n)", state) == []
+    assert st.required("column.sum()", state) == column
+    # a and pair hold one array: binding either brings both, so a change in place through one is seen in the other.
+    assert st.required("a[0] = 5", state) == group and st.required("len(pair)", state) == group
+    # Words in strings and comments count (never too few); dynamic access binds everything.
+    assert st.required("# column\nprint(1)", state) == column
+    assert st.required("globals()['column']", state) == sorted(state.large)
+
+
+def test_a_function_needs_what_the_globals_in_its_source_need_transitively():
+    definitions = st.definitions_of("def total():\n    return column.sum()\n\ndef report():\n    return total()\n\n"
+                                    "def sneaky():\n    return eval('column')\n")
+    state, _ = _saved({"column": np.zeros(300_000), "other": np.ones(300_000)}, definitions)
+    assert st.required("report()", state) == state.uses["column"]
+    assert st.required("sneaky()", state) == sorted(state.large)
+
+
+def test_variables_whose_blobs_were_not_bound_are_carried_over_unchanged_and_the_rest_is_saved():
+    state, blobs = _saved({"column": np.zeros(300_000), "arr": np.ones(300_000), "n": 1})
+    arr_blob = state.uses["arr"][0]
+    target = {}
+    loaded = st.load(state, {arr_blob: blobs[arr_blob]}, target, bound={arr_blob})
+    assert sorted(target) == ["arr", "n"] and loaded.warnings == [] and list(loaded.carried) == ["column"]
+    target["arr"][0] = 7.0
+    target["n"] = 2
+    again, writes, _ = st.save(target, loaded, ["fresh-0"], [], 2, {}, state.large)
+    assert list(writes) == ["fresh-0"]  # only the changed array
+    assert again.variables["column"] == state.variables["column"] and again.uses["column"] == state.uses["column"]
+    assert sorted(again.large) == sorted([state.uses["column"][0], "fresh-0"])
+    assert again.large[state.uses["column"][0]] == state.large[state.uses["column"][0]]
+    # Loaded again with everything bound, the carried column is intact.
+    blobs["fresh-0"] = memoryview(writes["fresh-0"])
+    final = {}
+    st.load(st.decode_state(st.encode_state(again)), blobs, final)
+    assert float(final["column"].sum()) == 0.0 and float(final["arr"][0]) == 7.0 and final["n"] == 2
+
+
+def test_a_state_saved_without_the_uses_map_binds_everything():
+    state, _ = _saved({"column": np.zeros(300_000), "n": 1})
+    state.uses = None
+    assert st.required("print(n)", state) == sorted(state.large)
