@@ -40,6 +40,8 @@ public static class JupyterLessScenario
 
     public static async Task<int> RunAsync(string home, bool quick, string[] args)
     {
+        // --table5: Table 5 only (into jupyterless-table5[.quick].json, so it replaces no full run's other figures).
+        var table5Only = args.Contains("--table5");
         var availability = args.Contains("--loopback") || quick
             ? new Net.CloudNetworkAvailability(false, quick ? "--quick runs on loopback (the shaped network takes a minute to build)" : "--loopback asked for it")
             : await Net.CloudNetwork.AvailableAsync(home);
@@ -47,14 +49,14 @@ public static class JupyterLessScenario
         {
             Say($"shaped network not used: {availability.Reason}; running on loopback");
             await using var loopback = new LoopbackNetwork(home, availability.Reason);
-            return await RunAsync(home, quick, loopback);
+            return await RunAsync(home, quick, loopback, table5Only);
         }
         // Five namespaces: Table 6 runs five instances.
         await using var shaped = await ShapedNetwork.UpAsync(home, 5, new Net.CloudNetworkSettings(), CancellationToken.None);
-        return await RunAsync(home, quick, shaped);
+        return await RunAsync(home, quick, shaped, table5Only);
     }
 
-    private static async Task<int> RunAsync(string home, bool quick, IBandwidthNetwork network)
+    private static async Task<int> RunAsync(string home, bool quick, IBandwidthNetwork network, bool table5Only)
     {
         var executor = Path.Combine(home, "apps", "jupyterless", "executor");
         var notebooks = Path.Combine(home, "apps", "jupyterless", "notebooks");
@@ -62,7 +64,7 @@ public static class JupyterLessScenario
             if (!Path.Exists(required))
                 throw new FileNotFoundException($"./faast bench jupyterless needs {Path.GetRelativePath(home, required)}");
         var logs = Path.Combine(Path.GetTempPath(), "faast-bench-jupyterless-" + DateTime.UtcNow.ToString("yyyyMMdd-HHmmss", CultureInfo.InvariantCulture));
-        var report = new Report("jupyterless", quick);
+        var report = new Report(table5Only ? "jupyterless-table5" : "jupyterless", quick);
         BandwidthNetworkReport.Write(report, network);
         var columnBytes = quick ? 35L << 20 : 350L << 20;
         var counterAdds = quick ? 100 : 1000;
@@ -82,10 +84,15 @@ public static class JupyterLessScenario
         using var http = new HttpClient { Timeout = TimeSpan.FromMinutes(10) };
         var context = new Context(home, network, connection, store, executor, key, http, logs, quick);
 
-        await Table4Async(context, report, notebooks);
-        await Figure10Async(context, report, columnBytes);
-        await Table5Async(context, report, columnBytes);
-        await Table6Async(context, report, Path.Combine(notebooks, "counter.ipynb"), counterAdds);
+        if (table5Only)
+            await Table5Async(context, report, columnBytes);
+        else
+        {
+            await Table4Async(context, report, notebooks);
+            await Figure10Async(context, report, columnBytes);
+            await Table5Async(context, report, columnBytes);
+            await Table6Async(context, report, Path.Combine(notebooks, "counter.ipynb"), counterAdds);
+        }
 
         report.Config("loadavg_at_end", File.ReadAllText("/proc/loadavg").Trim());
         report.Write(home);
@@ -419,6 +426,42 @@ public static class JupyterLessScenario
                     """;
                 var succeeded = false;
                 string failure = "";
+                // Where the memory goes: the cgroup sampled after the sum, every 50 ms while the cell allocates (the
+                // sample at the peak of the charge kept whole), and after; written beside the instances' logs.
+                var memoryLog = new JsonObject { ["after_sum"] = CgroupMemoryProbe.Sample(cgroups[0].Folder, cached) };
+                using var sampling = new CancellationTokenSource();
+                var timeline = new JsonArray();
+                var sampler = Task.Run(async () =>
+                {
+                    JsonObject? peak = null;
+                    while (!sampling.IsCancellationRequested)
+                    {
+                        long? cache = null;
+                        try
+                        {
+                            cache = await CachedBytesAsync(context, at);
+                        }
+                        catch (Exception e) when (e is HttpRequestException or TaskCanceledException)
+                        {
+                            // the host is gone (killed by the cgroup): the charge still says what is left
+                        }
+                        var sample = CgroupMemoryProbe.Sample(cgroups[0].Folder, cache);
+                        if (peak is null || CgroupMemoryProbe.Usage(sample) > CgroupMemoryProbe.Usage(peak))
+                            peak = sample;
+                        timeline.Add(new JsonObject { ["usage_mib"] = CgroupMemoryProbe.Usage(sample) >> 20, ["cache_mib"] = cache >> 20,
+                            ["anon_mib"] = (sample["total_rss"] ?? sample["anon"])?.GetValue<long>() >> 20,
+                            ["shmem_mib"] = (sample["total_shmem"] ?? sample["shmem"])?.GetValue<long>() >> 20 });
+                        try
+                        {
+                            await Task.Delay(50, sampling.Token);
+                        }
+                        catch (OperationCanceledException)
+                        {
+                            break;
+                        }
+                    }
+                    return peak;
+                });
                 try
                 {
                     var reply = await session.ExecuteAsync(at.BaseAddress, allocate);
@@ -429,6 +472,10 @@ public static class JupyterLessScenario
                 {
                     failure = e.Message.Split('\n')[0];
                 }
+                await sampling.CancelAsync();
+                memoryLog["peak_during_allocation"] = await sampler;
+                memoryLog["during_allocation"] = timeline;
+                memoryLog["after_allocation"] = CgroupMemoryProbe.Sample(cgroups[0].Folder);
                 double? after = null;
                 try
                 {
@@ -438,6 +485,10 @@ public static class JupyterLessScenario
                 {
                     failure += (failure.Length > 0 ? "; " : "") + "the sum after it failed: " + e.Message.Split('\n')[0];
                 }
+                memoryLog["after_second_sum"] = CgroupMemoryProbe.Sample(cgroups[0].Folder);
+                var memoryFile = Path.Combine(context.Logs, $"table5-{label}-memory.json");
+                File.WriteAllText(memoryFile, memoryLog.ToJsonString(new JsonSerializerOptions { WriteIndented = true }));
+                Say($"Table 5 ({label}): the cgroup's memory during the run in {memoryFile}");
                 report.Add($"table5_{label}_allocation_succeeded", succeeded ? 1 : 0,
                     $"{allocation >> 20} MiB allocated in a cell in 16 MiB steps (96 % of {memory >> 20} MiB less 10 % headroom and the runtime's {runtimeBytes >> 20} MiB; {cached >> 20} MiB cached){(failure.Length > 0 ? ": " + failure[..Math.Min(200, failure.Length)] : "")}");
                 report.Add($"table5_{label}_sum_before_s", first[0], "the sum before the allocation (its chunks cached)");
@@ -488,6 +539,8 @@ public static class JupyterLessScenario
         }
 
         public string ProcsFile => Path.Combine(_directory, "cgroup.procs");
+
+        public string Folder => _directory;
 
         /// <summary>Bytes charged to the cgroup now.</summary>
         public long Usage => long.Parse(File.ReadAllText(Path.Combine(_directory, _v1 ? "memory.usage_in_bytes" : "memory.current")).Trim(), CultureInfo.InvariantCulture);

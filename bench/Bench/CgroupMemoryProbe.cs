@@ -1,0 +1,96 @@
+using System.Globalization;
+using System.Text.Json.Nodes;
+
+namespace FaaST.Bench;
+
+/// <summary>
+/// Where an instance's memory goes, as its memory cgroup sees it: what the cgroup is charged (memory.current or v1's
+/// usage_in_bytes), the charge split by kind (memory.stat: anonymous, page cache, shared memory, mapped files), and per
+/// process (/proc/PID/smaps_rollup: Rss and the proportional set split into anonymous, file and shared memory), so that
+/// a Table 5 run says what of the instance's memory the memory daemon saw and what it did not.
+/// </summary>
+public static class CgroupMemoryProbe
+{
+    // The memory.stat keys worth a column: v1 (hierarchical "total_" totals) and v2 names.
+    private static readonly string[] V1Keys = ["total_rss", "total_cache", "total_shmem", "total_mapped_file", "total_active_file", "total_inactive_file"];
+    private static readonly string[] V2Keys = ["anon", "file", "shmem", "file_mapped", "active_file", "inactive_file", "kernel"];
+    private static readonly string[] RollupKeys = ["Rss", "Pss_Anon", "Pss_File", "Pss_Shmem"];
+
+    /// <summary>One sample of the cgroup in <paramref name="directory"/> (v1 when it has memory.usage_in_bytes);
+    /// bytes throughout, per process in MiB for reading.</summary>
+    public static JsonObject Sample(string directory, long? cachedBytes = null)
+    {
+        var v1 = File.Exists(Path.Combine(directory, "memory.usage_in_bytes"));
+        var sample = new JsonObject
+        {
+            ["usage"] = ReadLong(Path.Combine(directory, v1 ? "memory.usage_in_bytes" : "memory.current")),
+        };
+        if (cachedBytes is { } c)
+            sample["cache_bytes"] = c;
+        var stat = ReadKeyed(Path.Combine(directory, "memory.stat"), ' ');
+        foreach (var key in v1 ? V1Keys : V2Keys)
+            if (stat.TryGetValue(key, out var value))
+                sample[key] = value;
+        var processes = new JsonArray();
+        foreach (var line in SafeLines(Path.Combine(directory, "cgroup.procs")))
+        {
+            if (!int.TryParse(line, NumberStyles.None, CultureInfo.InvariantCulture, out var pid))
+                continue;
+            var rollup = ReadKeyed($"/proc/{pid}/smaps_rollup", ':');
+            if (rollup.Count == 0)
+                continue; // gone
+            var process = new JsonObject { ["pid"] = pid, ["name"] = Name(pid) };
+            foreach (var key in RollupKeys)
+                if (rollup.TryGetValue(key, out var kb))
+                    process[key + "_mib"] = Math.Round(kb / 1024.0, 1);
+            processes.Add(process);
+        }
+        sample["processes"] = processes;
+        return sample;
+    }
+
+    /// <summary>Bytes charged to the cgroup, from a sample.</summary>
+    public static long Usage(JsonObject sample) => sample["usage"]!.GetValue<long>();
+
+    private static string Name(int pid)
+    {
+        // The command line's last word names the process well enough: the host's dll, or a worker's module.
+        var cmdline = SafeRead($"/proc/{pid}/cmdline").Split('\0', StringSplitOptions.RemoveEmptyEntries);
+        var words = cmdline.Select(Path.GetFileName).ToArray();
+        return words.Length == 0 ? "?" : string.Join(' ', words.Take(3))[..Math.Min(80, string.Join(' ', words.Take(3)).Length)];
+    }
+
+    private static long ReadLong(string path) =>
+        long.TryParse(SafeRead(path).Trim(), NumberStyles.None, CultureInfo.InvariantCulture, out var v) ? v : -1;
+
+    /// <summary>"key value" (memory.stat) or "Key:   123 kB" (smaps_rollup) lines as a dictionary of the first number.</summary>
+    private static Dictionary<string, long> ReadKeyed(string path, char separator)
+    {
+        var values = new Dictionary<string, long>(StringComparer.Ordinal);
+        foreach (var line in SafeLines(path))
+        {
+            var at = line.IndexOf(separator);
+            if (at <= 0)
+                continue;
+            var rest = line[(at + 1)..].Trim();
+            var space = rest.IndexOf(' ');
+            if (long.TryParse(space > 0 ? rest[..space] : rest, NumberStyles.None, CultureInfo.InvariantCulture, out var v))
+                values[line[..at]] = v;
+        }
+        return values;
+    }
+
+    private static string SafeRead(string path)
+    {
+        try
+        {
+            return File.ReadAllText(path);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            return "";
+        }
+    }
+
+    private static string[] SafeLines(string path) => SafeRead(path).Split('\n', StringSplitOptions.RemoveEmptyEntries);
+}
