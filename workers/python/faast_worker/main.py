@@ -51,6 +51,10 @@ def _exit(code: int) -> None:
 def main(argv: Optional[List[str]] = None) -> None:
     parent_pid = os.getppid()  # as early as possible, to notice the host dying
     args = parse_args(argv)
+    from .heap import fix_mmap_threshold
+
+    # Before the functions allocate anything: a large buffer they free is unmapped, not kept in the heap.
+    fix_mmap_threshold()
     from .channel import Options, Worker  # imports grpc and the generated protos
 
     options = Options(
