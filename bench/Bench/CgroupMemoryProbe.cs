@@ -18,7 +18,7 @@ public static class CgroupMemoryProbe
 
     /// <summary>One sample of the cgroup in <paramref name="directory"/> (v1 when it has memory.usage_in_bytes);
     /// bytes throughout, per process in MiB for reading.</summary>
-    public static JsonObject Sample(string directory, long? cachedBytes = null)
+    public static JsonObject Sample(string directory, long? cachedBytes = null, bool detail = false)
     {
         var v1 = File.Exists(Path.Combine(directory, "memory.usage_in_bytes"));
         var sample = new JsonObject
@@ -43,10 +43,36 @@ public static class CgroupMemoryProbe
             foreach (var key in RollupKeys)
                 if (rollup.TryGetValue(key, out var kb))
                     process[key + "_mib"] = Math.Round(kb / 1024.0, 1);
+            if (detail)
+                process["largest_anonymous_mappings"] = LargestAnonymousMappings(pid);
             processes.Add(process);
         }
         sample["processes"] = processes;
         return sample;
+    }
+
+    /// <summary>The process's five mappings with the most anonymous memory (/proc/PID/smaps): whether a heap that is
+    /// not returned is the C heap ([heap], glibc's arenas) or blocks still mapped (live objects).</summary>
+    private static JsonArray LargestAnonymousMappings(int pid)
+    {
+        var mappings = new List<(string Mapping, long Kb)>();
+        string? current = null;
+        foreach (var line in SafeLines($"/proc/{pid}/smaps"))
+        {
+            // A mapping's line starts "start-end perms ..."; its fields' lines start "Name:".
+            var space = line.IndexOf(' ');
+            if (space > 0 && line[..space].Contains('-', StringComparison.Ordinal) && !line[..space].EndsWith(':'))
+                current = line;
+            else if (current is not null && line.StartsWith("Anonymous:", StringComparison.Ordinal))
+            {
+                var kb = long.Parse(line["Anonymous:".Length..].Trim().Split(' ')[0], CultureInfo.InvariantCulture);
+                mappings.Add((current, kb));
+            }
+        }
+        var largest = new JsonArray();
+        foreach (var (mapping, kb) in mappings.OrderByDescending(m => m.Kb).Take(5))
+            largest.Add($"{kb >> 10} MiB {mapping}");
+        return largest;
     }
 
     /// <summary>Bytes charged to the cgroup, from a sample.</summary>

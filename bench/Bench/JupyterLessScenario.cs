@@ -428,7 +428,7 @@ public static class JupyterLessScenario
                 string failure = "";
                 // Where the memory goes: the cgroup sampled after the sum, every 50 ms while the cell allocates (the
                 // sample at the peak of the charge kept whole), and after; written beside the instances' logs.
-                var memoryLog = new JsonObject { ["after_sum"] = CgroupMemoryProbe.Sample(cgroups[0].Folder, cached) };
+                var memoryLog = new JsonObject { ["after_sum"] = CgroupMemoryProbe.Sample(cgroups[0].Folder, cached, detail: true) };
                 using var sampling = new CancellationTokenSource();
                 var timeline = new JsonArray();
                 var sampler = Task.Run(async () =>
