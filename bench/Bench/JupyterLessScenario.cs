@@ -498,6 +498,22 @@ public static class JupyterLessScenario
                     failure += (failure.Length > 0 ? "; " : "") + "the sum after it failed: " + e.Message.Split('\n')[0];
                 }
                 memoryLog["after_second_sum"] = CgroupMemoryProbe.Sample(cgroups[0].Folder);
+                // The gist in the results too (the log directory is under /tmp): MiB charged, anonymous, shared memory
+                // and cached, after the sum and at the peak of the allocation.
+                var gist = new JsonObject();
+                foreach (var point in (string[])["after_sum", "peak_during_allocation", "after_allocation"])
+                {
+                    if (memoryLog[point] is not JsonObject sample)
+                        continue;
+                    gist[point] = new JsonObject
+                    {
+                        ["charged"] = CgroupMemoryProbe.Usage(sample) >> 20,
+                        ["anonymous"] = (sample["total_rss"] ?? sample["anon"])?.GetValue<long>() >> 20,
+                        ["shared_memory"] = (sample["total_shmem"] ?? sample["shmem"])?.GetValue<long>() >> 20,
+                        ["cached"] = sample["cache_bytes"]?.GetValue<long>() >> 20,
+                    };
+                }
+                report.Config($"table5_{label}_memory_mib", gist);
                 var memoryFile = Path.Combine(context.Logs, $"table5-{label}-memory.json");
                 File.WriteAllText(memoryFile, memoryLog.ToJsonString(new JsonSerializerOptions { WriteIndented = true }));
                 Say($"Table 5 ({label}): the cgroup's memory during the run in {memoryFile}");
