@@ -429,13 +429,7 @@ public static class JupyterLessScenario
                 var cached = await CachedBytesAsync(context, at);
                 var runtimeBytes = cgroups[0].Usage - cached;
                 var allocation = (long)(0.96 * (memory * 0.9 - runtimeBytes));
-                var allocate = $$"""
-                    import numpy as np
-                    heap = [np.ones(2 * 1024 * 1024, dtype=np.float64) for _ in range({{allocation >> 24}})]  # 16 MiB each
-                    allocated = sum(float(part.sum()) for part in heap)
-                    del heap
-                    allocated
-                    """;
+                var allocate = AllocationCell(allocation);
                 var succeeded = false;
                 string failure = "";
                 // Where the memory goes: the cgroup sampled after the sum, every 50 ms while the cell allocates (the
@@ -522,6 +516,33 @@ public static class JupyterLessScenario
                 report.Add($"table5_{label}_sum_before_s", first[0], "the sum before the allocation (its chunks cached)");
                 if (after is { } a)
                     report.Add($"table5_{label}_sum_after_s", a, "the sum after it (what was evicted is read again)");
+
+                // A diagnostic beside the paper's scenario: the same allocation in a new session, whose cell binds no
+                // state, while the column is cached again (the sum after read it back). The paper's cell binds the
+                // session's state, so the column is pinned in the cache and copied into the worker for that cell and
+                // the memory daemon cannot free it; here nothing the cell holds is cached, which is what the daemon's
+                // eviction can make room for.
+                if (after is not null)
+                {
+                    // Sized as the first, on the runtime now (a worker the cgroup killed was started again, smaller).
+                    var fresh = new JupyterLessSession(context.Http, context.Key);
+                    var freshCached = await CachedBytesAsync(context, at);
+                    var freshRuntime = cgroups[0].Usage - freshCached;
+                    var freshAllocation = (long)(0.96 * (memory * 0.9 - freshRuntime));
+                    string freshFailure = "";
+                    try
+                    {
+                        var reply = await fresh.ExecuteAsync(at.BaseAddress, AllocationCell(freshAllocation));
+                        if (reply["status"]?.GetValue<string>() != "ok")
+                            freshFailure = $"{reply["ename"]}: {reply["evalue"]}";
+                    }
+                    catch (Exception e) when (e is InvalidOperationException or HttpRequestException)
+                    {
+                        freshFailure = e.Message.Split('\n')[0];
+                    }
+                    report.Add($"table5_{label}_unbound_allocation_succeeded", freshFailure.Length == 0 ? 1 : 0,
+                        $"diagnostic: {freshAllocation >> 20} MiB (sized as above on the runtime's {freshRuntime >> 20} MiB then) in a new session's cell, which binds no state; {freshCached >> 20} MiB cached before it{(freshFailure.Length > 0 ? ": " + freshFailure[..Math.Min(200, freshFailure.Length)] : "")}");
+                }
             }
             finally
             {
@@ -530,6 +551,15 @@ public static class JupyterLessScenario
             }
         }
     }
+
+    /// <summary>A cell that allocates <paramref name="bytes"/> (rounded down to 16 MiB) in 16 MiB steps, then frees it.</summary>
+    private static string AllocationCell(long bytes) => $$"""
+        import numpy as np
+        heap = [np.ones(2 * 1024 * 1024, dtype=np.float64) for _ in range({{bytes >> 24}})]  # 16 MiB each
+        allocated = sum(float(part.sum()) for part in heap)
+        del heap
+        allocated
+        """;
 
     private static async Task<long> CachedBytesAsync(Context context, GroupInstance instance)
     {
