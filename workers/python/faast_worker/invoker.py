@@ -136,16 +136,7 @@ def cancelled(invocation_id: str, source: str) -> "pb.StreamingMessage":
 
 
 def run_sync(fi: loader.FunctionInfo, req: "pb.InvocationRequest") -> Tuple["pb.StreamingMessage", ...]:
-    """Runs on a pool thread; returns the messages to send."""
-    try:
-        return _run_sync(fi, req)
-    finally:
-        # The invocation's arguments and result are gone now (its frame has returned): what they held in the C heap
-        # is trimmed if it is worth it (heap.py).
-        heap.after_invocation()
-
-
-def _run_sync(fi: loader.FunctionInfo, req: "pb.InvocationRequest") -> Tuple["pb.StreamingMessage", ...]:
+    """Runs on a pool thread; returns the messages to send. The pool trims the heap after it (heap.py)."""
     invocation_id = req.invocation_id
     token = CURRENT.set((invocation_id, fi.log_category))
     try:
@@ -164,7 +155,9 @@ async def run_async(fi: loader.FunctionInfo, req: "pb.InvocationRequest") -> Tup
     try:
         return await _run_async(fi, req)
     finally:
-        heap.after_invocation()  # as run_sync
+        # The invocation's arguments and result are gone (its frame has returned). The trim waits for the next turn
+        # of the loop, after the task's done callback has sent the response (heap.py).
+        asyncio.get_running_loop().call_later(0, heap.after_invocation)
 
 
 async def _run_async(fi: loader.FunctionInfo, req: "pb.InvocationRequest") -> Tuple["pb.StreamingMessage", ...]:
