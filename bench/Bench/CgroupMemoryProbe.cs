@@ -82,8 +82,8 @@ public static class CgroupMemoryProbe
     {
         // The command line's last word names the process well enough: the host's dll, or a worker's module.
         var cmdline = SafeRead($"/proc/{pid}/cmdline").Split('\0', StringSplitOptions.RemoveEmptyEntries);
-        var words = cmdline.Select(Path.GetFileName).ToArray();
-        return words.Length == 0 ? "?" : string.Join(' ', words.Take(3))[..Math.Min(80, string.Join(' ', words.Take(3)).Length)];
+        var name = string.Join(' ', cmdline.Take(3).Select(Path.GetFileName));
+        return name.Length == 0 ? "?" : name[..Math.Min(80, name.Length)];
     }
 
     private static long ReadLong(string path) =>

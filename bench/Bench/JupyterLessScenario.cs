@@ -375,6 +375,9 @@ public static class JupyterLessScenario
     /// and the worker's own use, measured in the cgroup before the first cell), then sums again. (a) without the memory
     /// daemon (cache.memoryDaemon false), (b) with it and one instance, (c) with it and a second instance holding its
     /// share of the objects (the scale-out Faa$T's cache-size vote asks for after evictions; started here up front).
+    /// Each case samples the cgroup (<see cref="CgroupMemoryProbe"/>) after the sum, while the cell allocates and after,
+    /// and then, as a diagnostic, runs the allocation again in a new session's cell, which binds no state (the paper's
+    /// cell binds the session's objects, so the cache cannot give them up while it runs: docs/jupyterless.md).
     /// </summary>
     private static async Task Table5Async(Context context, Report report, long bytes)
     {
