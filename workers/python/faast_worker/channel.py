@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 import grpc
 
-from . import __version__, indexer, invoker, loader, logs, shm
+from . import __version__, heap, indexer, invoker, loader, logs, shm
 from .pool import ContextCopyingExecutor, Job, SyncPool
 from .protos import FAILURE, METHOD, SUCCESS, StreamingMessage, pb
 
@@ -72,7 +72,9 @@ class Worker:
         self.outbox = asyncio.Queue()
         self.exit_code = self.loop.create_future()
         self.stream_closed = asyncio.Event()
-        self.pool = SyncPool(self.options.threads, self.loop, self._deliver_sync)
+        # The heap is trimmed after a sync invocation's response is on its way (heap.py: ~10 ms for 190 MiB freed).
+        self.pool = SyncPool(self.options.threads, self.loop, self._deliver_sync,
+                             after_job=heap.after_invocation)
         self.loop.set_default_executor(ContextCopyingExecutor(thread_name_prefix="faast-default"))
         logs.configure(self.log_handler, self.options.debug_logging)
         self._spawn(self._watch_parent())

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Tuple
 import azure.functions as func
 from azure.functions._form import FormDataError
 
-from . import loader, shm
+from . import heap, loader, shm
 from .bindings import BindingError, encode_blob_output, encode_into
 from .logs import CURRENT, exception_proto, make_log
 from .protos import CANCELLED, FAILURE, SUCCESS, pb
@@ -136,7 +136,7 @@ def cancelled(invocation_id: str, source: str) -> "pb.StreamingMessage":
 
 
 def run_sync(fi: loader.FunctionInfo, req: "pb.InvocationRequest") -> Tuple["pb.StreamingMessage", ...]:
-    """Runs on a pool thread; returns the messages to send."""
+    """Runs on a pool thread; returns the messages to send. The pool trims the heap after it (heap.py)."""
     invocation_id = req.invocation_id
     token = CURRENT.set((invocation_id, fi.log_category))
     try:
@@ -152,6 +152,15 @@ def run_sync(fi: loader.FunctionInfo, req: "pb.InvocationRequest") -> Tuple["pb.
 
 async def run_async(fi: loader.FunctionInfo, req: "pb.InvocationRequest") -> Tuple["pb.StreamingMessage", ...]:
     """Runs as its own task (own context copy, so CURRENT needs no reset)."""
+    try:
+        return await _run_async(fi, req)
+    finally:
+        # The invocation's arguments and result are gone (its frame has returned). The trim waits for the next turn
+        # of the loop, after the task's done callback has sent the response (heap.py).
+        asyncio.get_running_loop().call_later(0, heap.after_invocation)
+
+
+async def _run_async(fi: loader.FunctionInfo, req: "pb.InvocationRequest") -> Tuple["pb.StreamingMessage", ...]:
     invocation_id = req.invocation_id
     CURRENT.set((invocation_id, fi.log_category))
     try:

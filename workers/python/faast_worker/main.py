@@ -51,6 +51,12 @@ def _exit(code: int) -> None:
 def main(argv: Optional[List[str]] = None) -> None:
     parent_pid = os.getppid()  # as early as possible, to notice the host dying
     args = parse_args(argv)
+    from .heap import fix_mmap_threshold, start_trimming
+
+    # Before the functions allocate anything: a large buffer they free is unmapped, not kept in the heap, and what
+    # an invocation leaves free in the heap is trimmed after it (heap.py has the measurements).
+    fix_mmap_threshold()
+    start_trimming()
     from .channel import Options, Worker  # imports grpc and the generated protos
 
     options = Options(

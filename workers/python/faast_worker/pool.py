@@ -31,8 +31,10 @@ class Job:
 
 class SyncPool:
     def __init__(self, size: int, loop: asyncio.AbstractEventLoop,
-                 deliver: Callable[[Any], None], name: str = "faast-fn") -> None:
-        """deliver(result) is called on the loop thread for every finished job."""
+                 deliver: Callable[[Any], None], name: str = "faast-fn",
+                 after_job: Callable[[], None] = lambda: None) -> None:
+        """deliver(result) is called on the loop thread for every finished job; after_job() on
+        the job's thread once its result is on the way to the loop (work that must not delay it)."""
         self._jobs: "queue.SimpleQueue[Job]" = queue.SimpleQueue()
         self._loop = loop
         self._deliver = deliver
@@ -44,6 +46,7 @@ class SyncPool:
         self._name = name
         self._outstanding = 0
         self._count_lock = threading.Lock()
+        self._after_job = after_job
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Job:
         job = Job(fn, args)
@@ -79,7 +82,7 @@ class SyncPool:
 
     def _work(self) -> None:
         jobs, claim, count_lock = self._jobs, self._claim, self._count_lock
-        results = self._results
+        results, after_job = self._results, self._after_job
         while True:
             job = jobs.get()
             with claim:
@@ -98,6 +101,11 @@ class SyncPool:
                     self._loop.call_soon_threadsafe(self._drain)
                 except RuntimeError:  # loop closed: the worker is exiting
                     return
+            if run:
+                try:
+                    after_job()
+                except Exception:  # noqa: BLE001 - housekeeping must not stop the thread
+                    log.exception("after-job work failed")
 
     def _drain(self) -> None:
         # Reset the flag before draining: a result appended after this point
