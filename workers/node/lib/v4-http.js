@@ -109,10 +109,11 @@ function plainResponse(result) {
   if (!isPlainObject(result)) return undefined;
   for (const key in result) if (!RESULT_KEYS.has(key)) return undefined;
   const status = result.status;
-  if (status !== undefined && status !== null && !(Number.isInteger(status) && status >= 200 && status <= 599)) return undefined;
+  // Response's own range; a null status is 0 to it (a RangeError the library reports).
+  if (status !== undefined && !(Number.isInteger(status) && status >= 200 && status <= 599)) return undefined;
   const body = result.body;
   const jsonBody = result.jsonBody;
-  const nullBody = status !== undefined && status !== null && NULL_BODY_STATUSES.has(status);
+  const nullBody = status !== undefined && NULL_BODY_STATUSES.has(status);
   let headers;
   let bytes = null;
   try {
@@ -136,7 +137,7 @@ function plainResponse(result) {
     return undefined; // e.g. an invalid header: the library's own conversion throws its own error
   }
   return {
-    nativeResponse: new PlainResponse(status === undefined || status === null ? 200 : status, headers, bytes),
+    nativeResponse: new PlainResponse(status === undefined ? 200 : status, headers, bytes),
     cookies: result.cookies,
     enableContentNegotiation: result.enableContentNegotiation,
   };

@@ -564,4 +564,4 @@ async function runV4Invocation(channel, state, fn, request) {
   }
 }
 
-module.exports = { V4State, Disposable, runV4Invocation, toRpcRequest, fromRpcTypedData, toRetryOptions, CORE_MODULE };
+module.exports = { V4State, Disposable, runV4Invocation, toRpcRequest, fromRpcTypedData, toRetryOptions, probeLibrary, CORE_MODULE };
