@@ -71,6 +71,7 @@ async function main() {
     log() {},
   });
   const result = { body: 'ok' };
+  const v3Handler = async () => ({ body: 'ok' });
   let model;
   let ctx;
   const variants = {
@@ -95,6 +96,26 @@ async function main() {
     // The v3 worker on the same request and response: a plain req object, and the response's TypedData.
     v3_request_plain: () => { fromTypedData(request.input_data[0].data, 'UNDEFINED', null); },
     v3_response_plain: () => { toHttpTypedData(result); },
+    // One whole invocation as runV4Invocation drives the library (no hooks), before and now ...
+    library_invocation_native_off: async () => {
+      state.native = off;
+      const m = state.model.getInvocationModel(coreCtx(toRpcRequest(request, fn.bindings, null, state)));
+      const args = await m.getArguments();
+      const r = await m.invokeFunction(args.context, args.inputs, fn.reg.callback);
+      await m.getResponse(args.context, r);
+    },
+    library_invocation_native_on: async () => {
+      state.native = on;
+      const m = state.model.getInvocationModel(coreCtx(toRpcRequest(request, fn.bindings, null, state)));
+      const args = await m.getArguments();
+      const r = await m.invokeFunction(args.context, args.inputs, fn.reg.callback);
+      await m.getResponse(args.context, v4http.plainResponse(r));
+    },
+    // ... and the v3 worker's work for the same: the request's TypedData to a plain req, the handler, the response.
+    v3_invocation_plain: async () => {
+      const req = fromTypedData(request.input_data[0].data, 'UNDEFINED', null);
+      toHttpTypedData(await v3Handler({}, req));
+    },
     // An undici Request / Response alone, as the library builds them (what native: on skips).
     undici_new_Request: () => { v4http.buildRequest({ method: 'GET', url: request.input_data[0].data.http.url, headers: { ...headers } }); },
     undici_Response_arrayBuffer: async () => { await new Response('ok').arrayBuffer(); },
