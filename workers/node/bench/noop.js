@@ -2,8 +2,10 @@
 // Measures the worker's CPU cost per no-op HTTP invocation: runs the real worker.js against
 // the in-test host (test-support/fake-host.js), keeps a window of invocations in flight,
 // and reads the worker process's CPU time from /proc before and after.
-//   node workers/node/bench/noop.js [invocations=20000] [window=64] [model=v3|v4]
+//   node workers/node/bench/noop.js [invocations=20000] [window=64] [model=v3|v4] [returns=nothing|ok]
 // v4 runs the same no-op as an @azure/functions 4.x app (test-support/v4-deps, `npm ci` there first).
+// returns=ok makes both return { body: 'ok' }, as `./faast bench runtime`'s no-ops do (bench/apps/node-bench,
+// bench/apps/node-v4-bench): in v4 that response goes through the library's HttpResponse (an undici Response).
 const fs = require('fs');
 const path = require('path');
 const { startHost, typed, processCpuMs: cpuMs } = require('../test-support/fake-host');
@@ -12,6 +14,9 @@ const TOTAL = Number(process.argv[2] || 20000);
 const WINDOW = Number(process.argv[3] || 64);
 const MODEL = process.argv[4] || 'v3';
 if (MODEL !== 'v3' && MODEL !== 'v4') throw new Error(`model '${MODEL}': v3 or v4`);
+const RETURNS = process.argv[5] || 'nothing';
+if (RETURNS !== 'nothing' && RETURNS !== 'ok') throw new Error(`returns '${RETURNS}': nothing or ok`);
+const BODY = RETURNS === 'ok' ? "return { body: 'ok' };" : '';
 const V4_DEPS = path.resolve(__dirname, '..', 'test-support', 'v4-deps', 'node_modules');
 const headers = {
   host: 'localhost:7071', 'user-agent': 'bench/1.0', accept: '*/*', 'accept-encoding': 'gzip',
@@ -43,12 +48,12 @@ async function run(host, count) {
 
 (async () => {
   const files = MODEL === 'v3'
-    ? { 'noop/index.js': 'module.exports = async function (context, req) {};\n' }
+    ? { 'noop/index.js': `module.exports = async function (context, req) { ${BODY} };\n` }
     : {
       'package.json': JSON.stringify({ main: 'index.js' }),
       // The trigger named 'req' so both models get the same request.
       'index.js': `const { app, trigger, output } = require('@azure/functions');
-app.generic('noop', { trigger: trigger.http({ name: 'req' }), return: output.http({}), handler: async () => {} });\n`,
+app.generic('noop', { trigger: trigger.http({ name: 'req' }), return: output.http({}), handler: async () => { ${BODY} } });\n`,
     };
   const host = await startHost({
     files,
@@ -68,7 +73,7 @@ app.generic('noop', { trigger: trigger.http({ name: 'req' }), return: output.htt
     const load = await host.load('noop', {
       name: 'noop',
       script_file: 'noop/index.js',
-      bindings: { req: { type: 'httpTrigger', direction: 'IN' }, res: { type: 'http', direction: 'OUT' } },
+      bindings: { req: { type: 'httpTrigger', direction: 'IN' }, $return: { type: 'http', direction: 'OUT' } },
     });
     if (load.result.status !== 'SUCCESS') throw new Error(load.result.exception.message);
     await run(host, Math.min(5000, TOTAL)); // warm up (JIT)
@@ -81,6 +86,7 @@ app.generic('noop', { trigger: trigger.http({ name: 'req' }), return: output.htt
     const perInvUs = (cpu * 1000) / TOTAL;
     console.log(JSON.stringify({
       model: MODEL,
+      returns: RETURNS,
       invocations: TOTAL,
       window: WINDOW,
       worker_cpu_ms: Math.round(cpu),

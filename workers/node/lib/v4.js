@@ -10,6 +10,7 @@ const path = require('path');
 const Module = require('module');
 const { matchFiles } = require('./glob');
 const { fromTypedData, toBlobTypedData, asBuffer, serializeCookie } = require('./converters');
+const v4http = require('./v4-http');
 
 const CORE_MODULE = '@azure/functions-core';
 const HOOK_NAMES = ['appStart', 'appTerminate', 'preInvocation', 'postInvocation', 'log'];
@@ -39,6 +40,8 @@ class V4State {
     this.currentFile = null;     // the file being required: who registered a function
     this.indexed = null;         // the last index result (see index())
     this.appHookData = {};
+    // Whether the app's library takes a built request/response (lib/v4-http.js); probed at indexing.
+    this.native = { request: false, response: false };
     this.core = this.makeCore();
   }
 
@@ -199,6 +202,7 @@ class V4State {
         return failure('HTTP streaming (app.setup({ enableHttpStream: true })) is not supported by this runtime: HTTP requests and responses travel in the invocation messages; remove the setting');
       }
     }
+    this.native = probeLibrary(dir, this.registrations);
     await this.runAppStart(dir);
     return { function_metadata_results: results, result: { status: 'SUCCESS' }, use_default_metadata_indexing: false };
   }
@@ -270,8 +274,11 @@ class V4State {
   loaded(functionId, reg) {
     const name = reg.metadata.name;
     const bindings = reg.metadata.bindings || {};
+    const ret = bindings.$return;
     return {
       v4: true,
+      // app.http's response is the $return value: a plain { body } one need not become an undici Response.
+      httpReturn: ret !== undefined && ret !== null && typeof ret.type === 'string' && ret.type.toLowerCase() === 'http',
       id: functionId,
       name,
       reg,
@@ -280,6 +287,22 @@ class V4State {
       systemCategory: `Function.${name}`,
     };
   }
+}
+
+// The app's @azure/functions, as its files required it (from the directory of one that registered a
+// function; require's cache makes it the same instance), probed for the init fields lib/v4-http.js
+// uses. A library that cannot be found this way (bundled into the app, say) is driven as before.
+function probeLibrary(dir, registrations) {
+  const from = registrations.find((r) => r.scriptFile);
+  let lib;
+  try {
+    const resolved = require.resolve('@azure/functions', { paths: [from ? path.dirname(from.scriptFile) : dir] });
+    if (require.cache[resolved] === undefined) return { request: false, response: false }; // not the one the app loaded
+    lib = require.cache[resolved].exports;
+  } catch {
+    return { request: false, response: false };
+  }
+  return v4http.probe(lib);
 }
 
 function hasFunctionJson(dir) {
@@ -343,7 +366,9 @@ function bindingDataType(b) {
   return dt === 'string' ? 'STRING' : dt === 'binary' || dt === 'stream' ? 'BINARY' : 'UNDEFINED';
 }
 
-function toRpcHttpRequest(http) {
+// `native`: hand the library a LazyRequest as its nativeRequest (see lib/v4-http.js); the library
+// still gets every field it would build one from.
+function toRpcHttpRequest(http, native, state) {
   const out = {
     method: http.method,
     url: http.url,
@@ -355,19 +380,24 @@ function toRpcHttpRequest(http) {
   if (body && body.data === 'bytes') out.body = { bytes: body.bytes };
   else if (body && body.data === 'string') out.body = { string: body.string };
   else if (body && body.data === 'json') out.body = { string: body.json };
+  if (native) {
+    const discarded = v4http.discardedBodyWarning(out);
+    if (discarded !== undefined) state.core.log('warning', 'system', discarded);
+    out.nativeRequest = new v4http.LazyRequest(out);
+  }
   return out;
 }
 
 // Our TypedData -> Azure's RpcTypedData (camelCase, as the library reads it). Blobs arrive as
 // bytes (read from shared memory when the cachelet sent them there), or as a string for a
 // binding with dataType 'string'.
-function toRpcTypedData(typed, binding, shm) {
+function toRpcTypedData(typed, binding, shm, state) {
   if (!typed || !typed.data) return undefined;
   switch (typed.data) {
     case 'string': return { string: typed.string };
     case 'json': return { json: typed.json };
     case 'bytes': return { bytes: typed.bytes };
-    case 'http': return { http: toRpcHttpRequest(typed.http) };
+    case 'http': return { http: toRpcHttpRequest(typed.http, state !== undefined && state.native.request, state) };
     case 'blob': {
       const dataType = bindingDataType(binding);
       const value = fromTypedData(typed, dataType === 'STRING' ? 'STRING' : 'BINARY', shm);
@@ -377,12 +407,13 @@ function toRpcTypedData(typed, binding, shm) {
   }
 }
 
-function toRpcRequest(request, bindings, shm) {
+// `state` (optional): the V4State, whose probe says whether HTTP requests go to the library lazily.
+function toRpcRequest(request, bindings, shm, state) {
   const inputData = [];
   for (const pb of request.input_data) {
     let data;
     try {
-      data = toRpcTypedData(pb.data, bindings[pb.name], shm);
+      data = toRpcTypedData(pb.data, bindings[pb.name], shm, state);
     } catch (err) {
       throw new Error(`input binding '${pb.name}': ${err.message}`);
     }
@@ -464,6 +495,12 @@ async function runHooks(list, ctx) {
   for (const hook of list.slice()) await hook(ctx);
 }
 
+// With no hooks registered (the usual case) the invocation does not wait on an empty async call.
+function hooksFor(state, name) {
+  const list = state.hooks.get(name);
+  return list.length === 0 ? null : list;
+}
+
 // Runs one v4 invocation and resolves to our InvocationResponse; rejects with the function's (or a
 // hook's, or a conversion's) error, which the channel turns into a failure response as for v3.
 async function runV4Invocation(channel, state, fn, request) {
@@ -472,7 +509,7 @@ async function runV4Invocation(channel, state, fn, request) {
   const written = [];
   const coreCtx = {
     invocationId,
-    request: toRpcRequest(request, fn.bindings, shm),
+    request: toRpcRequest(request, fn.bindings, shm, state),
     metadata: { name: fn.name, bindings: fn.bindings, directory: path.dirname(fn.reg.scriptFile || '.'), scriptFile: fn.reg.scriptFile },
     state: undefined,
     log(level, category, message) {
@@ -488,7 +525,8 @@ async function runV4Invocation(channel, state, fn, request) {
     const hookData = {};
     const pre = { invocationContext: context, inputs, functionCallback: fn.reg.callback, hookData };
     coreCtx.state = 'preInvocationHooks';
-    await runHooks(state.hooks.get('preInvocation'), pre);
+    const preHooks = hooksFor(state, 'preInvocation');
+    if (preHooks !== null) await runHooks(preHooks, pre);
     coreCtx.state = 'invocation';
     let result;
     let error;
@@ -499,9 +537,15 @@ async function runV4Invocation(channel, state, fn, request) {
     }
     const post = { invocationContext: context, inputs: pre.inputs, result, error, hookData };
     coreCtx.state = 'postInvocationHooks';
-    await runHooks(state.hooks.get('postInvocation'), post);
+    const postHooks = hooksFor(state, 'postInvocation');
+    if (postHooks !== null) await runHooks(postHooks, post);
     if (post.error !== undefined && post.error !== null) throw post.error;
-    const rpc = await model.getResponse(context, post.result);
+    let returned = post.result;
+    if (fn.httpReturn && state.native.response) {
+      const plain = v4http.plainResponse(returned);
+      if (plain !== undefined) returned = plain;
+    }
+    const rpc = await model.getResponse(context, returned);
     const warn = (message) => channel.log(invocationId, fn.systemCategory, 'WARNING', message);
     const outputData = [];
     for (const od of rpc.outputData || []) {
@@ -520,4 +564,4 @@ async function runV4Invocation(channel, state, fn, request) {
   }
 }
 
-module.exports = { V4State, Disposable, runV4Invocation, toRpcRequest, fromRpcTypedData, toRetryOptions, CORE_MODULE };
+module.exports = { V4State, Disposable, runV4Invocation, toRpcRequest, fromRpcTypedData, toRetryOptions, probeLibrary, CORE_MODULE };
