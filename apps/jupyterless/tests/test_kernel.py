@@ -410,3 +410,39 @@ def test_a_runtime_without_null_blob_paths_gets_names_of_absent_blobs(bare_kerne
     finally:
         k.stop()
         server.close()
+
+
+def test_the_kernel_binds_only_the_large_blobs_a_cell_names_by_the_executors_map(bare_kernel_env):
+    """The reply's needs/dynamic decide the next request's in-slots: a cell naming nothing large binds nothing, one
+    naming a variable binds its blobs, a dynamic word binds the whole map."""
+    import json
+
+    requests = []
+    large = {f"in{i}": None for i in range(32)}
+    large.update(in0="aaaaaaaaaaaaaaaa-0", in1="bbbbbbbbbbbbbbbb-1")
+    ok = {"status": "ok", "execution_count": 1, "stdout": "", "stderr": "", "result": None, "displays": [],
+          "large": large, "warnings": [], "needs": {"col": ["aaaaaaaaaaaaaaaa-0"], "pair": ["bbbbbbbbbbbbbbbb-1"]},
+          "dynamic": ["globals", "eval"]}
+    replies = [(200, dict(ok, execution_count=n)) for n in range(1, 5)]
+
+    def executor(h):
+        requests.append(json.loads(h.rfile.read(int(h.headers["content-length"]))))
+        status, body = replies.pop(0)
+        raw = json.dumps(body).encode()
+        h.send_response(status)
+        h.send_header("content-type", "application/json")
+        h.send_header("content-length", str(len(raw)))
+        h.end_headers()
+        h.wfile.write(raw)
+
+    server = _Server(executor)
+    k = _lost_runtime_kernel(bare_kernel_env, server.url)
+    try:
+        for code in ("x = 1", "print(x)", "col.sum()", "globals()['pair']"):
+            assert k.run(code, deadline=120)[0]["status"] == "ok"
+        bound = [{v for i in range(32) if (v := r[f"in{i}"])} for r in requests]
+        assert bound == [set(), set(), {"aaaaaaaaaaaaaaaa-0"}, {"aaaaaaaaaaaaaaaa-0", "bbbbbbbbbbbbbbbb-1"}], bound
+        assert requests[2]["in0"] == "aaaaaaaaaaaaaaaa-0"  # in its slot of the map
+    finally:
+        k.stop()
+        server.close()
