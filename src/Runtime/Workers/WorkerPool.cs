@@ -183,6 +183,8 @@ internal sealed partial class WorkerPool : IAsyncDisposable
         var pick = PickAsync(function, ct);
         var (slot, channel) = pick.IsCompleted || Metrics is null ? await pick : await Metrics.WhileQueuedAsync(pick);
         var app = _specialized.Task.Result; // a ready worker is specialised
+        if (!channel.SharedMemoryStreaming && app.SharedMemoryReader is { } streamed)
+            await WaitForStreamedInputsAsync(request, streamed, ct);
         if (!channel.SharedMemory && app.SharedMemoryReader is { } reader)
             InlineSharedMemory(request, reader);
         var call = channel.InvokeAsync(request, function.Name);
@@ -221,6 +223,22 @@ internal sealed partial class WorkerPool : IAsyncDisposable
 
     /// <summary>Counts invocations waiting for a worker and worker restarts.</summary>
     public Telemetry.HostMetrics? Metrics { get; init; }
+
+    /// <summary>
+    /// A worker that did not accept "shared_memory_streaming" (the Node worker, an older Python one) gets today's
+    /// inputs: complete. The host waits here for every input still downloading and clears its progress record.
+    /// </summary>
+    private static async ValueTask WaitForStreamedInputsAsync(InvocationRequest request, ISharedMemoryReader reader, CancellationToken ct)
+    {
+        foreach (var input in request.InputData)
+        {
+            if (input.Data?.Blob is { ContentCase: BlobData.ContentOneofCase.SharedMemory } blob && blob.SharedMemory.Progress.Length > 0)
+            {
+                await reader.WaitFilledAsync(blob.SharedMemory, ct);
+                blob.SharedMemory.Progress = "";
+            }
+        }
+    }
 
     private static void InlineSharedMemory(InvocationRequest request, ISharedMemoryReader reader)
     {
