@@ -12,6 +12,10 @@ Negotiated at WorkerInitRequest (capabilities "shared_memory", "shared_memory_di
   held. Other segments are mapped for one invocation and unmapped when it ends, unless
   user code still holds a view of it; then the garbage collector unmaps it when the last
   view goes.
+- Streamed input (capability "shared_memory_streaming"): a reference whose `progress` is set
+  is still being read from storage into its extent. <dir>/<progress> is a progress record
+  (bytes filled, state: filling / complete / failed); `Fill.wait` blocks until the bytes a
+  reader asks for are there, raising OSError (naming the blob) if the fill failed or stalled.
 - Output: a blob output of at least `min_bytes` is written to a new file
   "w<pid>-<counter>" (O_EXCL, mode 0600) which the host takes over.
 """
@@ -25,6 +29,7 @@ import mmap
 import os
 import stat
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
@@ -37,6 +42,11 @@ CAPABILITY = shm_names.SHARED_MEMORY_CAPABILITY
 DIR_CAPABILITY = shm_names.DIRECTORY_CAPABILITY
 MIN_BYTES_CAPABILITY = shm_names.MIN_BYTES_CAPABILITY
 RELEASE_CAPABILITY = shm_names.RELEASE_CAPABILITY
+STREAMING_CAPABILITY = shm_names.STREAMING_CAPABILITY
+# A streamed input whose fill gains no byte for this long is given up (OSError): the host marks a
+# fill that fails as failed at once, so this bounds only a host that stopped without saying so.
+# Overridable with FAAST_STREAM_STALL_SECONDS (tests).
+STALL_SECONDS = 120.0
 # Used when the host offers shared memory without a (valid) threshold.
 DEFAULT_MIN_BYTES = 1 << 20
 # Segments kept mapped between invocations. A mapping costs address space, page tables and
@@ -215,11 +225,12 @@ def mapped_names() -> List[str]:
 class Scope:
     """What one invocation mapped: closed when it ends."""
 
-    __slots__ = ("mappings", "streams")
+    __slots__ = ("mappings", "streams", "fills")
 
     def __init__(self) -> None:
         self.mappings: Dict[str, _Mapping] = {}
         self.streams: List[Any] = []
+        self.fills: List[Any] = []
 
     def view(self, cfg: Config, segment: str, offset: int, length: int) -> memoryview:
         m = self.mappings.get(segment)
@@ -232,6 +243,9 @@ class Scope:
             s._release()  # InputStreams over shared memory: invalid after the invocation
         for m in self.mappings.values():
             m.close()
+        for f in self.fills:
+            f.close()
+        self.fills.clear()
         self.streams.clear()
         self.mappings.clear()
 
@@ -267,6 +281,98 @@ def view(ref: Any) -> memoryview:
     if segment.startswith(SLAB_PREFIX) or (cfg.keep_mappings and not segment.startswith(TEMPORARY_PREFIX)):
         return _kept_view(cfg, segment, ref.offset, ref.length)
     return current_scope().view(cfg, segment, ref.offset, ref.length)
+
+
+# ---- streamed input ----------------------------------------------------------------
+
+class Fill:
+    """The progress record of an input still being read from storage (SharedMemoryRef.progress)."""
+
+    __slots__ = ("_mm", "_blob", "_length", "_done", "_stall")
+
+    def __init__(self, mm: mmap.mmap, blob: str, length: int) -> None:
+        self._mm = mm
+        self._blob = blob
+        self._length = length
+        self._done = False
+        raw = os.environ.get("FAAST_STREAM_STALL_SECONDS", "")
+        try:
+            self._stall = float(raw) if raw else STALL_SECONDS
+        except ValueError:
+            self._stall = STALL_SECONDS
+
+    def state(self) -> Tuple[int, int]:
+        """(bytes filled, state) as the host last published them."""
+        mm = self._mm
+        # State first: once it says complete, every byte is there whatever "filled" read.
+        state = int.from_bytes(mm[shm_names.PROGRESS_STATE_OFFSET:shm_names.PROGRESS_STATE_OFFSET + 4], "little")
+        filled = int.from_bytes(mm[shm_names.PROGRESS_FILLED_OFFSET:shm_names.PROGRESS_FILLED_OFFSET + 8], "little")
+        return filled, state
+
+    def wait(self, end: int) -> int:
+        """Blocks until the first `end` bytes are final; returns how many are (at least `end`,
+        or the whole length). Raises OSError naming the blob if the fill failed or stalled."""
+        if self._done:
+            return self._length
+        end = min(end, self._length)
+        delay = 0.0001
+        last = -1
+        since = 0.0
+        while True:
+            filled, state = self.state()
+            if state == shm_names.COMPLETE:
+                self._done = True
+                return self._length
+            if filled >= end:
+                return filled
+            if state == shm_names.FAILED:
+                raise OSError(f"blob '{self._blob}': reading it from storage failed after {filled} "
+                              f"of {self._length} bytes; its content is incomplete")
+            now = time.monotonic()
+            if filled != last:
+                last, since = filled, now
+            elif now - since > self._stall:
+                raise OSError(f"blob '{self._blob}': no bytes arrived for {self._stall:g} s after "
+                              f"{filled} of {self._length}; the download was abandoned")
+            # Polling: a downloaded chunk lands every few hundred microseconds on loopback, and a
+            # futex across processes is out of reach from Python; back off to 5 ms while idle.
+            time.sleep(delay)
+            delay = min(delay * 2, 0.005)
+
+    def close(self) -> None:
+        try:
+            self._mm.close()
+        except BufferError:
+            pass
+
+
+def fill(ref: Any, blob: str) -> Optional[Fill]:
+    """The progress record of a streamed reference (None when it is complete), mapped for the
+    invocation and closed when it ends."""
+    name = ref.progress
+    if not name:
+        return None
+    cfg = _config
+    if cfg is None:
+        raise ShmError(NOT_ENABLED)
+    check_segment_name(name)
+    path = os.path.join(cfg.directory, name)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ShmError(f"progress record '{name}' of blob '{blob}' cannot be opened in "
+                       f"'{cfg.directory}': {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size < shm_names.PROGRESS_SIZE:
+            raise ShmError(f"progress record '{name}' of blob '{blob}' in '{cfg.directory}' is "
+                           f"not a {shm_names.PROGRESS_SIZE}-byte regular file")
+        mm = mmap.mmap(fd, shm_names.PROGRESS_SIZE, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
+    f = Fill(mm, blob, ref.length)
+    current_scope().fills.append(f)
+    return f
 
 
 # ---- output ----------------------------------------------------------------------
