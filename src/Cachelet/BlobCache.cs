@@ -171,6 +171,9 @@ public sealed class BlobCache : IAsyncDisposable
     /// <summary>Storage reads by priority (tests, diagnostics).</summary>
     internal StorageReadScheduler StorageReads => _reads.Scheduler;
 
+    /// <summary>Misses being fetched, one per key (tests, diagnostics).</summary>
+    internal int FetchesInFlight => _reads.FetchesInFlight;
+
     /// <summary>
     /// Opens a file of the segment directory that a read handed out (<see cref="CachedRead.File"/>)
     /// for reading, only if it is still the cache's own regular file (never through a link a worker

@@ -134,6 +134,9 @@ public sealed class StreamedReadTests(AzuriteFixture azurite)
         Assert.True(cache.CachedBytes >= Large, $"{cache.CachedBytes} bytes allocated while the reader still holds the failed fill");
         read.Dispose();
         Assert.Equal(0, cache.CachedBytes);
+        // The failed flight leaves the single-flight table just after the fill is marked failed: a reader that joins
+        // it before then gets its failure, as any joiner of a failing fetch does.
+        await Eventually.TrueAsync(() => cache.FetchesInFlight == 0, "the failed fetch is forgotten");
 
         using var retry = await cache.ReadStreamingAsync(azurite.Store, Container, name, default) ?? throw new InvalidOperationException("not found");
         Assert.NotEqual(ReadPath.LocalHit, retry.Path);

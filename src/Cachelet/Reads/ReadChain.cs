@@ -44,6 +44,9 @@ internal sealed class ReadChain
 
     public StorageReadScheduler Scheduler { get; }
 
+    /// <summary>Fetches in flight (tests, diagnostics).</summary>
+    public int FetchesInFlight => _fetches.Count;
+
     /// <summary>See <see cref="BlobCache.ReadAsync"/>.</summary>
     /// <param name="stream">The reader can take a large miss while it downloads (<see cref="CachedRead.Fill"/>; cache.streamThreshold).</param>
     public async ValueTask<CachedRead?> ReadAsync(IBlobStore store, string container, string blob, CancellationToken ct, bool stream = false)

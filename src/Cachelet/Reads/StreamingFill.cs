@@ -102,6 +102,9 @@ public sealed unsafe class StreamingFill
     internal void MarkFailed(string why)
     {
         Volatile.Write(ref *(int*)(_record + 8), Failed);
+        // The reader's invocation sees the failure (the worker raises OSError); the fetch's own exception goes
+        // nowhere else once its reader took the fill, so it is logged here.
+        Log.StreamedFillFailed(_core.Logger, BlobName, Filled, Length, why);
         _done.TrySetException(new IOException($"{BlobName}: reading it from storage failed after {Filled} of {Length} bytes ({why}); it was not cached"));
         Release();
     }
