@@ -135,6 +135,24 @@ public sealed class BlobCache : IAsyncDisposable
         _reads.ReadAsync(store, container, blob, ct);
 
     /// <summary>
+    /// As <see cref="ReadAsync"/>, except that a miss of at least <see cref="CachePolicy.StreamThreshold"/> that this
+    /// reader fetches from storage returns as soon as the first response gave its length and ETag and its extent is
+    /// allocated: <see cref="CachedRead.Fill"/> then says how far the bytes have arrived (a progress record workers
+    /// map). The object enters the cache only once complete; a failed fill is never cached. Readers that join the
+    /// fetch wait for it whole (single flight, as before). Dispose releases the fill and the entry's pin.
+    /// </summary>
+    public ValueTask<CachedRead?> ReadStreamingAsync(IBlobStore store, string container, string blob, CancellationToken ct) =>
+        _reads.ReadAsync(store, container, blob, ct, stream: true);
+
+    /// <summary>
+    /// Waits until the streamed fill whose progress record is <paramref name="progressFile"/> is complete (at once if it
+    /// is no longer streaming); throws the fill's <see cref="IOException"/> (naming the blob) if it failed. For a worker
+    /// that cannot read a fill as it arrives.
+    /// </summary>
+    public Task WaitFilledAsync(string progressFile, CancellationToken ct) =>
+        _core.Fills.TryGetValue(progressFile, out var fill) ? fill.Completion.WaitAsync(ct) : Task.CompletedTask;
+
+    /// <summary>
     /// Loads a blob this instance owns into the cache without serving it: no access is counted (no hit
     /// or miss, no statistics), no pin is left (eviction may take it like any other object), and its
     /// storage read runs at <paramref name="priority"/> — a <see cref="ReadPriority.Background"/> one
@@ -152,6 +170,9 @@ public sealed class BlobCache : IAsyncDisposable
 
     /// <summary>Storage reads by priority (tests, diagnostics).</summary>
     internal StorageReadScheduler StorageReads => _reads.Scheduler;
+
+    /// <summary>Misses being fetched, one per key (tests, diagnostics).</summary>
+    internal int FetchesInFlight => _reads.FetchesInFlight;
 
     /// <summary>
     /// Opens a file of the segment directory that a read handed out (<see cref="CachedRead.File"/>)

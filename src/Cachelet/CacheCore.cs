@@ -48,6 +48,14 @@ internal sealed class CacheCore
     public PeerLink Peers { get; }
     public TemporaryFiles TemporaryFiles { get; }
 
+    /// <summary>Fills being streamed to a reader, by progress file name (for a worker that cannot stream: the host waits).</summary>
+    public System.Collections.Concurrent.ConcurrentDictionary<string, StreamingFill> Fills { get; } = new(StringComparer.Ordinal);
+
+    private long _progressFiles;
+
+    /// <summary>A new progress file name ("p" + a number never reused by this instance).</summary>
+    public string NextProgressFile() => SharedMemoryNames.HostFile(SharedMemoryNames.Progress, Interlocked.Increment(ref _progressFiles));
+
     /// <summary>Whether the policy lets the cache hold the blob at all (enabled, not do-not-cache).</summary>
     public bool Caches(string container, string blob) => Policy.Enabled && !Policy.DoNotCache(container, blob);
 

@@ -39,6 +39,9 @@ internal static partial class Log
     [LoggerMessage(EventId = 2009, Level = LogLevel.Warning, Message = "Could not tell {Peer} that {Container}/{Blob} was written past its owner: {Message}")]
     public static partial void PeerNotTold(ILogger logger, string peer, string container, string blob, string message);
 
+    [LoggerMessage(EventId = 2011, Level = LogLevel.Warning, Message = "Streaming {Blob} to a function failed after {Filled} of {Length} bytes; not cached: {Message}")]
+    public static partial void StreamedFillFailed(ILogger logger, string blob, long filled, long length, string message);
+
     [LoggerMessage(EventId = 2010, Level = LogLevel.Information, Message = "{Count} more lines like the next ({Kind}) were suppressed in the last second")]
     public static partial void Suppressed(ILogger logger, long count, string kind);
 

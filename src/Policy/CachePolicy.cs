@@ -97,6 +97,14 @@ public sealed record CachePolicy
     /// 64 MiB.</summary>
     public long InlineThreshold { get; init; } = 64 * 1024;
 
+    /// <summary><c>cache.streamThreshold</c>, default 8 MiB: a blob input at least this long that misses the cache
+    /// reaches a worker that streams inputs (the Python worker) while it is still being read from storage: the
+    /// invocation is sent once the object's length and ETag are known and its extent is allocated, and the worker
+    /// reads as far as the bytes have arrived (docs/cache.md, "Streamed inputs"). 8 MiB: below it the whole
+    /// download on loopback Azurite takes under ~10 ms, so there is little to overlap and a progress file per read
+    /// would cost more than it saves. 0 turns streaming off (every input is read whole before the invocation is sent).</summary>
+    public long StreamThreshold { get; init; } = 8L << 20;
+
     /// <summary><c>cache.memoryDaemon</c>, default true: whether the memory daemon evicts cached objects when the
     /// functions' heap grows (Faa$T §3.5). Off only to measure what it prevents (Faa$T Table 5's first row: the
     /// heap allocation fails while the cache holds its memory); an app should leave it on.</summary>

@@ -18,6 +18,7 @@ namespace FaaST.Policy;
 ///     "doNotCache": ["logs/*", "**/*.tmp"],  // globs over "container/blob"
 ///     "consistency": "storage/sync/storage", // write target/write mode/read target (Faa$T Table 3)
 ///     "inlineThreshold": "64KiB",
+///     "streamThreshold": "8MiB",              // larger inputs that miss reach the function while downloading; 0: off
 ///     "memoryDaemonInterval": "00:00:00.5",
 ///     "peerTimeout": "00:00:05",              // any one message from another instance
 ///     "peerFetchTimeout": "00:05:00"          // an owner still fetching from storage
@@ -394,6 +395,7 @@ public static partial class CachePolicyFile
                     "doNotCache" => policy with { DoNotCacheGlobs = ReadGlobs(value, key) },
                     "consistency" => policy with { Consistency = ReadPreset(value, key) },
                     "inlineThreshold" => policy with { InlineThreshold = ReadSize(value, key) },
+                    "streamThreshold" => policy with { StreamThreshold = ReadSize(value, key) },
                     "memoryDaemon" => policy with { MemoryDaemon = ReadBoolean(value, key) },
                     "memoryDaemonInterval" => policy with { MemoryDaemonInterval = ReadTimeSpan(value, key) },
                     "peerTimeout" => policy with { PeerTimeout = ReadTimeSpan(value, key) },

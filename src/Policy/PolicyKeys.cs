@@ -90,6 +90,7 @@ internal static partial class PolicyKeys
         new("cache.consistency", PolicyValueKind.Choice) { Choices = ConsistencyPresets },
         // Well under the gRPC channel's 256 MiB message limit, leaving room for the rest of the message.
         new("cache.inlineThreshold", PolicyValueKind.Size) { MinBytes = 0, MaxBytes = 64 * ByteSize.MiB },
+        new("cache.streamThreshold", PolicyValueKind.Size) { MinBytes = 0 },
         new("cache.memoryDaemon", PolicyValueKind.Boolean),
         new("cache.memoryDaemonInterval", PolicyValueKind.TimeSpan)
         {

@@ -73,6 +73,7 @@ public sealed class PolicyFileTests : IDisposable
         Assert.False(p.DoNotCache("logs", "a.txt"));
         Assert.Same(ConsistencyPreset.StorageSyncStorage, p.Consistency);
         Assert.Equal(64 * 1024, p.InlineThreshold);
+        Assert.Equal(8L << 20, p.StreamThreshold);
         Assert.Equal(TimeSpan.FromMilliseconds(500), p.MemoryDaemonInterval);
         Assert.True(p.MemoryDaemon);
     }
@@ -152,6 +153,7 @@ public sealed class PolicyFileTests : IDisposable
             "doNotCache": ["logs/*", "**/*.tmp"],
             "consistency": "owner/async/owner",
             "inlineThreshold": 4096,
+            "streamThreshold": "32MiB",
             "memoryDaemon": false,
             "memoryDaemonInterval": "00:00:02",
             "peerTimeout": "00:00:00.75",
@@ -206,6 +208,7 @@ public sealed class PolicyFileTests : IDisposable
         Assert.False(p.DoNotCache("data", "a/b.txt"));
         Assert.Same(ConsistencyPreset.OwnerAsyncOwner, p.Consistency);
         Assert.Equal(4096, p.InlineThreshold);
+        Assert.Equal(32L << 20, p.StreamThreshold);
         Assert.Equal(TimeSpan.FromSeconds(2), p.MemoryDaemonInterval);
         Assert.Equal(TimeSpan.FromMilliseconds(750), p.PeerTimeout);
         Assert.Equal(TimeSpan.FromMinutes(20), p.PeerFetchTimeout);
@@ -313,7 +316,7 @@ public sealed class PolicyFileTests : IDisposable
     {
         var e = FailsCache("\"evicton\": {}", "cache.evicton", "unknown key \"evicton\"", "Did you mean \"eviction\"?");
 
-        foreach (var key in new[] { "enabled", "memoryLimit", "cacheCapacity", "headroom", "eviction", "doNotCache", "consistency", "inlineThreshold", "memoryDaemon", "memoryDaemonInterval", "peerTimeout", "peerFetchTimeout" })
+        foreach (var key in new[] { "enabled", "memoryLimit", "cacheCapacity", "headroom", "eviction", "doNotCache", "consistency", "inlineThreshold", "streamThreshold", "memoryDaemon", "memoryDaemonInterval", "peerTimeout", "peerFetchTimeout" })
             Assert.Contains(key, e.Reason);
     }
 

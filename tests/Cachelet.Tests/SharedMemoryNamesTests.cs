@@ -20,10 +20,24 @@ public sealed class SharedMemoryNamesTests
         Assert.Equal(Files.GetProperty("slabSegment").GetString(), SharedMemoryNames.SlabSegment.ToString());
         Assert.Equal(Files.GetProperty("largeObject").GetString(), SharedMemoryNames.LargeObject.ToString());
         Assert.Equal(Files.GetProperty("temporary").GetString(), SharedMemoryNames.Temporary.ToString());
+        Assert.Equal(Files.GetProperty("progress").GetString(), SharedMemoryNames.Progress.ToString());
         Assert.Equal(SharedMemoryNames.HostNumberDigits, Files.GetProperty("hostNumberDigits").GetInt32());
         Assert.Equal(Files.GetProperty("workerOutput").GetProperty("prefix").GetString(), SharedMemoryNames.WorkerOutput.ToString());
         Assert.Equal("s000042", SharedMemoryNames.HostFile(SharedMemoryNames.SlabSegment, 42));
         Assert.Equal(SharedMemoryNames.HostNumberDigits + 1, SharedMemoryNames.HostFile(SharedMemoryNames.Temporary, 1).Length);
+    }
+
+    [Fact]
+    public void The_progress_record_layout_is_the_one_a_streamed_fill_writes()
+    {
+        var record = Spec.GetProperty("progressRecord");
+        Assert.Equal(16, record.GetProperty("size").GetInt32());
+        Assert.Equal(0, record.GetProperty("filledOffset").GetInt32());
+        Assert.Equal(8, record.GetProperty("stateOffset").GetInt32());
+        var states = record.GetProperty("states");
+        Assert.Equal(StreamingFill.Filling, states.GetProperty("filling").GetInt32());
+        Assert.Equal(StreamingFill.Complete, states.GetProperty("complete").GetInt32());
+        Assert.Equal(StreamingFill.Failed, states.GetProperty("failed").GetInt32());
     }
 
     [Fact]
@@ -34,6 +48,7 @@ public sealed class SharedMemoryNamesTests
         Assert.Equal(SharedMemoryNames.DirectoryCapability, caps.GetProperty("directory").GetString());
         Assert.Equal(SharedMemoryNames.MinBytesCapability, caps.GetProperty("minBytes").GetString());
         Assert.Equal(SharedMemoryNames.ReleaseCapability, caps.GetProperty("release").GetString());
+        Assert.Equal(SharedMemoryNames.StreamingCapability, caps.GetProperty("streaming").GetString());
     }
 
     [Fact]

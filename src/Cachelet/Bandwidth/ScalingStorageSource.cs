@@ -32,7 +32,7 @@ internal sealed class ScalingStorageSource(CacheCore core, ParallelRangeFetch ra
         try
         {
             properties = await request.Store.DownloadToAsync(key.Container, key.Blob, props =>
-                props.Length >= bandwidth.Options.MinObjectSize ? throw new LargeObjectException(props) : target.Open(props.Length), ct: ct);
+                props.Length >= bandwidth.Options.MinObjectSize ? throw new LargeObjectException(props) : target.Open(props.Length, props.ETag), ct: ct);
         }
         catch (LargeObjectException large)
         {

@@ -26,6 +26,10 @@ public static class SharedMemoryNames
     /// <summary>Temporary files (objects larger than the cache, peer transfers spilled to a file): "t" + number.</summary>
     public const char Temporary = 't';
 
+    /// <summary>Progress records of inputs streamed to a worker while they download: "p" + number (see
+    /// <see cref="StreamingCapability"/>).</summary>
+    public const char Progress = 'p';
+
     /// <summary>Worker outputs: "w" + the worker's pid + "-" + its counter.</summary>
     public const char WorkerOutput = 'w';
 
@@ -44,6 +48,10 @@ public static class SharedMemoryNames
     /// <summary>"1": the host sends SharedMemoryReleased for each file it deletes.</summary>
     public const string ReleaseCapability = "shared_memory_release";
 
+    /// <summary>"1": a blob input may reach the worker while it is still being read from storage; its
+    /// <c>SharedMemoryRef.progress</c> names a progress record (protos/shared-memory.json, "progressRecord").</summary>
+    public const string StreamingCapability = "shared_memory_streaming";
+
     /// <summary>The prefix of an app's instance directories: "faast-" + the app name made safe for a file name.</summary>
     public static string AppPrefix(string appName)
     {
@@ -56,18 +64,18 @@ public static class SharedMemoryNames
     public static string InstanceDirectory(string root, string prefix, int pid) =>
         Path.Combine(root, prefix + "-" + pid.ToString(CultureInfo.InvariantCulture));
 
-    /// <summary>A host file name: <paramref name="kind"/> (s, l or t) + <paramref name="number"/>, zero-padded.</summary>
+    /// <summary>A host file name: <paramref name="kind"/> (s, l, t or p) + <paramref name="number"/>, zero-padded.</summary>
     public static string HostFile(char kind, long number)
     {
-        if (kind is not (SlabSegment or LargeObject or Temporary))
-            throw new ArgumentOutOfRangeException(nameof(kind), kind, "a host file is a slab segment (s), a large object (l) or a temporary file (t)");
+        if (kind is not (SlabSegment or LargeObject or Temporary or Progress))
+            throw new ArgumentOutOfRangeException(nameof(kind), kind, "a host file is a slab segment (s), a large object (l), a temporary file (t) or a progress record (p)");
         ArgumentOutOfRangeException.ThrowIfNegative(number);
         return kind + number.ToString("D6", CultureInfo.InvariantCulture);
     }
 
-    /// <summary>True for the host's own names: s, l or t followed by digits only.</summary>
+    /// <summary>True for the host's own names: s, l, t or p followed by digits only.</summary>
     public static bool IsHostFile(ReadOnlySpan<char> name) =>
-        name.Length > 1 && name[0] is SlabSegment or LargeObject or Temporary && !name[1..].ContainsAnyExceptInRange('0', '9');
+        name.Length > 1 && name[0] is SlabSegment or LargeObject or Temporary or Progress && !name[1..].ContainsAnyExceptInRange('0', '9');
 
     /// <summary>The file a worker writes its <paramref name="counter"/>-th large output to.</summary>
     public static string WorkerOutputFile(int pid, long counter) =>

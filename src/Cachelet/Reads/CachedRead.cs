@@ -38,6 +38,27 @@ public readonly struct CachedRead : IDisposable
     /// <summary>The bytes, when the read was not cached.</summary>
     public ReadOnlyMemory<byte> Bytes { get; }
 
+    /// <summary>A miss handed over while it downloads (cache.streamThreshold): its extent, version and progress record. The
+    /// bytes are final only up to <see cref="StreamingFill.Filled"/>; the object becomes a cache entry when complete.</summary>
+    public StreamingFill? Fill { get; private init; }
+
+    internal static CachedRead FromFill(StreamingFill fill, IDisposable flight) =>
+        new(ReadPath.LocalMiss, fill.Version, fill.Length, null, default, new FillLease(fill, flight)) { Fill = fill };
+
+    /// <summary>The reader's hold on a streamed fill and, once it completes, on the entry's pin.</summary>
+    private sealed class FillLease(StreamingFill fill, IDisposable flight) : IDisposable
+    {
+        private int _disposed;
+
+        public void Dispose()
+        {
+            if (Interlocked.Exchange(ref _disposed, 1) != 0)
+                return;
+            flight.Dispose();
+            fill.ReleaseReader();
+        }
+    }
+
     internal static CachedRead FromEntry(CacheEntry entry, IDisposable pin, ReadPath path) =>
         new(path, entry.ETag, entry.Length, entry, default, pin);
 

@@ -44,8 +44,12 @@ internal sealed class ReadChain
 
     public StorageReadScheduler Scheduler { get; }
 
+    /// <summary>Fetches in flight (tests, diagnostics).</summary>
+    public int FetchesInFlight => _fetches.Count;
+
     /// <summary>See <see cref="BlobCache.ReadAsync"/>.</summary>
-    public async ValueTask<CachedRead?> ReadAsync(IBlobStore store, string container, string blob, CancellationToken ct)
+    /// <param name="stream">The reader can take a large miss while it downloads (<see cref="CachedRead.Fill"/>; cache.streamThreshold).</param>
+    public async ValueTask<CachedRead?> ReadAsync(IBlobStore store, string container, string blob, CancellationToken ct, bool stream = false)
     {
         using var span = CacheletMetrics.Activities.StartActivity("cachelet.read");
         span?.SetTag("blob", container + "/" + blob);
@@ -112,6 +116,24 @@ internal sealed class ReadChain
         // A miss: one fetch per key at a time; concurrent readers share it and pin what it cached.
         if (!ownerKnown)
             owner = _core.Ownership.OwnerOf(key);
+        if (stream && _core.Policy.StreamThreshold > 0)
+        {
+            var streamed = await StreamMissAsync(store, key, owner, ct);
+            if (streamed.Read is { } early)
+                return Tag(span, early);
+            if (streamed.Mine || streamed.Result is null)
+                return streamed.Result is { } r ? Tag(span, r) : null;
+            // Joined another reader's fetch: as below, pin what it cached.
+            if (streamed.Result.Value.Entry is { } joined && (owner is not null || !consistency.TrustsEpoch || _core.Epoch.Trusts(joined))
+                && _core.Index.TryPin(joined, out var joinedPin))
+            {
+                ReadPaths.Count(_core, key, ReadPath.LocalHit, joined.Length, fromEntry: true);
+                return CachedRead.FromEntry(joined, joinedPin, ReadPath.LocalHit);
+            }
+            if (streamed.Result.Value.Entry is null && streamed.Result.Value.File is null)
+                return streamed.Result;
+            _fetches.Forget(key, streamed.Flight!);
+        }
         while (true)
         {
             var joining = _fetches.JoinAsync(key, token => FetchAsync(store, key, owner, ReadPriority.OnDemand, countAccess: true, token), ct);
@@ -139,6 +161,57 @@ internal sealed class ReadChain
             // Evicted, replaced or unvalidated before we could pin it: fetch again.
             _fetches.Forget(key, fetch);
         }
+    }
+
+    /// <summary>
+    /// A miss that may reach the reader while it downloads: this reader's fetch (if it starts one) hands over the
+    /// fill as soon as storage's first response fixed the length and version and the extent is allocated. Returns
+    /// either that early read (<c>Read</c>), or the flight's result as <see cref="SingleFlight{TKey, TValue}.JoinAsync"/>
+    /// gives it (a small or uncacheable object, a fetch from another source, or another reader's fetch, which a
+    /// joiner waits for whole: only the reader that started the fetch streams it).
+    /// </summary>
+    private async Task<(CachedRead? Read, CachedRead? Result, Lazy<Task<CachedRead?>>? Flight, bool Mine)> StreamMissAsync(IBlobStore store, BlobKey key,
+        Peer? owner, CancellationToken ct)
+    {
+        var opened = new TaskCompletionSource<StreamingFill>(TaskCreationOptions.RunContinuationsAsynchronously);
+        // Not the reader's token: once the fill is handed over, the reader's invocation owns the fetch's result
+        // (the entry's pin) until it ends, whatever happens to the request.
+        var joining = _fetches.JoinAsync(key, token => FetchAsync(store, key, owner, ReadPriority.OnDemand, countAccess: true, token, opened), CancellationToken.None);
+        Promote(key);
+        try
+        {
+            await Task.WhenAny(joining, opened.Task).WaitAsync(ct);
+        }
+        catch (OperationCanceledException) when (ct.IsCancellationRequested)
+        {
+            ReleaseWhenDone(joining, opened.Task);
+            throw;
+        }
+        if (!joining.IsCompleted && opened.Task.IsCompletedSuccessfully)
+            return (CachedRead.FromFill(opened.Task.Result, new FlightLease(joining)), null, null, true);
+        // From here the read is served whole: a fill handed over (the download ended before we looked) is let go.
+        if (!opened.TrySetCanceled())
+            opened.Task.Result.ReleaseReader();
+        var (result, flight, mine) = await joining;
+        return (null, result, flight, mine);
+    }
+
+    /// <summary>A reader that gave up: what its fetch hands it later (a fill, the entry's pin) is let go when it comes.</summary>
+    private static void ReleaseWhenDone(Task<(CachedRead? Result, Lazy<Task<CachedRead?>> Flight, bool Mine)> joining, Task<StreamingFill> opened)
+    {
+        _ = opened.ContinueWith(static t => t.Result.ReleaseReader(), CancellationToken.None, TaskContinuationOptions.OnlyOnRanToCompletion, TaskScheduler.Default);
+        new FlightLease(joining).Dispose();
+    }
+
+    /// <summary>Holds the result of a streamed read's fetch (the entry's pin, once the fill completes) until the reader lets go.</summary>
+    private sealed class FlightLease(Task<(CachedRead? Result, Lazy<Task<CachedRead?>> Flight, bool Mine)> joining) : IDisposable
+    {
+        public void Dispose() =>
+            _ = joining.ContinueWith(static t =>
+            {
+                if (t.Result.Mine)
+                    t.Result.Result?.Dispose();
+            }, CancellationToken.None, TaskContinuationOptions.OnlyOnRanToCompletion | TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
     }
 
     /// <summary>
@@ -174,7 +247,8 @@ internal sealed class ReadChain
     /// A miss: the sources in order until one finds the object or says it does not exist. Runs under
     /// the cache's lifetime token (<paramref name="ct"/>), shared by the readers of the key.
     /// </summary>
-    private async Task<CachedRead?> FetchAsync(IBlobStore store, BlobKey key, Peer? owner, ReadPriority priority, bool countAccess, CancellationToken ct)
+    private async Task<CachedRead?> FetchAsync(IBlobStore store, BlobKey key, Peer? owner, ReadPriority priority, bool countAccess, CancellationToken ct,
+        TaskCompletionSource<StreamingFill>? streaming = null)
     {
         // Registered before the first await (see Promote).
         TaskCompletionSource? promoted = null;
@@ -198,7 +272,7 @@ internal sealed class ReadChain
                 if (ReferenceEquals(source, _storageSource))
                 {
                     using var admission = await Scheduler.AdmitAsync(priority, promoted?.Task, ct);
-                    (outcome, read, validated) = await AskAsync(source, request, countAccess, ct);
+                    (outcome, read, validated) = await AskAsync(source, request, countAccess, ct, streaming);
                 }
                 else
                 {
@@ -252,16 +326,22 @@ internal sealed class ReadChain
     /// Asks one source, into a new target: the object (cached when there was room, pinned) if found,
     /// with the source's outcome. Whatever a failed or unanswered fetch had received is discarded.
     /// </summary>
-    private async ValueTask<(SourceOutcome Outcome, CachedRead? Read, bool Validated)> AskAsync(IBlobSource source, SourceRequest request, bool countAccess, CancellationToken ct)
+    private async ValueTask<(SourceOutcome Outcome, CachedRead? Read, bool Validated)> AskAsync(IBlobSource source, SourceRequest request, bool countAccess, CancellationToken ct,
+        TaskCompletionSource<StreamingFill>? streaming = null)
     {
         var epoch = _core.Epoch.Current; // before the fetch: a bypassing write that lands during it moves the epoch
-        var target = new FetchTarget(_core, request.Key, countAccess, _uncachedLog);
+        var target = new FetchTarget(_core, request.Key, countAccess, _uncachedLog, streaming);
         try
         {
             var result = await source.FetchAsync(request, target, ct);
             if (result.Outcome != SourceOutcome.Found)
                 return (result.Outcome, null, false);
             return (SourceOutcome.Found, target.Complete(result, result.Validated ? epoch : CacheEntry.NotValidated), result.Validated);
+        }
+        catch (Exception e)
+        {
+            target.Discard(e.Message);
+            throw;
         }
         finally
         {

@@ -73,6 +73,13 @@ public interface IFetchTarget
     /// an earlier open received.
     /// </summary>
     Stream Open(long length);
+
+    /// <summary>
+    /// As <see cref="Open(long)"/>, from a source whose first response also fixed the object's
+    /// <paramref name="version"/> (storage: every later byte is of it). The cache may then hand the object to a
+    /// reader while the bytes still arrive (cache.streamThreshold); the bytes must be written in order from 0.
+    /// </summary>
+    Stream Open(long length, string version) => Open(length);
 }
 
 /// <summary>
@@ -110,7 +117,7 @@ internal sealed class StorageSource : IBlobSource
 
     public async ValueTask<SourceResult> FetchAsync(SourceRequest request, IFetchTarget target, CancellationToken ct)
     {
-        var properties = await request.Store.DownloadToAsync(request.Key.Container, request.Key.Blob, props => target.Open(props.Length), ct: ct);
+        var properties = await request.Store.DownloadToAsync(request.Key.Container, request.Key.Blob, props => target.Open(props.Length, props.ETag), ct: ct);
         return properties is null
             ? SourceResult.NotFound
             : new SourceResult(SourceOutcome.Found, properties.ETag, properties.Length, ReadPath.LocalMiss, Validated: true);

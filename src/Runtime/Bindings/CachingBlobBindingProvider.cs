@@ -9,14 +9,17 @@ namespace FaaST.Runtime.Bindings;
 /// <summary>
 /// Blob bindings through the cachelet. A cached value reaches a worker as a reference into shared
 /// memory (segment, offset, length, version) when it is at least the inline threshold, else as
-/// inline bytes; the invocation pins it until it ends.
+/// inline bytes; the invocation pins it until it ends. A large miss may be handed over while it still downloads
+/// (<see cref="SharedMemoryRef.Progress"/> names its progress record; cache.streamThreshold).
 /// </summary>
 internal sealed class CachingBlobBindingProvider(StorageAccounts accounts, BlobCache cache) : IBlobBindingProvider, ISharedMemoryReader
 {
     public async ValueTask<BlobData?> ReadAsync(BlobAddress blob, InvocationContext invocation, CancellationToken ct)
     {
         var store = accounts.Get(blob.Connection);
-        var read = await cache.ReadAsync(store, blob.Container, blob.Name, ct);
+        // A large miss may come back while it still downloads (cache.streamThreshold): the invocation is sent at once
+        // and the worker reads as the bytes arrive; a worker that cannot is held by the pool until the fill completes.
+        var read = await cache.ReadStreamingAsync(store, blob.Container, blob.Name, ct);
         if (read is not { } r)
             return null;
         invocation.Hold(r);
@@ -27,7 +30,18 @@ internal sealed class CachingBlobBindingProvider(StorageAccounts accounts, BlobC
             Length = r.Length,
             Etag = r.ETag,
         };
-        if (r.File is { } file)
+        if (r.Fill is { } fill)
+        {
+            data.SharedMemory = new SharedMemoryRef
+            {
+                Segment = fill.Extent.Segment,
+                Offset = fill.Extent.Offset,
+                Length = fill.Length,
+                Version = fill.Version,
+                Progress = fill.ProgressFile,
+            };
+        }
+        else if (r.File is { } file)
         {
             // Larger than the cache: streamed into a file of its own, mapped by the worker like a segment.
             data.SharedMemory = new SharedMemoryRef { Segment = file, Offset = 0, Length = r.Length, Version = r.ETag };
@@ -75,6 +89,10 @@ internal sealed class CachingBlobBindingProvider(StorageAccounts accounts, BlobC
             // Not a worker's output name: nothing of the worker's to delete (its write would have been refused too).
         }
     }
+
+    /// <summary>Waits for a streamed reference's fill to complete; throws an <see cref="IOException"/> naming the blob if it failed.</summary>
+    public Task WaitFilledAsync(SharedMemoryRef reference, CancellationToken ct) =>
+        reference.Progress.Length == 0 ? Task.CompletedTask : cache.WaitFilledAsync(reference.Progress, ct);
 
     /// <summary>The bytes behind a reference this provider handed out (still pinned by its invocation).</summary>
     public ByteString Read(SharedMemoryRef reference)

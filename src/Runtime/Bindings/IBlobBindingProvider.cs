@@ -55,4 +55,11 @@ public readonly record struct BlobOutput(ReadOnlyMemory<byte> Bytes, string? Sha
 public interface ISharedMemoryReader
 {
     Google.Protobuf.ByteString Read(SharedMemoryRef reference);
+
+    /// <summary>
+    /// For a worker that cannot read an input as it arrives: waits until a streamed reference
+    /// (<see cref="SharedMemoryRef.Progress"/> set) is complete; at once for any other. Throws an
+    /// <see cref="IOException"/> naming the blob if its fill failed.
+    /// </summary>
+    Task WaitFilledAsync(SharedMemoryRef reference, CancellationToken ct);
 }

@@ -79,6 +79,10 @@ internal sealed class WorkerChannel
     /// <summary>The worker keeps mappings between invocations and must hear which files the host deleted.</summary>
     public bool SharedMemoryRelease { get; set; }
 
+    /// <summary>The worker reads blob inputs as they fill (capability "shared_memory_streaming"); otherwise the pool
+    /// waits for a streamed input to complete before sending the invocation.</summary>
+    public bool SharedMemoryStreaming { get; set; }
+
     /// <summary>The worker accepted "event_loop_utilization" at init: it sends <see cref="WorkerLoad"/> every interval.</summary>
     public bool ReportsEventLoop { get; set; }
 

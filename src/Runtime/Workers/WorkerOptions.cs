@@ -110,6 +110,10 @@ public static class WorkerCapabilities
     /// its mappings between invocations (accepted with "1" by workers that do).</summary>
     public const string SharedMemoryRelease = FaaST.Cachelet.Memory.SharedMemoryNames.ReleaseCapability;
 
+    /// <summary>"1": a blob input may arrive while it is still read from storage (SharedMemoryRef.progress); accepted
+    /// with "1" by workers that read such inputs as they fill (the Python worker). Others get complete inputs.</summary>
+    public const string SharedMemoryStreaming = FaaST.Cachelet.Memory.SharedMemoryNames.StreamingCapability;
+
     /// <summary>Offered at init with the report interval in milliseconds; a worker that accepts ("1") sends
     /// WorkerLoad (its event loop's active and idle time) every interval (protos/worker.proto).</summary>
     public const string EventLoopUtilization = "event_loop_utilization";

@@ -183,10 +183,30 @@ internal sealed partial class WorkerPool : IAsyncDisposable
         var pick = PickAsync(function, ct);
         var (slot, channel) = pick.IsCompleted || Metrics is null ? await pick : await Metrics.WhileQueuedAsync(pick);
         var app = _specialized.Task.Result; // a ready worker is specialised
+        var timeout = app.App.Host.FunctionTimeout;
+        if (!channel.SharedMemoryStreaming && app.SharedMemoryReader is { } streamed)
+        {
+            var started = System.Diagnostics.Stopwatch.GetTimestamp();
+            try
+            {
+                // Within functionTimeout, as the input read this replaces was.
+                await WaitForStreamedInputsAsync(request, streamed, ct).AsTask().WaitAsync(remaining ?? timeout, ct);
+            }
+            catch (TimeoutException)
+            {
+                throw new FunctionTimeoutException(
+                    $"invocation {request.InvocationId} of {function.Name} ran past functionTimeout ({timeout}) waiting for its streamed blob inputs");
+            }
+            if ((remaining ?? timeout) != Timeout.InfiniteTimeSpan)
+            {
+                remaining = (remaining ?? timeout) - System.Diagnostics.Stopwatch.GetElapsedTime(started);
+                if (remaining <= TimeSpan.Zero)
+                    throw new FunctionTimeoutException($"invocation {request.InvocationId} of {function.Name} ran past functionTimeout ({timeout}) waiting for its streamed blob inputs");
+            }
+        }
         if (!channel.SharedMemory && app.SharedMemoryReader is { } reader)
             InlineSharedMemory(request, reader);
         var call = channel.InvokeAsync(request, function.Name);
-        var timeout = app.App.Host.FunctionTimeout;
         try
         {
             return await call.WaitAsync(remaining ?? timeout, ct);
@@ -221,6 +241,22 @@ internal sealed partial class WorkerPool : IAsyncDisposable
 
     /// <summary>Counts invocations waiting for a worker and worker restarts.</summary>
     public Telemetry.HostMetrics? Metrics { get; init; }
+
+    /// <summary>
+    /// A worker that did not accept "shared_memory_streaming" (the Node worker, an older Python one) gets today's
+    /// inputs: complete. The host waits here for every input still downloading and clears its progress record.
+    /// </summary>
+    private static async ValueTask WaitForStreamedInputsAsync(InvocationRequest request, ISharedMemoryReader reader, CancellationToken ct)
+    {
+        foreach (var input in request.InputData)
+        {
+            if (input.Data?.Blob is { ContentCase: BlobData.ContentOneofCase.SharedMemory } blob && blob.SharedMemory.Progress.Length > 0)
+            {
+                await reader.WaitFilledAsync(blob.SharedMemory, ct);
+                blob.SharedMemory.Progress = "";
+            }
+        }
+    }
 
     private static void InlineSharedMemory(InvocationRequest request, ISharedMemoryReader reader)
     {

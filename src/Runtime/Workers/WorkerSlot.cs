@@ -198,6 +198,8 @@ internal sealed partial class WorkerPool
                     $"worker {channel.WorkerId} could not be specialised to {app.App.Name}: {response.Result?.Exception?.Message ?? response.Result?.Result}");
             channel.SharedMemory = app.Capabilities.ContainsKey(WorkerCapabilities.SharedMemory) &&
                 response.Capabilities.TryGetValue(WorkerCapabilities.SharedMemory, out var shm) && shm == "1";
+            channel.SharedMemoryStreaming = channel.SharedMemory &&
+                response.Capabilities.TryGetValue(WorkerCapabilities.SharedMemoryStreaming, out var streaming) && streaming == "1";
             channel.SharedMemoryRelease = channel.SharedMemory &&
                 response.Capabilities.TryGetValue(WorkerCapabilities.SharedMemoryRelease, out var release) && release == "1";
             if (app.Capabilities.ContainsKey(WorkerCapabilities.SharedMemory) && !channel.SharedMemory)

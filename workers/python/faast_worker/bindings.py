@@ -30,10 +30,21 @@ def _shm_view(blob: "pb.BlobData") -> memoryview:
         raise BindingError(f"{what} in shared memory segment '{ref.segment}': {exc}") from None
 
 
+def _wait_filled(blob: "pb.BlobData") -> None:
+    """A streamed input (still downloading) read whole: wait for all of it."""
+    try:
+        f = shm.fill(blob.shared_memory, blob.name)
+    except shm.ShmError as exc:
+        raise BindingError(str(exc)) from None
+    if f is not None:
+        f.wait(blob.shared_memory.length)
+
+
 def blob_bytes(blob: "pb.BlobData") -> bytes:
     kind = blob.WhichOneof("content")
     if kind == "bytes" or kind is None:
         return blob.bytes
+    _wait_filled(blob)
     view = _shm_view(blob)
     try:
         return view.tobytes()  # the one copy out of the mapping
@@ -44,6 +55,7 @@ def blob_bytes(blob: "pb.BlobData") -> bytes:
 def blob_str(blob: "pb.BlobData") -> str:
     if blob.WhichOneof("content") != "shared_memory":
         return blob_bytes(blob).decode("utf-8")
+    _wait_filled(blob)
     view = _shm_view(blob)
     try:
         return str(view, "utf-8")  # decoded straight from the mapping
@@ -76,8 +88,13 @@ def to_input_stream(td: "pb.TypedData") -> func.InputStream:
         b = td.blob
         if b.WhichOneof("content") == "shared_memory":
             view = _shm_view(b)
+            try:
+                # Still downloading: the stream reads as far as the bytes have arrived.
+                progress = shm.fill(b.shared_memory, b.name)
+            except shm.ShmError as exc:
+                raise BindingError(str(exc)) from None
             stream = func.InputStream(data=view, name=b.name or None, uri=b.uri or None,
-                                      length=b.length or len(view))
+                                      length=b.length or len(view), fill=progress)
             shm.current_scope().streams.append(stream)  # released when the invocation ends
             return stream
         data = blob_bytes(b)

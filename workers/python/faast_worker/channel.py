@@ -411,6 +411,9 @@ def _negotiate(answer, offered) -> None:
         answer[shm.CAPABILITY] = "1"
         if cfg.keep_mappings:
             answer[shm.RELEASE_CAPABILITY] = "1"
+        if offered.get(shm.STREAMING_CAPABILITY) == "1":
+            # InputStream reads a streamed input as it fills; bytes/str inputs wait for all of it.
+            answer[shm.STREAMING_CAPABILITY] = "1"
         log.info("%s", why)
     elif why:
         log.warning("%s", why)

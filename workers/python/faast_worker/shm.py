@@ -12,6 +12,10 @@ Negotiated at WorkerInitRequest (capabilities "shared_memory", "shared_memory_di
   held. Other segments are mapped for one invocation and unmapped when it ends, unless
   user code still holds a view of it; then the garbage collector unmaps it when the last
   view goes.
+- Streamed input (capability "shared_memory_streaming"): a reference whose `progress` is set
+  is still being read from storage into its extent. <dir>/<progress> is a progress record
+  (bytes filled, state: filling / complete / failed); `Fill.wait` blocks until the bytes a
+  reader asks for are there, raising OSError (naming the blob) if the fill failed or stalled.
 - Output: a blob output of at least `min_bytes` is written to a new file
   "w<pid>-<counter>" (O_EXCL, mode 0600) which the host takes over.
 """
@@ -25,6 +29,7 @@ import mmap
 import os
 import stat
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
@@ -37,6 +42,11 @@ CAPABILITY = shm_names.SHARED_MEMORY_CAPABILITY
 DIR_CAPABILITY = shm_names.DIRECTORY_CAPABILITY
 MIN_BYTES_CAPABILITY = shm_names.MIN_BYTES_CAPABILITY
 RELEASE_CAPABILITY = shm_names.RELEASE_CAPABILITY
+STREAMING_CAPABILITY = shm_names.STREAMING_CAPABILITY
+# A streamed input whose fill gains no byte for this long is given up (OSError): the host marks a
+# fill that fails as failed at once, so this bounds only a host that stopped without saying so.
+# Overridable with FAAST_STREAM_STALL_SECONDS (tests).
+STALL_SECONDS = 120.0
 # Used when the host offers shared memory without a (valid) threshold.
 DEFAULT_MIN_BYTES = 1 << 20
 # Segments kept mapped between invocations. A mapping costs address space, page tables and
@@ -135,7 +145,7 @@ def check_segment_name(segment: str) -> None:
         raise ShmError(f"invalid segment name {segment!r}")
 
 
-def _open(cfg: Config, segment: str) -> _Mapping:
+def _open(cfg: Config, segment: str, populate: bool = True) -> _Mapping:
     path = os.path.join(cfg.directory, segment)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -150,7 +160,11 @@ def _open(cfg: Config, segment: str) -> _Mapping:
             raise ShmError(f"segment '{segment}' in '{cfg.directory}' is not a regular file")
         # mmap keeps its own duplicate of the descriptor until the mapping is closed.
         # MAP_POPULATE maps every page in one call instead of one fault per 4 KiB on first touch.
-        mm = mmap.mmap(fd, 0, flags=_MAP_FLAGS, prot=mmap.PROT_READ) if st.st_size else None
+        # Not for an input still filling: populating every page of a 256 MiB extent up front took
+        # the streamed read's first byte from ~80 to ~280 ms (bench/streamed-inputs); its pages are
+        # touched as the bytes arrive instead.
+        flags = _MAP_FLAGS if populate else mmap.MAP_SHARED
+        mm = mmap.mmap(fd, 0, flags=flags, prot=mmap.PROT_READ) if st.st_size else None
     except OSError as exc:
         raise ShmError(f"cannot map segment '{segment}' in '{cfg.directory}': "
                        f"{exc.strerror or exc}") from None
@@ -165,21 +179,21 @@ _mapped_lock = threading.Lock()
 _mapped: "collections.OrderedDict[str, _Mapping]" = collections.OrderedDict()
 
 
-def _kept_view(cfg: Config, segment: str, offset: int, length: int) -> memoryview:
+def _kept_view(cfg: Config, segment: str, offset: int, length: int, populate: bool = True) -> memoryview:
     # The view is made under the lock, so that a concurrent release cannot unmap the
     # segment between lookup and view (a released mapping with live views stays mapped).
     with _mapped_lock:
         m = _mapped.get(segment)
         if m is None:
             _prune(cfg)
-            m = _open(cfg, segment)
+            m = _open(cfg, segment, populate)
             _mapped[segment] = m
         else:
             _mapped.move_to_end(segment)
             if offset >= 0 and length >= 0 and offset + length > m.size:
                 # Beyond the mapping: map it again in case the host grew the file.
                 _mapped.pop(segment).close()
-                m = _mapped[segment] = _open(cfg, segment)
+                m = _mapped[segment] = _open(cfg, segment, populate)
         return m.view(segment, offset, length)
 
 
@@ -215,16 +229,18 @@ def mapped_names() -> List[str]:
 class Scope:
     """What one invocation mapped: closed when it ends."""
 
-    __slots__ = ("mappings", "streams")
+    __slots__ = ("mappings", "streams", "fills")
 
     def __init__(self) -> None:
         self.mappings: Dict[str, _Mapping] = {}
         self.streams: List[Any] = []
+        self.fills: List[Any] = []
 
-    def view(self, cfg: Config, segment: str, offset: int, length: int) -> memoryview:
+    def view(self, cfg: Config, segment: str, offset: int, length: int,
+             populate: bool = True) -> memoryview:
         m = self.mappings.get(segment)
         if m is None:
-            m = self.mappings[segment] = _open(cfg, segment)
+            m = self.mappings[segment] = _open(cfg, segment, populate)
         return m.view(segment, offset, length)
 
     def close(self) -> None:
@@ -232,6 +248,9 @@ class Scope:
             s._release()  # InputStreams over shared memory: invalid after the invocation
         for m in self.mappings.values():
             m.close()
+        for f in self.fills:
+            f.close()
+        self.fills.clear()
         self.streams.clear()
         self.mappings.clear()
 
@@ -264,9 +283,104 @@ def view(ref: Any) -> memoryview:
         raise ShmError(NOT_ENABLED)
     segment = ref.segment
     check_segment_name(segment)
+    populate = not getattr(ref, "progress", "")
     if segment.startswith(SLAB_PREFIX) or (cfg.keep_mappings and not segment.startswith(TEMPORARY_PREFIX)):
-        return _kept_view(cfg, segment, ref.offset, ref.length)
-    return current_scope().view(cfg, segment, ref.offset, ref.length)
+        return _kept_view(cfg, segment, ref.offset, ref.length, populate)
+    return current_scope().view(cfg, segment, ref.offset, ref.length, populate)
+
+
+# ---- streamed input ----------------------------------------------------------------
+
+class Fill:
+    """The progress record of an input still being read from storage (SharedMemoryRef.progress)."""
+
+    __slots__ = ("_mm", "_blob", "_length", "_done", "_stall")
+
+    def __init__(self, mm: mmap.mmap, blob: str, length: int) -> None:
+        self._mm = mm
+        self._blob = blob
+        self._length = length
+        self._done = False
+        raw = os.environ.get("FAAST_STREAM_STALL_SECONDS", "")
+        try:
+            self._stall = float(raw) if raw else STALL_SECONDS
+        except ValueError:
+            self._stall = STALL_SECONDS
+
+    def state(self) -> Tuple[int, int]:
+        """(bytes filled, state) as the host last published them."""
+        mm = self._mm
+        # State first: once it says complete, every byte is there whatever "filled" read.
+        state = int.from_bytes(mm[shm_names.PROGRESS_STATE_OFFSET:shm_names.PROGRESS_STATE_OFFSET + 4], "little")
+        filled = int.from_bytes(mm[shm_names.PROGRESS_FILLED_OFFSET:shm_names.PROGRESS_FILLED_OFFSET + 8], "little")
+        return filled, state
+
+    def wait(self, end: int) -> int:
+        """Blocks until the first `end` bytes are final; returns how many are (at least `end`,
+        or the whole length). Raises OSError naming the blob if the fill failed or stalled."""
+        if self._done:
+            return self._length
+        end = min(end, self._length)
+        delay = 0.0001
+        last = -1
+        since = 0.0
+        while True:
+            filled, state = self.state()
+            if state == shm_names.COMPLETE:
+                self._done = True
+                return self._length
+            if filled >= end:
+                return filled
+            if state == shm_names.FAILED:
+                raise OSError(f"blob '{self._blob}': reading it from storage failed after {filled} "
+                              f"of {self._length} bytes; its content is incomplete")
+            now = time.monotonic()
+            if filled != last:
+                last, since = filled, now
+            elif now - since > self._stall:
+                raise OSError(f"blob '{self._blob}': no bytes arrived for {self._stall:g} s after "
+                              f"{filled} of {self._length}; the download was abandoned")
+            # Polling: a downloaded chunk lands every few hundred microseconds on loopback, and a
+            # futex across processes is out of reach from Python; back off to 1 ms while idle (with 5 ms, and
+            # the extent populated up front, a 64 MiB streamed read's last byte came ~50 % later than a
+            # whole read's in bench/streamed-inputs; with neither, at the same time).
+            time.sleep(delay)
+            delay = min(delay * 2, 0.001)
+
+    def close(self) -> None:
+        try:
+            self._mm.close()
+        except BufferError:
+            pass
+
+
+def fill(ref: Any, blob: str) -> Optional[Fill]:
+    """The progress record of a streamed reference (None when it is complete), mapped for the
+    invocation and closed when it ends."""
+    name = ref.progress
+    if not name:
+        return None
+    cfg = _config
+    if cfg is None:
+        raise ShmError(NOT_ENABLED)
+    check_segment_name(name)
+    path = os.path.join(cfg.directory, name)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ShmError(f"progress record '{name}' of blob '{blob}' cannot be opened in "
+                       f"'{cfg.directory}': {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size < shm_names.PROGRESS_SIZE:
+            raise ShmError(f"progress record '{name}' of blob '{blob}' in '{cfg.directory}' is "
+                           f"not a {shm_names.PROGRESS_SIZE}-byte regular file")
+        mm = mmap.mmap(fd, shm_names.PROGRESS_SIZE, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
+    f = Fill(mm, blob, ref.length)
+    current_scope().fills.append(f)
+    return f
 
 
 # ---- output ----------------------------------------------------------------------

@@ -17,6 +17,8 @@ INSTANCE_DIRECTORY_PREFIX = "faast-"
 SLAB_SEGMENT = "s"
 LARGE_OBJECT = "l"
 TEMPORARY = "t"
+# Progress records of inputs streamed while they download (see PROGRESS_* below).
+PROGRESS = "p"
 HOST_NUMBER_DIGITS = 6
 # A worker writes each large output to a new file of its own: w<pid>-<counter>.
 WORKER_OUTPUT = "w"
@@ -26,6 +28,14 @@ SHARED_MEMORY_CAPABILITY = "shared_memory"
 DIRECTORY_CAPABILITY = "shared_memory_dir"
 MIN_BYTES_CAPABILITY = "shared_memory_min_bytes"
 RELEASE_CAPABILITY = "shared_memory_release"
+STREAMING_CAPABILITY = "shared_memory_streaming"
+
+# A progress record (protos/shared-memory.json, "progressRecord"): int64 bytes filled at 0,
+# int32 state at 8, little-endian.
+PROGRESS_SIZE = 16
+PROGRESS_FILLED_OFFSET = 0
+PROGRESS_STATE_OFFSET = 8
+FILLING, COMPLETE, FAILED = 0, 1, 2
 
 
 def worker_output_file(pid: int, counter: int) -> str:

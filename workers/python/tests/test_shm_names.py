@@ -22,6 +22,15 @@ def test_directory_and_file_prefixes_are_the_specs():
         files["slabSegment"], files["largeObject"], files["temporary"])
     assert shm_names.HOST_NUMBER_DIGITS == files["hostNumberDigits"]
     assert shm_names.WORKER_OUTPUT == files["workerOutput"]["prefix"]
+    assert shm_names.PROGRESS == files["progress"]
+
+
+def test_the_progress_record_layout_is_the_specs():
+    record = SPEC["progressRecord"]
+    assert (shm_names.PROGRESS_SIZE, shm_names.PROGRESS_FILLED_OFFSET, shm_names.PROGRESS_STATE_OFFSET) == (
+        record["size"], record["filledOffset"], record["stateOffset"])
+    assert (shm_names.FILLING, shm_names.COMPLETE, shm_names.FAILED) == (
+        record["states"]["filling"], record["states"]["complete"], record["states"]["failed"])
 
 
 def test_capability_names_are_the_specs():
@@ -29,6 +38,7 @@ def test_capability_names_are_the_specs():
     assert (shm_names.SHARED_MEMORY_CAPABILITY, shm_names.DIRECTORY_CAPABILITY,
             shm_names.MIN_BYTES_CAPABILITY, shm_names.RELEASE_CAPABILITY) == (
         caps["sharedMemory"], caps["directory"], caps["minBytes"], caps["release"])
+    assert shm_names.STREAMING_CAPABILITY == caps["streaming"]
 
 
 def test_worker_output_files_are_named_as_the_spec_says():

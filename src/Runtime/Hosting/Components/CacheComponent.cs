@@ -72,6 +72,7 @@ internal sealed class CacheComponent(FunctionApp app, IOptions<CacheHostOptions>
             [Workers.WorkerCapabilities.SharedMemoryDirectory] = cache.Directory,
             [Workers.WorkerCapabilities.SharedMemoryMinBytes] = policy.InlineThreshold.ToString(CultureInfo.InvariantCulture),
             [Workers.WorkerCapabilities.SharedMemoryRelease] = "1",
+            [Workers.WorkerCapabilities.SharedMemoryStreaming] = "1",
         };
         if (_options.Warning is not null)
             Log.CachePolicyWarning(_logger, Path.Combine(app.Directory, CachePolicyFile.FileName), _options.Warning);

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import io
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 _RELEASED = ("this InputStream's content was in shared memory, which is valid only "
              "during the invocation; read it (or copy it) before the function returns")
@@ -12,11 +12,20 @@ class InputStream(io.BufferedIOBase):
 
     `data` is the blob's bytes, or a read-only buffer over them (the FaaST worker passes
     a memoryview over a shared-memory mapping for blobs from the runtime's cache).
+
+    A large blob that missed the runtime's cache may still be downloading when the
+    function starts (cache.streamThreshold): `read`/`readinto` then return as soon as the
+    bytes they ask for have arrived, `read1` returns what has arrived (at least one byte),
+    and `getbuffer` waits for the whole blob. If the download fails, the read raises
+    OSError naming the blob.
     """
 
     def __init__(self, *, data: Union[bytes, memoryview], name: Optional[str] = None,
-                 uri: Optional[str] = None, length: Optional[int] = None) -> None:
+                 uri: Optional[str] = None, length: Optional[int] = None,
+                 fill: Any = None) -> None:
         super().__init__()
+        # The worker's progress record of a streamed input (wait(end) -> bytes available), or None.
+        self._fill = fill
         if isinstance(data, bytes):
             self._bytes: Optional[bytes] = data
             self._io: Optional[io.BytesIO] = io.BytesIO(data)
@@ -58,6 +67,8 @@ class InputStream(io.BufferedIOBase):
         if self._io is not None:
             return memoryview(self._bytes)  # type: ignore[arg-type]
         view = self._live_view()
+        if self._fill is not None:
+            self._fill.wait(len(view))
         return view[:]  # a new view over the same memory
 
     def _live_view(self) -> memoryview:
@@ -73,12 +84,22 @@ class InputStream(io.BufferedIOBase):
         end = len(view) if size is None or size < 0 else min(len(view), pos + size)
         if end <= pos:
             return b""
+        if self._fill is not None:
+            self._fill.wait(end)
         self._pos = end
         return view[pos:end].tobytes()
 
     def read1(self, size: Optional[int] = -1) -> bytes:
         if self._io is not None:
             return self._io.read1(size)
+        if self._fill is not None:
+            view = self._live_view()
+            pos = self._pos
+            if pos < len(view):
+                # What has arrived, at least one byte: a consumer of chunks keeps pace with the download.
+                available = self._fill.wait(pos + 1)
+                if size is None or size < 0 or pos + size > available:
+                    size = available - pos
         return self.read(size)
 
     def readinto(self, buffer) -> int:  # type: ignore[override]
@@ -88,6 +109,8 @@ class InputStream(io.BufferedIOBase):
         target = memoryview(buffer).cast("B")
         pos = self._pos
         n = max(0, min(len(target), len(view) - pos))
+        if self._fill is not None and n > 0:
+            self._fill.wait(pos + n)
         target[:n] = view[pos:pos + n]
         self._pos = pos + n
         return n

@@ -1,0 +1,171 @@
+using System.IO.MemoryMappedFiles;
+using FaaST.Cachelet.Memory;
+
+namespace FaaST.Cachelet;
+
+/// <summary>
+/// A miss being read from storage into its extent while a worker already reads it (cache.streamThreshold): the
+/// extent, the version the download's first response named, and a progress record in a file of the segment
+/// directory that tells the worker how many bytes are final and whether the fill is still going, complete or
+/// failed (protos/shared-memory.json, "progressRecord").
+/// </summary>
+/// <remarks>
+/// Two holders: the fetch (until the download ends) and the reader that was handed the fill (until its invocation
+/// ends). On success the extent goes into the index as a normal entry (pinned for the reader by the fetch's
+/// result); on failure it never does, and its memory is freed only when both holders let go, so a worker that is
+/// still reading never reads memory the arena gave to something else. The progress file goes with the last holder.
+/// </remarks>
+public sealed unsafe class StreamingFill
+{
+    /// <summary>Progress states (the record's int32 at offset 8).</summary>
+    public const int Filling = 0, Complete = 1, Failed = 2;
+
+    private const int RecordSize = 16;
+
+    private readonly CacheCore _core;
+    private readonly Extent _extent;
+    private readonly FileStream _file;
+    private readonly MemoryMappedFile _map;
+    private readonly MemoryMappedViewAccessor _view;
+    private readonly byte* _record;
+    private readonly TaskCompletionSource _done = new(TaskCreationOptions.RunContinuationsAsynchronously);
+    private int _holders = 2; // the fetch and the reader
+    private bool _adopted; // the extent went into the index: not ours to free
+
+    internal StreamingFill(CacheCore core, Extent extent, string version, long length, string progressName, string blobName)
+    {
+        _core = core;
+        _extent = extent;
+        Version = version;
+        Length = length;
+        ProgressFile = progressName;
+        BlobName = blobName;
+        _file = core.Arena.CreateSideFile(progressName);
+        try
+        {
+            _file.SetLength(RecordSize);
+            _map = MemoryMappedFile.CreateFromFile(_file, null, RecordSize, MemoryMappedFileAccess.ReadWrite, HandleInheritability.None, leaveOpen: true);
+            _view = _map.CreateViewAccessor(0, RecordSize, MemoryMappedFileAccess.ReadWrite);
+            byte* pointer = null;
+            _view.SafeMemoryMappedViewHandle.AcquirePointer(ref pointer);
+            _record = pointer + _view.PointerOffset;
+        }
+        catch
+        {
+            _view?.Dispose();
+            _map?.Dispose();
+            _file.Dispose();
+            core.Arena.DeleteSideFile(progressName);
+            throw;
+        }
+    }
+
+    /// <summary>The segment, offset and length of the object's bytes.</summary>
+    public Extent Extent => _extent;
+
+    /// <summary>The version (ETag) of the download's first response: every byte of the fill is of it.</summary>
+    public string Version { get; }
+
+    public long Length { get; }
+
+    /// <summary>The progress record's file name in the segment directory.</summary>
+    public string ProgressFile { get; }
+
+    /// <summary>"container/blob", for messages.</summary>
+    public string BlobName { get; }
+
+    /// <summary>Bytes from the extent's start that are final.</summary>
+    public long Filled => Volatile.Read(ref *(long*)_record);
+
+    /// <summary><see cref="Filling"/>, <see cref="Complete"/> or <see cref="Failed"/>.</summary>
+    public int State => Volatile.Read(ref *(int*)(_record + 8));
+
+    /// <summary>Completes when the fill is complete; faults with an <see cref="IOException"/> naming the blob when it failed.</summary>
+    public Task Completion => _done.Task;
+
+    /// <summary>The download's destination: the extent's stream, publishing how far it got after every write.</summary>
+    internal Stream Wrap(Stream extentStream) => new ProgressStream(this, extentStream);
+
+    private void Publish(long filled) => Volatile.Write(ref *(long*)_record, filled); // after the bytes (a release store)
+
+    /// <summary>All <see cref="Length"/> bytes arrived and the extent is now a cache entry.</summary>
+    internal void MarkComplete()
+    {
+        _adopted = true;
+        Publish(Length);
+        Volatile.Write(ref *(int*)(_record + 8), Complete);
+        _done.TrySetResult();
+        Release();
+    }
+
+    /// <summary>The fetch failed or was abandoned: the worker sees <see cref="Failed"/>; the extent is freed once the reader let go too.</summary>
+    internal void MarkFailed(string why)
+    {
+        Volatile.Write(ref *(int*)(_record + 8), Failed);
+        // The reader's invocation sees the failure (the worker raises OSError); the fetch's own exception goes
+        // nowhere else once its reader took the fill, so it is logged here.
+        Log.StreamedFillFailed(_core.Logger, BlobName, Filled, Length, why);
+        _done.TrySetException(new IOException($"{BlobName}: reading it from storage failed after {Filled} of {Length} bytes ({why}); it was not cached"));
+        Release();
+    }
+
+    /// <summary>The reader's invocation ended (or it never used the fill).</summary>
+    public void ReleaseReader() => Release();
+
+    private void Release()
+    {
+        if (Interlocked.Decrement(ref _holders) != 0)
+            return;
+        _view.SafeMemoryMappedViewHandle.ReleasePointer();
+        _view.Dispose();
+        _map.Dispose();
+        _file.Dispose();
+        _core.Arena.DeleteSideFile(ProgressFile);
+        _core.Fills.TryRemove(new KeyValuePair<string, StreamingFill>(ProgressFile, this));
+        if (!Volatile.Read(ref _adopted))
+            _core.Arena.Free(_extent);
+    }
+
+    /// <summary>Writes go to the extent's stream; each then publishes the position (the download writes in order from 0).</summary>
+    private sealed class ProgressStream(StreamingFill fill, Stream inner) : Stream
+    {
+        private long _written;
+
+        public long Written => _written;
+
+        public override bool CanRead => false;
+        public override bool CanSeek => false;
+        public override bool CanWrite => true;
+        public override long Length => _written;
+        public override long Position { get => _written; set => throw new NotSupportedException("a streamed fill is written in order"); }
+
+        public override void Write(ReadOnlySpan<byte> buffer)
+        {
+            inner.Write(buffer);
+            _written += buffer.Length;
+            fill.Publish(_written);
+        }
+
+        public override void Write(byte[] buffer, int offset, int count) => Write(buffer.AsSpan(offset, count));
+
+        public override ValueTask WriteAsync(ReadOnlyMemory<byte> buffer, CancellationToken ct = default)
+        {
+            Write(buffer.Span);
+            return ValueTask.CompletedTask;
+        }
+
+        public override Task WriteAsync(byte[] buffer, int offset, int count, CancellationToken ct)
+        {
+            Write(buffer.AsSpan(offset, count));
+            return Task.CompletedTask;
+        }
+
+        public override void Flush()
+        {
+        }
+
+        public override int Read(byte[] buffer, int offset, int count) => throw new NotSupportedException("the stream is write-only");
+        public override long Seek(long offset, SeekOrigin origin) => throw new NotSupportedException("a streamed fill is written in order");
+        public override void SetLength(long value) => throw new NotSupportedException("an extent's length is fixed");
+    }
+}
