@@ -20,7 +20,7 @@ that had summed the column still held a 225 MiB heap with 195 MiB of it free aft
 mallinfo2), and malloc_trim took its anonymous memory from 282 MiB to 88 MiB. So after an invocation, once its
 response is on its way (the sync pool's thread after handing the result to the loop; for an async function the loop's
 next turn), the worker trims the heap (malloc_trim(0), which also releases free pages inside it) when the process's private resident memory
-grew by more than FAAST_PYTHON_HEAP_TRIM_MIB (default 16; 0 turns trimming off) since the last trim or its lowest
+grew by more than FAAST_PYTHON_HEAP_TRIM_MIB (an app setting; unset or 0: no trimming but the idle one) since the last trim or its lowest
 point since: a no-op invocation pays one read of /proc/self/statm (1.7 us, measured), and a trim costs 60-120 us on
 a 13 MiB heap and ~10 ms on 190 MiB of free fragments (measured on this 2-core machine), paid only after an
 invocation that left memory behind, and not by its response.
@@ -38,7 +38,11 @@ M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 DEFAULT_MMAP_THRESHOLD = 128 * 1024
 ENVIRONMENT_VARIABLE = "MALLOC_MMAP_THRESHOLD_"
 TRIM_VARIABLE = "FAAST_PYTHON_HEAP_TRIM_MIB"
-DEFAULT_TRIM_MIB = 16
+# Off unless the app asks (its settings): the host's malloc tunables keep a grown heap while the worker is busy (a
+# function that allocates 256 MB each call is not page-faulted 65,536 times again, WorkerOptions.PythonMallocTunables)
+# and the worker trims after a second idle (channel.py). An app whose invocations leave large, irregular heaps behind
+# while the instance's memory is shared with its cache (the JupyterLess executor: Faa$T Table 5) sets it to 16.
+DEFAULT_TRIM_MIB = 0
 
 log = logging.getLogger("faast.worker")
 
@@ -59,7 +63,7 @@ def fix_mmap_threshold() -> Optional[int]:
 
 
 def trim_slack_bytes(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> int:
-    """FAAST_PYTHON_HEAP_TRIM_MIB in bytes (default 16 MiB; 0: never trim). A value that is not a whole number of
+    """FAAST_PYTHON_HEAP_TRIM_MIB in bytes (default 0: never trim). A value that is not a whole number of
     MiB is reported on stderr and the default used."""
     raw = environ.get(TRIM_VARIABLE, "")
     if not raw:

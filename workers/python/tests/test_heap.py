@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from conftest import SUCCESS, App, http, start_session
 from faast_worker import heap
 
@@ -28,6 +30,12 @@ ALLOCATING_FUNCTION = """
         del blocks
         return str(total)
 """
+
+
+@pytest.fixture(autouse=True)
+def trimming_on(monkeypatch):
+    """The app setting the JupyterLess executor uses (the workers these tests start inherit the environment)."""
+    monkeypatch.setenv("FAAST_PYTHON_HEAP_TRIM_MIB", "16")
 
 
 def anonymous_rss(pid: int) -> int:
@@ -122,10 +130,10 @@ def test_the_heap_is_trimmed_only_after_growth_beyond_the_slack_from_the_lowest_
 
 
 def test_the_trim_slack_comes_from_faast_python_heap_trim_mib(capsys) -> None:
-    assert heap.trim_slack_bytes({}) == 16 * MIB
     assert heap.trim_slack_bytes({"FAAST_PYTHON_HEAP_TRIM_MIB": "64"}) == 64 * MIB
     assert heap.trim_slack_bytes({"FAAST_PYTHON_HEAP_TRIM_MIB": "0"}) == 0
-    assert heap.trim_slack_bytes({"FAAST_PYTHON_HEAP_TRIM_MIB": "lots"}) == 16 * MIB
+    assert heap.trim_slack_bytes({"FAAST_PYTHON_HEAP_TRIM_MIB": "lots"}) == 0
+    assert heap.trim_slack_bytes({}) == 0  # off unless the app asks
     assert "ignoring FAAST_PYTHON_HEAP_TRIM_MIB='lots'" in capsys.readouterr().err
 
 
