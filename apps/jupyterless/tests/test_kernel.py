@@ -230,6 +230,24 @@ class _Server:
         self.httpd.server_close()
 
 
+def _scripted_executor(requests, replies, record):
+    """A handler for _Server answering each request with the next (status, JSON body) of `replies` and appending
+    record(handler, the request's JSON) to `requests`."""
+    import json
+
+    def executor(h):
+        requests.append(record(h, json.loads(h.rfile.read(int(h.headers["content-length"])))))
+        status, body = replies.pop(0)
+        raw = json.dumps(body).encode()
+        h.send_response(status)
+        h.send_header("content-type", "application/json")
+        h.send_header("content-length", str(len(raw)))
+        h.end_headers()
+        h.wfile.write(raw)
+
+    return executor
+
+
 def _lost_runtime_kernel(bare_kernel_env, url, timeout=None):
     env = bare_kernel_env(JUPYTERLESS_URL=url, JUPYTERLESS_KEY="not-a-key")
     if timeout:
@@ -328,15 +346,7 @@ def test_the_request_and_the_stale_and_conflict_replies(bare_kernel_env):
     requests = []
     replies = []
 
-    def executor(h):
-        requests.append((h.headers.get("x-functions-key"), json.loads(h.rfile.read(int(h.headers["content-length"])))))
-        status, body = replies.pop(0)
-        raw = json.dumps(body).encode()
-        h.send_response(status)
-        h.send_header("content-type", "application/json")
-        h.send_header("content-length", str(len(raw)))
-        h.end_headers()
-        h.wfile.write(raw)
+    executor = _scripted_executor(requests, replies, lambda h, body: (h.headers.get("x-functions-key"), body))
 
     large = {f"in{i}": None for i in range(32)}
     large["in0"] = "0123456789abcdef-3"
@@ -386,17 +396,7 @@ def test_a_runtime_without_null_blob_paths_gets_names_of_absent_blobs(bare_kerne
           "large": {"in0": "0123456789abcdef-0"}, "warnings": []}
     replies = [(400, refused), (200, ok), (200, dict(ok, execution_count=2))]
 
-    def executor(h):
-        requests.append(json.loads(h.rfile.read(int(h.headers["content-length"]))))
-        status, body = replies.pop(0)
-        raw = json.dumps(body).encode()
-        h.send_response(status)
-        h.send_header("content-type", "application/json")
-        h.send_header("content-length", str(len(raw)))
-        h.end_headers()
-        h.wfile.write(raw)
-
-    server = _Server(executor)
+    server = _Server(_scripted_executor(requests, replies, lambda h, body: body))
     k = _lost_runtime_kernel(bare_kernel_env, server.url)
     try:
         reply, messages = k.run("print('ran')", deadline=120)
@@ -425,17 +425,7 @@ def test_the_kernel_binds_only_the_large_blobs_a_cell_names_by_the_executors_map
           "dynamic": ["globals", "eval"]}
     replies = [(200, dict(ok, execution_count=n)) for n in range(1, 5)]
 
-    def executor(h):
-        requests.append(json.loads(h.rfile.read(int(h.headers["content-length"]))))
-        status, body = replies.pop(0)
-        raw = json.dumps(body).encode()
-        h.send_response(status)
-        h.send_header("content-type", "application/json")
-        h.send_header("content-length", str(len(raw)))
-        h.end_headers()
-        h.wfile.write(raw)
-
-    server = _Server(executor)
+    server = _Server(_scripted_executor(requests, replies, lambda h, body: body))
     k = _lost_runtime_kernel(bare_kernel_env, server.url)
     try:
         for code in ("x = 1", "print(x)", "col.sum()", "globals()['pair']"):
