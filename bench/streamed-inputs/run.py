@@ -72,7 +72,8 @@ def start(app: pathlib.Path, port: int, stream_threshold: str) -> subprocess.Pop
             return host
         except Exception:
             if host.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the host did not start (see {app}/host-{stream_threshold}.log)")
+                log.close()
+                raise SystemExit(f"the host did not start:\n{(app / f'host-{stream_threshold}.log').read_text()[-3000:]}")
             time.sleep(0.5)
 
 
@@ -118,7 +119,9 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=7391)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    app = pathlib.Path(tempfile.mkdtemp(prefix="faast-streamed-bench-"))
+    # The directory's name is the app's: a name ./faast start accepts (mkdtemp's may hold '_').
+    work = pathlib.Path(tempfile.mkdtemp(prefix="faast-streamed-bench-"))
+    app = work / "streamed-bench"
     try:
         make_app(app)
         results: dict[tuple[str, int], list[tuple[float, float]]] = {}
@@ -154,7 +157,7 @@ def main() -> None:
                 print(f"{size:>5}MiB {mode:>9} {first:>14.1f} {last:>13.1f}")
         write_results(args, metrics, results)
     finally:
-        shutil.rmtree(app, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

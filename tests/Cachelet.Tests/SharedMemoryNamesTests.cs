@@ -34,6 +34,7 @@ public sealed class SharedMemoryNamesTests
         Assert.Equal(16, record.GetProperty("size").GetInt32());
         Assert.Equal(0, record.GetProperty("filledOffset").GetInt32());
         Assert.Equal(8, record.GetProperty("stateOffset").GetInt32());
+        Assert.Equal(StreamingFill.WakeOffset, record.GetProperty("wakeOffset").GetInt32());
         var states = record.GetProperty("states");
         Assert.Equal(StreamingFill.Filling, states.GetProperty("filling").GetInt32());
         Assert.Equal(StreamingFill.Complete, states.GetProperty("complete").GetInt32());

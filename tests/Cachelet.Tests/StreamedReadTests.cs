@@ -1,3 +1,5 @@
+using System.IO.MemoryMappedFiles;
+using System.Runtime.InteropServices;
 using System.Security.Cryptography;
 using FaaST.Policy;
 using FaaST.Storage;
@@ -10,7 +12,7 @@ namespace FaaST.Cachelet.Tests;
 /// at a gate after a number of bytes (or fails there), a real cache in /dev/shm.
 /// </summary>
 [Collection("azurite")]
-public sealed class StreamedReadTests(AzuriteFixture azurite)
+public sealed partial class StreamedReadTests(AzuriteFixture azurite)
 {
     private const string Container = "streamed-reads";
     private const int Large = 4 << 20;
@@ -184,6 +186,90 @@ public sealed class StreamedReadTests(AzuriteFixture azurite)
         Assert.Equal(ReadPath.LocalHit, hit.Path);
         Assert.Equal(SHA256.HashData(data), SHA256.HashData(hit.Entry!.Extent.Span));
     }
+
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task A_worker_asleep_on_the_progress_records_wake_word_in_its_own_mapping_is_woken_when_the_fill_goes_on(bool failing)
+    {
+        Assert.True(OperatingSystem.IsLinux() && RuntimeInformation.ProcessArchitecture == Architecture.X64, "futex numbers here are x86-64's");
+        await using var cache = NewCache();
+        var (name, _, _) = await NewBlobAsync(Large);
+        var store = new GatedStore(azurite.Store) { FailAtGate = failing };
+        var read = await cache.ReadStreamingAsync(store, Container, name, default) ?? throw new InvalidOperationException("not found");
+        var fill = read.Fill ?? throw new InvalidOperationException("a large miss was not streamed");
+        await store.Held.Task;
+
+        // The worker's side: the record mapped read-only by path, a second mapping of the same file as the host's.
+        using var map = MemoryMappedFile.CreateFromFile(Path.Combine(cache.Directory, fill.ProgressFile), FileMode.Open, null, 0, MemoryMappedFileAccess.Read);
+        using var view = map.CreateViewAccessor(0, 16, MemoryMappedFileAccess.Read);
+        var word = AcquireWord(view);
+        try
+        {
+            var before = ReadWord(word);
+            Assert.NotEqual(0, before); // this host wakes: a worker need not poll
+            Assert.Equal(StreamingFill.Filling, fill.State); // held at the gate: the word cannot change until it opens
+
+            var tid = new TaskCompletionSource<int>(TaskCreationOptions.RunContinuationsAsynchronously);
+            var woken = Task.Factory.StartNew(() =>
+            {
+                tid.SetResult(GetTid());
+                while (ReadWord(word) == before) // a wait with no timeout: only a wake (or a signal) ends it
+                    FutexWait(word, before);
+            }, TaskCreationOptions.LongRunning);
+            var waiter = await tid.Task;
+            await Eventually.TrueAsync(() => File.ReadAllText($"/proc/self/task/{waiter}/wchan").Contains("futex", StringComparison.Ordinal),
+                "the waiter is asleep on the futex before the gate opens");
+
+            store.Gate.SetResult();
+            if (failing)
+                await Assert.ThrowsAsync<IOException>(() => fill.Completion);
+            else
+                await fill.Completion;
+            await woken.WaitAsync(TimeSpan.FromMinutes(2)); // never returns without a FUTEX_WAKE from the host
+            Assert.NotEqual(before, ReadWord(word));
+            Assert.Equal(failing ? StreamingFill.Failed : StreamingFill.Complete, fill.State);
+        }
+        finally
+        {
+            view.SafeMemoryMappedViewHandle.ReleasePointer();
+            read.Dispose();
+        }
+    }
+
+    [Fact]
+    public void The_host_wakes_a_reader_after_64_KiB_then_each_quarter_of_what_had_arrived_at_most_8_MiB_apart()
+    {
+        Assert.Equal(64 << 10, StreamingFill.WakeStep(0));
+        Assert.Equal(64 << 10, StreamingFill.WakeStep(128 << 10)); // a quarter is 32 KiB: the floor
+        Assert.Equal(1 << 20, StreamingFill.WakeStep(4 << 20));
+        Assert.Equal(8 << 20, StreamingFill.WakeStep(256L << 20)); // the cap
+        long at = 0;
+        var wakes = 0;
+        while (at < 256L << 20)
+        {
+            at += StreamingFill.WakeStep(at);
+            wakes++;
+        }
+        Assert.InRange(wakes, 40, 80); // a 256 MiB fill wakes a reader that keeps pace tens of times, not thousands
+    }
+
+    private static unsafe nint AcquireWord(MemoryMappedViewAccessor view)
+    {
+        byte* pointer = null;
+        view.SafeMemoryMappedViewHandle.AcquirePointer(ref pointer);
+        return (nint)(pointer + view.PointerOffset + StreamingFill.WakeOffset);
+    }
+
+    private static unsafe int ReadWord(nint word) => Volatile.Read(ref *(int*)word);
+
+    private static void FutexWait(nint word, int value) => _ = Syscall(202, word, 0 /* FUTEX_WAIT */, value, 0, 0, 0);
+
+    [LibraryImport("libc", EntryPoint = "syscall")]
+    private static partial long Syscall(long number, nint address, int op, int value, nint timeout, nint address2, int value3);
+
+    [LibraryImport("libc", EntryPoint = "gettid")]
+    private static partial int GetTid();
 
     [Fact]
     public async Task A_miss_under_the_threshold_is_read_whole_as_before()

@@ -7,7 +7,7 @@ namespace FaaST.Cachelet;
 /// A miss being read from storage into its extent while a worker already reads it (cache.streamThreshold): the
 /// extent, the version the download's first response named, and a progress record in a file of the segment
 /// directory that tells the worker how many bytes are final and whether the fill is still going, complete or
-/// failed (protos/shared-memory.json, "progressRecord").
+/// failed (protos/shared-memory.json, "progressRecord"), and wakes a worker waiting for more (a futex word).
 /// </summary>
 /// <remarks>
 /// Two holders: the fetch (until the download ends) and the reader that was handed the fill (until its invocation
@@ -22,6 +22,15 @@ public sealed unsafe class StreamingFill
 
     private const int RecordSize = 16;
 
+    /// <summary>The record's futex word (protos/shared-memory.json, "wakeOffset").</summary>
+    internal const int WakeOffset = 12;
+
+    /// <summary>The least growth of "filled" between two wakes: a worker reading 64 KiB first gets it at once.</summary>
+    internal const long MinWakeStep = 64 << 10;
+
+    /// <summary>The most growth of "filled" between two wakes (about 16 ms of a 500 MB/s download).</summary>
+    internal const long MaxWakeStep = 8 << 20;
+
     private readonly CacheCore _core;
     private readonly Extent _extent;
     private readonly FileStream _file;
@@ -30,6 +39,7 @@ public sealed unsafe class StreamingFill
     private readonly byte* _record;
     private readonly TaskCompletionSource _done = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private int _holders = 2; // the fetch and the reader
+    private long _wokenAt; // "filled" at the last wake (the download's writer only)
     private bool _adopted; // the extent went into the index: not ours to free
 
     internal StreamingFill(CacheCore core, Extent extent, string version, long length, string progressName, string blobName)
@@ -49,6 +59,8 @@ public sealed unsafe class StreamingFill
             byte* pointer = null;
             _view.SafeMemoryMappedViewHandle.AcquirePointer(ref pointer);
             _record = pointer + _view.PointerOffset;
+            // Non-zero: this host wakes waiters on the word; a zero word (no futex here) tells the worker to poll.
+            Volatile.Write(ref *(int*)(_record + WakeOffset), Futex.Supported ? 1 : 0);
         }
         catch
         {
@@ -88,12 +100,42 @@ public sealed unsafe class StreamingFill
 
     private void Publish(long filled) => Volatile.Write(ref *(long*)_record, filled); // after the bytes (a release store)
 
+    /// <summary>
+    /// How far "filled" grows before the next wake: a quarter of what had arrived at the last one, between
+    /// <see cref="MinWakeStep"/> and <see cref="MaxWakeStep"/>. A reader that keeps pace with the download is woken
+    /// ~60 times for 256 MiB (not once per 64–200 KiB write): each wake-up on a busy 2-core machine slows the download
+    /// (see <see cref="Futex"/>), and a reader cannot use bytes faster than it can copy them anyway.
+    /// </summary>
+    internal static long WakeStep(long wokenAt) => Math.Clamp(wokenAt / 4, MinWakeStep, MaxWakeStep);
+
+    private void Advance(long filled)
+    {
+        Publish(filled);
+        if (filled - _wokenAt >= WakeStep(_wokenAt))
+        {
+            _wokenAt = filled;
+            Wake();
+        }
+    }
+
+    /// <summary>Changes the wake word (after "filled" or "state"), then wakes every waiter on it.</summary>
+    private void Wake()
+    {
+        var word = (int*)(_record + WakeOffset);
+        if (!Futex.Supported)
+            return;
+        if (Interlocked.Increment(ref *word) == 0) // 0 means "poll": skip it on wrap-around
+            Interlocked.Increment(ref *word);
+        Futex.WakeAll(word);
+    }
+
     /// <summary>All <see cref="Length"/> bytes arrived and the extent is now a cache entry.</summary>
     internal void MarkComplete()
     {
         _adopted = true;
         Publish(Length);
         Volatile.Write(ref *(int*)(_record + 8), Complete);
+        Wake();
         _done.TrySetResult();
         Release();
     }
@@ -102,6 +144,7 @@ public sealed unsafe class StreamingFill
     internal void MarkFailed(string why)
     {
         Volatile.Write(ref *(int*)(_record + 8), Failed);
+        Wake();
         // The reader's invocation sees the failure (the worker raises OSError); the fetch's own exception goes
         // nowhere else once its reader took the fill, so it is logged here.
         Log.StreamedFillFailed(_core.Logger, BlobName, Filled, Length, why);
@@ -126,7 +169,8 @@ public sealed unsafe class StreamingFill
             _core.Arena.Free(_extent);
     }
 
-    /// <summary>Writes go to the extent's stream; each then publishes the position (the download writes in order from 0).</summary>
+    /// <summary>Writes go to the extent's stream; each then publishes the position (the download writes in order from 0)
+    /// and wakes the reader when enough arrived since the last wake.</summary>
     private sealed class ProgressStream(StreamingFill fill, Stream inner) : Stream
     {
         private long _written;
@@ -143,7 +187,7 @@ public sealed unsafe class StreamingFill
         {
             inner.Write(buffer);
             _written += buffer.Length;
-            fill.Publish(_written);
+            fill.Advance(_written);
         }
 
         public override void Write(byte[] buffer, int offset, int count) => Write(buffer.AsSpan(offset, count));

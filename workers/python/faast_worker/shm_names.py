@@ -31,10 +31,11 @@ RELEASE_CAPABILITY = "shared_memory_release"
 STREAMING_CAPABILITY = "shared_memory_streaming"
 
 # A progress record (protos/shared-memory.json, "progressRecord"): int64 bytes filled at 0,
-# int32 state at 8, little-endian.
+# int32 state at 8, int32 wake word at 12 (a futex; 0: the host does not wake, poll), little-endian.
 PROGRESS_SIZE = 16
 PROGRESS_FILLED_OFFSET = 0
 PROGRESS_STATE_OFFSET = 8
+PROGRESS_WAKE_OFFSET = 12
 FILLING, COMPLETE, FAILED = 0, 1, 2
 
 

@@ -27,8 +27,9 @@ def test_directory_and_file_prefixes_are_the_specs():
 
 def test_the_progress_record_layout_is_the_specs():
     record = SPEC["progressRecord"]
-    assert (shm_names.PROGRESS_SIZE, shm_names.PROGRESS_FILLED_OFFSET, shm_names.PROGRESS_STATE_OFFSET) == (
-        record["size"], record["filledOffset"], record["stateOffset"])
+    assert (shm_names.PROGRESS_SIZE, shm_names.PROGRESS_FILLED_OFFSET, shm_names.PROGRESS_STATE_OFFSET,
+            shm_names.PROGRESS_WAKE_OFFSET) == (
+        record["size"], record["filledOffset"], record["stateOffset"], record["wakeOffset"])
     assert (shm_names.FILLING, shm_names.COMPLETE, shm_names.FAILED) == (
         record["states"]["filling"], record["states"]["complete"], record["states"]["failed"])
 

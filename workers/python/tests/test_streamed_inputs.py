@@ -4,6 +4,7 @@ host's cache arrives while it is still being read from storage, with a progress 
 it writes the object's bytes and the progress record into real /dev/shm files."""
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import mmap
@@ -26,7 +27,7 @@ FILLING, COMPLETE, FAILED = 0, 1, 2
 class Fill:
     """The host's side of one streamed input: an object file and its progress record."""
 
-    def __init__(self, directory: Path, n: int) -> None:
+    def __init__(self, directory: Path, n: int, wakes: bool = False) -> None:
         self.segment, self.progress = f"l{n:06d}", f"p{n:06d}"
         with open(directory / self.segment, "wb") as f:
             f.truncate(LENGTH)
@@ -36,6 +37,18 @@ class Fill:
         self._record = open(directory / self.progress, "r+b")
         self.data = mmap.mmap(self._data.fileno(), LENGTH)
         self.record = mmap.mmap(self._record.fileno(), 16)
+        if wakes:  # a host that wakes waiters on the record's futex word (offset 12) instead of letting them poll
+            self.record[12:16] = struct.pack("<i", 1)
+
+    def wake(self) -> None:
+        """Changes the wake word, then FUTEX_WAKE on it (x86-64: syscall 202, op 1), as the cachelet does."""
+        word = struct.unpack("<i", self.record[12:16])[0] + 1
+        self.record[12:16] = struct.pack("<i", word)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(self.record, 12))
+        libc = ctypes.CDLL(None)
+        libc.syscall.restype = ctypes.c_long
+        libc.syscall(ctypes.c_long(202), ctypes.c_void_p(address), ctypes.c_int(1), ctypes.c_int(2 ** 31 - 1),
+                     ctypes.c_void_p(None), ctypes.c_void_p(None), ctypes.c_int(0))
 
     def fill(self, upto: int) -> None:
         self.data[0:upto] = DATA[0:upto]  # the bytes first, then how far they go
@@ -110,6 +123,35 @@ def test_a_function_reads_a_streamed_input_before_it_is_complete_and_gets_every_
     info = json.loads(out.return_value.string)
     assert info == {"sha256": hashlib.sha256(DATA).hexdigest(), "first_state": FILLING,
                     "first_filled": FIRST}
+
+
+def test_a_function_asleep_on_the_records_wake_word_reads_every_byte_as_the_host_wakes_it(
+        host: FakeHost, spawn, tmp_path: Path, shm_dir: Path) -> None:
+    assert os.uname().machine == "x86_64", "the fake host's futex number is x86-64's"
+    # A stall bound of 400 s makes the worker's futex waits 100 s long: a wake it missed would leave
+    # the invocation unanswered past the fake host's timeout, failing the test.
+    caps = {**shm_capabilities(shm_dir), "shared_memory_streaming": "1"}
+    s = start_session(host, spawn, App(tmp_path / "app"), env={"FAAST_STREAM_STALL_SECONDS": "400"}, capabilities=caps)
+    marker = shm_dir / "started"
+    s.add_function("Reader", STREAM_READER.replace("seen = stream._fill.state()", "seen = (stream._fill._word is not None, 0)")
+                   .format(first=FIRST, marker=str(marker)), bindings=BINDINGS)
+    fill = Fill(shm_dir, 5, wakes=True)
+    try:
+        fill.fill(FIRST)
+        inv = host.invoke("Reader", {"req": http(), "stream": fill.ref()})
+        wait_for(marker, "the function's first read")
+        for upto in (2 << 20, LENGTH):
+            fill.fill(upto)  # the host wakes after some writes, not after each
+            fill.wake()
+        fill.finish(COMPLETE)
+        fill.wake()
+        out = host.response(inv)
+    finally:
+        fill.close()
+    assert out.result.status == SUCCESS, out.result.exception.message
+    info = json.loads(out.return_value.string)
+    # Here "first_filled" says whether the function's record had its futex mapping (it waited on the word).
+    assert info == {"sha256": hashlib.sha256(DATA).hexdigest(), "first_state": 0, "first_filled": True}
 
 
 def test_a_failed_fill_raises_an_os_error_naming_the_blob_in_the_function(streaming) -> None:
