@@ -8,7 +8,8 @@ by one whose app has streamThreshold 0 (read whole before the invocation is sent
 once and the misses alternate between them (every blob is read once: each read is a miss).
 Storage: the Azurite each `./faast start` runs for its app (loopback, on disk).
 
-    bench/streamed-inputs/run.py [--sizes 64,256] [--reps 3] [--port 7391]
+    ./faast bench streamed-inputs [--quick]
+    bench/streamed-inputs/run.py [--quick] [--sizes 64,256] [--reps 3] [--port 7391]
 
 Prints a table of medians: time to the function's first byte and to its last byte, measured
 from the client sending the request (one clock: client, host and worker share the machine),
@@ -150,8 +151,11 @@ def main() -> None:
     ap.add_argument("--sizes", default="64,256", help="blob sizes in MiB")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--port", type=int, default=7391)
+    ap.add_argument("--quick", action="store_true", help="16 and 64 MiB, 2 misses each (under a minute)")
     args = ap.parse_args()
     args.loadavg_at_start = pathlib.Path("/proc/loadavg").read_text().strip()
+    if args.quick:
+        args.sizes, args.reps = "16,64", 2
     sizes = [int(s) for s in args.sizes.split(",")]
     # The directories' names are the apps': names ./faast start accepts (mkdtemp's may hold '_').
     work = pathlib.Path(tempfile.mkdtemp(prefix="faast-streamed-bench-"))
