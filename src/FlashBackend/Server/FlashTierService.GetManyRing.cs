@@ -25,7 +25,7 @@ internal sealed partial class FlashTierService
     /// tell it when the batch of completions ends (<see cref="IUringBatchEnd"/>), so a batch's results leave in one
     /// message (measured: docs/flash.md, "The server's read path").
     /// </summary>
-    private sealed class ManyStream(FlashTierService service, TenantEntry tenant, SemaphoreSlim slots) : IUringBatchEnd
+    private sealed class ManyStream(FlashTierService service, TenantEntry tenant, StreamSlots slots) : IUringBatchEnd
     {
         private readonly ConcurrentQueue<ManyItem> _free = new();
         private readonly ConcurrentQueue<Queued> _results = new();
