@@ -89,6 +89,10 @@ public sealed partial class FlashStore
     /// <summary>Whether small reads go through io_uring (<see cref="BeginRead"/> works).</summary>
     public bool UsesIoUring => _ring is not null;
 
+    /// <summary>How the ring's completions are posted ("coop" or "default", <see cref="IoUring.TaskRun"/>), or null
+    /// without io_uring.</summary>
+    public string? IoUringTaskRun => _ring?.TaskRun;
+
     /// <summary>Why io_uring is not used, or null when it is.</summary>
     public string? IoUringUnavailable => _ring is null ? _ringUnavailable : null;
 

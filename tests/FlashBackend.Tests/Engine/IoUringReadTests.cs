@@ -161,6 +161,14 @@ public sealed class IoUringReadTests : IDisposable
     }
 
     [Fact]
+    public void On_a_kernel_from_5_19_on_the_ring_posts_completions_without_interrupting_its_thread()
+    {
+        using FlashStore store = OpenWithRing();
+        // COOP_TASKRUN is Linux 5.19's; an older kernel refuses it and the ring runs as before ("default").
+        Assert.Equal(Environment.OSVersion.Version >= new Version(5, 19) ? "coop" : "default", store.IoUringTaskRun);
+    }
+
+    [Fact]
     public void A_store_told_not_to_use_io_uring_refuses_begin_read_naming_why()
     {
         using FlashStore store = FlashStore.Open(_files.Options() with { UseIoUring = false });
