@@ -14,7 +14,7 @@ internal abstract class PendingRead : IUringCompletion
     private string _tenant = "", _key = "";
     private long _offset;
     private int _count, _start, _readLength;
-    private bool _whole, _headerRead;
+    private bool _whole, _headerRead, _deviceDone;
     private AlignedBufferPool.Lease _lease;
 
     /// <summary>The read ended: <paramref name="status"/> Hit with the wanted <paramref name="bytes"/> (valid only
@@ -22,9 +22,17 @@ internal abstract class PendingRead : IUringCompletion
     /// <paramref name="error"/> set when the device failed. Runs on the ring's thread: do little, never block.</summary>
     protected abstract void ReadDone(ReadStatus status, ReadOnlySpan<byte> bytes, string? error);
 
+    /// <summary>The device is done with the read, before its checks (<see cref="IUringCompletion.DeviceDone"/>): give
+    /// back what the read held at the device (GetMany: the scheduler's unit). Called once per read, before
+    /// <see cref="ReadDone"/>; runs on the ring's thread.</summary>
+    protected virtual void DeviceDone()
+    {
+    }
+
     internal void Start(FlashStore store, FlashStore.Extent extent, string tenant, string key, long offset, int count, int start, int readLength, AlignedBufferPool.Lease lease, bool headerRead)
     {
         _headerRead = headerRead;
+        _deviceDone = false;
         _store = store;
         _extent = extent;
         _tenant = tenant;
@@ -37,8 +45,19 @@ internal abstract class PendingRead : IUringCompletion
         _lease = lease;
     }
 
+    void IUringCompletion.DeviceDone(int result)
+    {
+        _deviceDone = true;
+        DeviceDone();
+    }
+
     void IUringCompletion.Completed(int result)
     {
+        if (!_deviceDone)
+        {
+            _deviceDone = true;
+            DeviceDone();
+        }
         FlashStore store = _store!;
         FlashStore.Extent e = _extent!;
         _store = null;
@@ -69,6 +88,10 @@ public sealed partial class FlashStore
 {
     /// <summary>Whether small reads go through io_uring (<see cref="BeginRead"/> works).</summary>
     public bool UsesIoUring => _ring is not null;
+
+    /// <summary>How the ring's completions are posted ("coop" or "default", <see cref="IoUring.TaskRun"/>), or null
+    /// without io_uring.</summary>
+    public string? IoUringTaskRun => _ring?.TaskRun;
 
     /// <summary>Why io_uring is not used, or null when it is.</summary>
     public string? IoUringUnavailable => _ring is null ? _ringUnavailable : null;

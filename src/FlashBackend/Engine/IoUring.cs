@@ -6,8 +6,13 @@ namespace FaaST.FlashBackend.Engine;
 /// <summary>What a read submitted to <see cref="IoUring"/> calls back when it ends (on the ring's thread).</summary>
 internal interface IUringCompletion
 {
-    /// <summary><paramref name="result"/>: bytes read, or a negative errno. Runs on the ring's thread: do little
-    /// (check, copy, hand on) and never block.</summary>
+    /// <summary>First, for every completion of a batch before any <see cref="Completed"/> of it: the device is done with
+    /// the read (its buffer still holds the bytes). Hand back what the read held at the device (the scheduler's unit),
+    /// so the reads that frees are submitted before this batch's checks and copies run. Never block.</summary>
+    void DeviceDone(int result);
+
+    /// <summary>After <see cref="DeviceDone"/>. <paramref name="result"/>: bytes read, or a negative errno. Runs on the
+    /// ring's thread: do little (check, copy, hand on) and never block.</summary>
     void Completed(int result);
 }
 
@@ -36,6 +41,8 @@ internal sealed unsafe partial class IoUring : IDisposable
 {
     private const int SysIoUringSetup = 425, SysIoUringEnter = 426;     // x86-64 and arm64 (asm-generic) alike
     private const uint EnterGetEvents = 1;
+    private const uint SetupCoopTaskrun = 1u << 8;                      // IORING_SETUP_COOP_TASKRUN (Linux 5.19)
+    private const int EInval = 22;
     private const byte OpRead = 22;                                     // IORING_OP_READ (Linux 5.6)
     private const long OffSqRing = 0, OffCqRing = 0x8000000, OffSqes = 0x10000000;
     private const uint FeatSingleMmap = 1;
@@ -109,6 +116,10 @@ internal sealed unsafe partial class IoUring : IDisposable
     private readonly IUringCompletion?[] _ops;
     private readonly Stack<int> _freeSlots;
     private readonly List<IUringBatchEnd> _batchEnds = [];
+    // One batch of completions between its two passes (DeviceDone, then Completed); the ring thread's only.
+    private readonly IUringCompletion[] _reaped;
+    private readonly int[] _reapedResults;
+    private uint _unsubmitted;      // SQEs in the ring the kernel has not taken yet (ring thread only)
     private readonly Thread _thread;
     private int _inFlight;          // reads in the kernel (ring thread only)
     private int _sleeping;
@@ -117,12 +128,36 @@ internal sealed unsafe partial class IoUring : IDisposable
     /// <summary>Reads the ring can hold in the kernel at once (beyond that they wait in its queue).</summary>
     public int Capacity { get; }
 
+    /// <summary>
+    /// How the kernel posts the ring's completions: "coop" (IORING_SETUP_COOP_TASKRUN: at the ring thread's next
+    /// system call or wait, without interrupting it) or "default" (a kernel before 5.19 refuses the flag: each read's
+    /// end interrupts the ring thread, an IPI, to post its completion). Why, measured on this 2-core VM at QD 256
+    /// (`./faast bench flash-server --quick`, 2026-11-29): with the default ~8 % of the ring thread's perf samples were
+    /// irqentry_exit_to_user_mode and reschedule IPIs in the middle of a batch's checks and copies, none with coop;
+    /// GetMany at QD 256 gave 84.9K and 80.9K gets/s (server CPU 10.1 and 9.3 µs a get) with the default, 92.8K,
+    /// 93.4K and 88.1K (8.9–9.2 µs) with coop, runs alternated. DEFER_TASKRUN (completions posted only inside the
+    /// waiting io_uring_enter) was tried too: it took the interrupts away as well but the thread woke for fewer
+    /// completions at a time, replies carried 19 results instead of ~33 and the server's CPU per get rose to ~11.8 µs.
+    /// </summary>
+    public string TaskRun { get; }
+
     private IoUring(int entries)
     {
         Params p = default;
-        int fd = (int)Sys.Syscall(SysIoUringSetup, entries, (nint)(&p), 0, 0, 0, 0);
+        int fd = -1;
+        string taskRun = "default";
+        foreach ((uint flags, string name) in new[] { (SetupCoopTaskrun, "coop"), (0u, "default") })
+        {
+            p = default;
+            p.Flags = flags;
+            fd = (int)Sys.Syscall(SysIoUringSetup, entries, (nint)(&p), 0, 0, 0, 0);
+            taskRun = name;
+            if (fd >= 0 || Marshal.GetLastPInvokeError() != EInval)
+                break;
+        }
         if (fd < 0)
             throw new IOException($"io_uring_setup({entries}) failed: {Marshal.GetPInvokeErrorMessage(Marshal.GetLastPInvokeError())}");
+        TaskRun = taskRun;
         _ringFd = fd;
         try
         {
@@ -158,6 +193,8 @@ internal sealed unsafe partial class IoUring : IDisposable
         // One completion slot stays for the wake-up read; never more reads in the kernel than completions fit.
         Capacity = (int)Math.Min(_sqEntries, _cqEntries) - 1;
         _ops = new IUringCompletion?[Capacity];
+        _reaped = new IUringCompletion[Capacity];
+        _reapedResults = new int[Capacity];
         _freeSlots = new Stack<int>(Enumerable.Range(0, Capacity).Reverse());
         _thread = new Thread(Run) { IsBackground = true, Name = "flash-io-uring" };
         _thread.Start();
@@ -194,6 +231,7 @@ internal sealed unsafe partial class IoUring : IDisposable
     {
         if (_stopping)
         {
+            op.DeviceDone(-ECanceled);
             op.Completed(-ECanceled);
             return;
         }
@@ -262,10 +300,10 @@ internal sealed unsafe partial class IoUring : IDisposable
     {
         t_ringThread = true;
         ArmWake();
-        uint toSubmit = 1;
+        _unsubmitted = 1;
         while (true)
         {
-            toSubmit += Fill();
+            _unsubmitted += Fill();
             if (_stopping && _inFlight == 0 && _queue.IsEmpty)
                 break;   // the wake-up read is still outstanding: closing the ring cancels it
             // Wait for a completion unless more reads are queued that free slots could take now.
@@ -274,19 +312,25 @@ internal sealed unsafe partial class IoUring : IDisposable
             Interlocked.MemoryBarrier();
             if (!_queue.IsEmpty && _freeSlots.Count > 0)
                 wait = 0;
-            if (wait == 0 && toSubmit == 0)
+            if (wait == 0 && _unsubmitted == 0)
             {
                 Volatile.Write(ref _sleeping, 0);
                 continue;
             }
-            int r = (int)Sys.Syscall(SysIoUringEnter, _ringFd, (nint)toSubmit, (nint)wait, (nint)(wait != 0 ? EnterGetEvents : 0), 0, 0);
+            Enter(wait);
             Volatile.Write(ref _sleeping, 0);
-            if (r >= 0)
-                toSubmit -= Math.Min((uint)r, toSubmit);
-            else if (Marshal.GetLastPInvokeError() is not (EIntr or EAgain or EBusy) and var errno)
-                throw new IOException($"io_uring_enter failed: {Marshal.GetPInvokeErrorMessage(errno)}");
-            toSubmit += Reap();
+            Reap();
         }
+    }
+
+    /// <summary>Submits the SQEs not yet taken and, when <paramref name="wait"/> is 1, waits for a completion.</summary>
+    private void Enter(uint wait)
+    {
+        int r = (int)Sys.Syscall(SysIoUringEnter, _ringFd, (nint)_unsubmitted, (nint)wait, (nint)(wait != 0 ? EnterGetEvents : 0), 0, 0);
+        if (r >= 0)
+            _unsubmitted -= Math.Min((uint)r, _unsubmitted);
+        else if (Marshal.GetLastPInvokeError() is not (EIntr or EAgain or EBusy) and var errno)
+            throw new IOException($"io_uring_enter failed: {Marshal.GetPInvokeErrorMessage(errno)}");
     }
 
     /// <summary>Moves queued reads into free SQEs (the ring thread only); returns how many.</summary>
@@ -335,13 +379,21 @@ internal sealed unsafe partial class IoUring : IDisposable
         Volatile.Write(ref *_sqTail, tail + 1);
     }
 
-    /// <summary>Hands every completion to its op; re-arms the wake-up read when it was one of them (returns the SQEs
-    /// added: 0 or 1, submitted with the next io_uring_enter).</summary>
-    private uint Reap()
+    /// <summary>
+    /// Hands every completion to its op in two passes: <see cref="IUringCompletion.DeviceDone"/> for all of them, then
+    /// the reads that freed (queued by the scheduler's passes those calls ran) are submitted at once, then
+    /// <see cref="IUringCompletion.Completed"/> for each (checks, copies, answers). Why: a batch's checks and copies
+    /// (CRC32C and a copy of each 4 KiB) took tens of µs during which the reads it freed waited in the queue and the
+    /// device's queue ran down; measured at QD 256 (`./faast bench flash-server --quick`, /proc/diskstats): 71 reads
+    /// at the device on average gave 80K reads/s where fio gets ~98K at that depth (docs/flash.md, "The server's read
+    /// path"). Re-arms the wake-up read when it was one of the completions.
+    /// </summary>
+    private void Reap()
     {
         uint head = *_cqHead;
         uint tail = Volatile.Read(ref *_cqTail);   // acquire: the CQEs before the tail are written
         bool rearm = false;
+        int n = 0;
         while (head != tail)
         {
             Cqe cqe = _cqes[head & _cqMask];
@@ -356,16 +408,45 @@ internal sealed unsafe partial class IoUring : IDisposable
             _ops[slot] = null;
             _freeSlots.Push(slot);
             _inFlight--;
+            _reaped[n] = op;
+            _reapedResults[n++] = cqe.Res;
+        }
+        Volatile.Write(ref *_cqHead, head);
+        for (int i = 0; i < n; i++)
+        {
             try
             {
-                op.Completed(cqe.Res);
+                _reaped[i].DeviceDone(_reapedResults[i]);
             }
             catch (Exception)
             {
                 // An op's callback must not take the ring down; ops report their own failures.
             }
         }
-        Volatile.Write(ref *_cqHead, head);
+        if (rearm && !_stopping)
+        {
+            ArmWake();
+            _unsubmitted++;
+        }
+        uint added = Fill();
+        if (added > 0)
+        {
+            _unsubmitted += added;
+            Enter(0);
+        }
+        for (int i = 0; i < n; i++)
+        {
+            IUringCompletion op = _reaped[i];
+            _reaped[i] = null!;
+            try
+            {
+                op.Completed(_reapedResults[i]);
+            }
+            catch (Exception)
+            {
+                // As above.
+            }
+        }
         foreach (IUringBatchEnd listener in _batchEnds)
         {
             try
@@ -378,10 +459,6 @@ internal sealed unsafe partial class IoUring : IDisposable
             }
         }
         _batchEnds.Clear();
-        if (!rearm || _stopping)
-            return 0;
-        ArmWake();
-        return 1;
     }
 
     /// <summary>Stops taking reads, waits for those in the kernel (their buffers stay valid until then), fails the
@@ -394,7 +471,10 @@ internal sealed unsafe partial class IoUring : IDisposable
         Wake();
         _thread.Join();
         while (_queue.TryDequeue(out Pending p))
+        {
+            p.Op.DeviceDone(-ECanceled);
             p.Op.Completed(-ECanceled);
+        }
         Sys.Munmap(_sqes, _sqesSize);
         if (_cqRing != _sqRing)
             Sys.Munmap(_cqRing, _cqRingSize);

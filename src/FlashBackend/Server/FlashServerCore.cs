@@ -101,6 +101,8 @@ internal sealed partial class FlashServerCore : IDisposable
         });
         if (options.UseIoUring && store.IoUringUnavailable is { } why)
             LogNoIoUring(log, why);
+        else if (store.IoUringTaskRun == "default")
+            LogRingInterrupted(log);
         var core = new FlashServerCore(options, keys, store, log);
         core.Dispatcher.Start();
         foreach (TenantSpec spec in keys.LoadTenants())
@@ -291,6 +293,9 @@ internal sealed partial class FlashServerCore : IDisposable
 
     [LoggerMessage(EventId = 7004, Level = LogLevel.Warning, Message = "flash tenant {Tenant} restored as best-effort: admission now refuses its SLO ({Reason})")]
     private static partial void LogRestoredAsBestEffort(ILogger log, string tenant, string reason);
+
+    [LoggerMessage(EventId = 7121, Level = LogLevel.Information, Message = "flash server: this kernel refused IORING_SETUP_COOP_TASKRUN (Linux 5.19+); each read's completion interrupts the ring thread, which costs CPU per get (docs/flash.md, \"Past the edge\")")]
+    private static partial void LogRingInterrupted(ILogger log);
 
     [LoggerMessage(EventId = 7120, Level = LogLevel.Warning, Message = "flash server: io_uring is unavailable ({Why}); small reads use pread")]
     private static partial void LogNoIoUring(ILogger log, string why);

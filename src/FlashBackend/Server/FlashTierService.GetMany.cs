@@ -29,8 +29,8 @@ internal sealed partial class FlashTierService
     public override async Task GetMany(IAsyncStreamReader<GetManyRequest> requestStream, IServerStreamWriter<GetManyReply> responseStream, ServerCallContext context)
     {
         TenantEntry tenant = Auth.Tenant(core, context, "GetMany");
-        // Not disposed: items still running when the stream ends early release into it (it holds no wait handle).
-        var slots = new SemaphoreSlim(MaxInFlight, MaxInFlight);
+        // Items still running when the stream ends early give their slots back into it (it holds nothing to dispose).
+        var slots = new StreamSlots(MaxInFlight);
         var stream = new ManyStream(this, tenant, slots);
         Task writer = stream.WriteAsync(responseStream, context.CancellationToken);
         try
@@ -52,8 +52,7 @@ internal sealed partial class FlashTierService
                 }
             }
             // Every slot back: every item's result is queued (each is queued before its slot is released).
-            for (int i = 0; i < MaxInFlight; i++)
-                await slots.WaitAsync(context.CancellationToken).ConfigureAwait(false);
+            await slots.WaitAllAsync(context.CancellationToken).ConfigureAwait(false);
         }
         finally
         {
@@ -64,14 +63,14 @@ internal sealed partial class FlashTierService
 
     /// <summary>A request's items on the io_uring path: started in a row with the ring woken once (not per item),
     /// waiting for a slot only when all are taken (and waking the ring for what was started before that wait).</summary>
-    private async Task StartAllAsync(ManyStream stream, FlowEntry flow, GetManyRequest request, SemaphoreSlim slots, CancellationToken ct)
+    private async Task StartAllAsync(ManyStream stream, FlowEntry flow, GetManyRequest request, StreamSlots slots, CancellationToken ct)
     {
         int i = 0;
         while (i < request.Items.Count)
         {
             using (FlashStore.DeferReadWakes())
             {
-                while (i < request.Items.Count && slots.Wait(0))
+                while (i < request.Items.Count && slots.TryTake())
                     stream.Start(flow, request.Items[i++]);
             }
             _store.FlushReads();

@@ -25,7 +25,7 @@ internal sealed partial class FlashTierService
     /// tell it when the batch of completions ends (<see cref="IUringBatchEnd"/>), so a batch's results leave in one
     /// message (measured: docs/flash.md, "The server's read path").
     /// </summary>
-    private sealed class ManyStream(FlashTierService service, TenantEntry tenant, SemaphoreSlim slots) : IUringBatchEnd
+    private sealed class ManyStream(FlashTierService service, TenantEntry tenant, StreamSlots slots) : IUringBatchEnd
     {
         private readonly ConcurrentQueue<ManyItem> _free = new();
         private readonly ConcurrentQueue<Queued> _results = new();
@@ -203,14 +203,20 @@ internal sealed partial class FlashTierService
             }
         }
 
-        /// <summary>On the ring's thread: the unit is done (the scheduler hears of it first), then the answer.</summary>
+        /// <summary>On the ring's thread, before any of its batch is checked: the unit is done at the device, so the
+        /// scheduler hears of it now and the reads its pass grants go out with the ring's next submission
+        /// (<see cref="IoUring"/>'s Reap).</summary>
+        protected override void DeviceDone()
+        {
+            stream.Service._dispatcher.Complete(_ticket!);
+            _ticket = null;
+        }
+
+        /// <summary>On the ring's thread, after <see cref="DeviceDone"/>: the answer.</summary>
         protected override void ReadDone(ReadStatus status, ReadOnlySpan<byte> bytes, string? error)
         {
-            FlashTierService service = stream.Service;
             TenantEntry tenant = stream.Tenant;
             _onRing = true;
-            service._dispatcher.Complete(_ticket!);
-            _ticket = null;
             GetManyResult result;
             if (error is not null)
                 result = new GetManyResult { Id = _id, ErrorCode = nameof(StatusCode.Internal), Error = $"GetMany item {_id} of '{_key}' for tenant '{tenant.Name}': {error}" };

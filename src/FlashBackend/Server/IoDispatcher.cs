@@ -203,7 +203,7 @@ internal sealed partial class IoDispatcher : IDisposable
             Interlocked.MemoryBarrier();
             if (_submissions.IsEmpty && _completions.IsEmpty && _control.IsEmpty && !_stopping)
             {
-                bool shortSleep = _scheduler.Queued > 0 || _retry.Count > 0;
+                bool shortSleep = HeldByShares || _retry.Count > 0;
                 if (shortSleep)
                     Volatile.Write(ref _longSleep, 0);
                 _wake.Wait(shortSleep ? 1 : 100);
@@ -247,9 +247,21 @@ internal sealed partial class IoDispatcher : IDisposable
                 return;
             }
         }
-        if (_scheduler.Queued > 0 && Volatile.Read(ref _longSleep) != 0)
+        if (Volatile.Read(ref _longSleep) != 0 && HeldByShares)
             Wake();
     }
+
+    /// <summary>
+    /// Units are queued while the device has room: their tenants' shares hold them, and only time (tokens accruing)
+    /// lets them go, so the dispatcher thread looks every millisecond. Units queued behind the in-flight caps need no
+    /// timer: each completion of the units in flight runs a pass (<see cref="Complete"/>). Before (a 1 ms poll whenever
+    /// anything was queued): at QD 256, where the caps always hold units back, the dispatcher thread woke ~1,000 times a
+    /// second and its event's spin made ~5,000 sched_yield calls a second, ~6 % of the server's CPU samples (perf and
+    /// perf trace on the server, ./faast bench flash-server --quick, 2026-11-29). Only the ownership flag's holder or
+    /// the dispatcher thread reads it exactly; TryRunInline reads it after letting go, as a hint (a stale answer costs
+    /// one wake-up or leaves the unit to the next completion's pass).
+    /// </summary>
+    private bool HeldByShares => _scheduler.Queued > 0 && _scheduler.InFlight < _quietInFlight;
 
     /// <summary>Passes one handler runs in a row for items others queued meanwhile: 4, so a handler (a request loop or
     /// the ring's thread) is not kept from its own work for long; what remains goes to the dispatcher thread.</summary>
