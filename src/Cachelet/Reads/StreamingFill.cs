@@ -137,8 +137,10 @@ public sealed unsafe class StreamingFill
         Publish(Length);
         Volatile.Write(ref *(int*)(_record + 8), Complete);
         Wake();
-        _done.TrySetResult();
+        // The fetch lets go before Completion says so: whoever sees it complete (or failed) and then lets go of the
+        // reader's hold frees the extent at once (CI caught a failed fill still allocated after its reader let go).
         Release();
+        _done.TrySetResult();
     }
 
     /// <summary>The fetch failed or was abandoned: the worker sees <see cref="Failed"/>; the extent is freed once the reader let go too.</summary>
@@ -148,9 +150,10 @@ public sealed unsafe class StreamingFill
         Wake();
         // The reader's invocation sees the failure (the worker raises OSError); the fetch's own exception goes
         // nowhere else once its reader took the fill, so it is logged here.
-        Log.StreamedFillFailed(_core.Logger, BlobName, Filled, Length, why);
-        _done.TrySetException(new IOException($"{BlobName}: reading it from storage failed after {Filled} of {Length} bytes ({why}); it was not cached"));
-        Release();
+        var filled = Filled; // read before the record may go with the last holder
+        Log.StreamedFillFailed(_core.Logger, BlobName, filled, Length, why);
+        Release(); // before Completion: see MarkComplete
+        _done.TrySetException(new IOException($"{BlobName}: reading it from storage failed after {filled} of {Length} bytes ({why}); it was not cached"));
     }
 
     /// <summary>The reader's invocation ended (or it never used the fill).</summary>
