@@ -11,7 +11,7 @@ if (args.Length > 0 && args[0] == "fit")
     return await FitAsync(args[1..]);
 if (args.Length == 0 || args[0] != "serve")
 {
-    Console.Error.WriteLine("usage: FaaST.FlashBackend serve --device PATH --capacity SIZE --state DIR [--listen 127.0.0.1:PORT] [--allow-remote] [--ready-file PATH] [--scheduler en4s|reflex|fcfs] [--ephemeral] [--io io_uring|pread] [--device-tokens N | --device-profile FILE]");
+    Console.Error.WriteLine("usage: FaaST.FlashBackend serve --device PATH --capacity SIZE --state DIR [--listen 127.0.0.1:PORT] [--reuse-port] [--allow-remote] [--ready-file PATH] [--scheduler en4s|reflex|fcfs] [--ephemeral] [--io io_uring|pread] [--device-tokens N | --device-profile FILE]");
     Console.Error.WriteLine("       " + FitCommand.Usage["usage: ".Length..]);
     return 2;
 }

@@ -1,3 +1,4 @@
+using FaaST.Common;
 using Microsoft.AspNetCore.Builder;
 using Microsoft.AspNetCore.Hosting;
 using Microsoft.AspNetCore.Hosting.Server;
@@ -74,6 +75,8 @@ public sealed class FlashServer : IAsyncDisposable
                 // Clients keep one connection and put many calls on it (a QD 32 load is 32 streams).
                 k.Limits.Http2.MaxStreamsPerConnection = 1024;
             });
+            if (options.ReusePort)
+                builder.WebHost.UseSockets(s => s.CreateBoundListenSocket = SharedPort.Bind);
             builder.Services.AddSingleton(core);
             builder.Services.AddGrpc(g =>
             {

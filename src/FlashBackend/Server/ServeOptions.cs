@@ -34,6 +34,14 @@ public sealed record ServeOptions
     /// h2c, so a remote listener needs TLS in front (a proxy terminating TLS); off by default.</summary>
     public bool AllowRemote { get; init; }
 
+    /// <summary>--reuse-port: bind the listener with SO_REUSEPORT, so that a supervisor which holds the port (a socket of
+    /// the same user bound to it with SO_REUSEPORT and never listening) keeps it reserved while this server is down: no
+    /// other process can bind it, and no outgoing connection is given it as its local port. The platform does this
+    /// (FlashServerChild) because a restarted server must come back on the address its instances were given; without
+    /// it a CI run saw the restart fail with "address already in use" when the dead server's port was taken meanwhile.
+    /// Off by default: only a server with such a supervisor needs it. Linux.</summary>
+    public bool ReusePort { get; init; }
+
     /// <summary>--ready-file: written (atomically, 0600) once serving, with the address as its one line.</summary>
     public string? ReadyFile { get; init; }
 
@@ -90,6 +98,8 @@ public sealed record ServeOptions
             throw new OptionException("--state: a folder is required");
         if (Capacity < 2 * SegmentSize || Capacity % SegmentSize != 0)
             throw new OptionException($"--capacity: {Capacity} bytes must be a multiple of the {SegmentSize}-byte segment and hold at least two (e.g. 256MiB, 4GiB)");
+        if (ReusePort && Listen.Port == 0)
+            throw new OptionException("--reuse-port: needs --listen with a port (the port a supervisor holds), not port 0");
         if (!AllowRemote && !IPAddress.IsLoopback(Listen.Address))
             throw new OptionException($"--listen: {Listen} is not a loopback address; tokens travel in clear headers, so listening beyond loopback needs --allow-remote and TLS in front");
         if (!(DeviceTokensPerSecond >= 1000) || double.IsInfinity(DeviceTokensPerSecond))
@@ -105,7 +115,7 @@ public sealed record ServeOptions
         bool tokensGiven = false;
         long? capacity = null;
         IPEndPoint listen = new(IPAddress.Loopback, 0);
-        bool allowRemote = false, ephemeral = false, ioUring = true;
+        bool allowRemote = false, ephemeral = false, ioUring = true, reusePort = false;
         var scheduler = SchedulerKind.En4s;
         double tokens = 50_000;
         for (int i = 0; i < args.Count; i++)
@@ -120,6 +130,7 @@ public sealed record ServeOptions
                 case "--capacity": capacity = ParseSize(a, Value()); break;
                 case "--listen": listen = ParseEndPoint(a, Value()); break;
                 case "--allow-remote": allowRemote = true; break;
+                case "--reuse-port": reusePort = true; break;
                 case "--ephemeral": ephemeral = true; break;
                 case "--io":
                     string io = Value();
@@ -160,6 +171,7 @@ public sealed record ServeOptions
             ReadyFile = ready,
             Listen = listen,
             AllowRemote = allowRemote,
+            ReusePort = reusePort,
             Ephemeral = ephemeral,
             UseIoUring = ioUring,
             Scheduler = scheduler,

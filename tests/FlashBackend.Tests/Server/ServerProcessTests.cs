@@ -1,4 +1,7 @@
+using System.Net;
+using System.Net.Sockets;
 using System.Security.Cryptography;
+using FaaST.Common;
 using FaaST.Protos.Flash;
 using Grpc.Core;
 
@@ -32,6 +35,54 @@ public sealed class ServerProcessTests : IDisposable
         string line = Assert.Single(err.Split('\n', StringSplitOptions.RemoveEmptyEntries));
         Assert.Contains(named, line);
         Assert.False(File.Exists(_files.Device), "nothing is created before the options are valid");
+    }
+
+    [Fact]
+    public async Task ReusePortWithoutAPortExitsWithCode2NamingIt()
+    {
+        using var p = ServerProcess.Launch(["serve", "--device", _files.Device, "--capacity", "16MiB", "--state", _files.State, "--reuse-port"]);
+        string err = await p.StandardError.ReadToEndAsync();
+        await p.WaitForExitAsync();
+
+        Assert.Equal(2, p.ExitCode);
+        Assert.Contains("--reuse-port", Assert.Single(err.Split('\n', StringSplitOptions.RemoveEmptyEntries)));
+    }
+
+    /// <summary>The platform's restart path (FlashServerChild): it holds the port, the server shares it with
+    /// --reuse-port, and while the server is dead nobody else can take the port its clients know.</summary>
+    [Fact]
+    public async Task APortItsSupervisorHoldsCannotBeTakenWhileTheServerIsDeadAndServesAgainAfterTheRestart()
+    {
+        using Socket held = SharedPort.Hold();
+        int port = ((IPEndPoint)held.LocalEndPoint!).Port;
+        string[] listen = ["--listen", $"127.0.0.1:{port}", "--reuse-port"];
+        string token;
+        await using (ServerProcess first = await ServerProcess.StartAsync(_files, extra: listen))
+        {
+            Assert.Equal(port, first.Address.Port);
+            using var c = new FlashClients(first.Address, Path.Combine(_files.State, "keys", "admin"));
+            token = (await c.TenantAsync("app-a", iops: 1000, p95Us: 3000)).Token;
+            first.Kill9();
+        }
+
+        // Dead: a plain bind and one with SO_REUSEADDR (what most servers set; raw, because .NET's ReuseAddress on Linux
+        // also sets SO_REUSEPORT, which a process of the same user may share the port with) are refused, and so is a
+        // connection.
+        foreach (int reuseAddress in new[] { 0, 1 })
+        {
+            using var other = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp);
+            other.SetRawSocketOption(1, 2, BitConverter.GetBytes(reuseAddress)); // SOL_SOCKET, SO_REUSEADDR
+            var refused = Assert.Throws<SocketException>(() => other.Bind(new IPEndPoint(IPAddress.Loopback, port)));
+            Assert.Equal(SocketError.AddressAlreadyInUse, refused.SocketErrorCode);
+        }
+        using (var client = new Socket(AddressFamily.InterNetwork, SocketType.Stream, ProtocolType.Tcp))
+            Assert.Equal(SocketError.ConnectionRefused, Assert.Throws<SocketException>(() => client.Connect(IPAddress.Loopback, port)).SocketErrorCode);
+
+        await using ServerProcess second = await ServerProcess.StartAsync(_files, extra: listen);
+        Assert.Equal(port, second.Address.Port);
+        using var c2 = new FlashClients(second.Address, Path.Combine(_files.State, "keys", "admin"));
+        TenantStats stats = await (await TenantClient.OpenAsync(c2.Tier, token)).StatsAsync();
+        Assert.Equal(("LC", 1000.0), (stats.Class, stats.IopsSlo));
     }
 
     [Fact]

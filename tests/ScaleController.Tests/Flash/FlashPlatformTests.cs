@@ -1,6 +1,8 @@
 using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Globalization;
+using System.Net;
+using System.Net.Sockets;
 using System.Security.Cryptography;
 using System.Text.Json.Nodes;
 using FaaST.ScaleController.Tests.Platform;
@@ -75,6 +77,7 @@ public sealed class FlashPlatformTests : IDisposable
             var flash = (await JsonAsync(http, "admin/platform"))["flash"]!;
             Assert.Equal(_name, Assert.Single(flash["apps"]!.AsArray())!.GetValue<string>());
             var serverPid = (int)flash["processId"]!;
+            var flashPort = new Uri(flash["address"]!.GetValue<string>()).Port;
 
             using var store = new BlobStore(DevelopmentStorageFile.Read(app, out var problem) ?? throw new InvalidOperationException(problem));
             await store.CreateContainerIfNotExistsAsync("objects");
@@ -110,6 +113,17 @@ public sealed class FlashPlatformTests : IDisposable
             var load = Task.Run(() => ReadAllAsync(http, blobs.Skip(1)));
             await Eventually.TrueAsync(async () => (await CountersAsync(http)).Hits >= afterWrite.Hits + 8, "the third pass reached flash");
             Process.GetProcessById(serverPid).Kill();
+            // While it is dead the platform holds its port (SharedPort), so the restart cannot find it taken: a CI run
+            // once saw the restart fail with "address already in use". Checked once the process is gone; should the
+            // restart have come first on a busy machine, the new server holds it, and ServerProcessTests checks the gap
+            // deterministically.
+            await Eventually.TrueAsync(() => !Directory.Exists($"/proc/{serverPid}"), "the killed flash server is gone");
+            using (var other = new Socket(SocketType.Stream, ProtocolType.Tcp))
+            {
+                other.SetRawSocketOption(1, 2, BitConverter.GetBytes(1)); // SOL_SOCKET, SO_REUSEADDR: what a server sets
+                var taken = Assert.Throws<SocketException>(() => other.Bind(new IPEndPoint(IPAddress.Loopback, flashPort)));
+                Assert.Equal(SocketError.AddressAlreadyInUse, taken.SocketErrorCode);
+            }
             await load;
             var down = await CountersAsync(http);
             Assert.True(down.Fallbacks + down.Skipped >= 1, "reads went around the dead server");

@@ -1,4 +1,6 @@
 using System.Diagnostics;
+using System.Net;
+using System.Net.Sockets;
 
 namespace FaaST.ScaleController.Platform.Flash;
 
@@ -7,6 +9,11 @@ namespace FaaST.ScaleController.Platform.Flash;
 /// STATE/flash (0700), a free loopback port at first start and the same port at every restart (the instances keep the
 /// address they were given), restarted when it dies until the platform stops, stopped with SIGTERM (it drains) and
 /// SIGKILL after <see cref="StopGrace"/>.
+/// <para>The platform holds the port for the platform's lifetime (<see cref="SharedPort"/>: a socket bound to it and
+/// never listening; the server binds it too, with --reuse-port). Before, a dead server's port was free until the
+/// restart, and a CI run saw the restart fail ("address already in use": another process, or an outgoing connection's
+/// local port, had taken it meanwhile); the restart then waited, with an error logged each try, until the port came
+/// free, or forever if it never did.</para>
 /// </summary>
 internal sealed class FlashServerChild(PlatformOptions options, ILogger logger) : IAsyncDisposable
 {
@@ -22,7 +29,7 @@ internal sealed class FlashServerChild(PlatformOptions options, ILogger logger) 
 
     private readonly SemaphoreSlim _gate = new(1, 1);
     private Process? _process;
-    private int _port;
+    private Socket? _port;
     private volatile bool _stopping;
 
     public string Directory => Path.Combine(options.StateDirectory, "flash");
@@ -44,7 +51,7 @@ internal sealed class FlashServerChild(PlatformOptions options, ILogger logger) 
         var args = new List<string>
         {
             dll, "serve", "--device", DevicePath, "--capacity", options.FlashCapacity.ToString(System.Globalization.CultureInfo.InvariantCulture),
-            "--state", StateDirectory, "--listen", $"127.0.0.1:{_port}", "--ready-file", ReadyFile,
+            "--state", StateDirectory, "--listen", $"127.0.0.1:{Port}", "--reuse-port", "--ready-file", ReadyFile,
         };
         if (DeviceProfile is { } profile)
         {
@@ -55,6 +62,9 @@ internal sealed class FlashServerChild(PlatformOptions options, ILogger logger) 
         }
         return args;
     }
+
+    /// <summary>The loopback port the platform holds for the server, taken at the first start.</summary>
+    private int Port => ((IPEndPoint)(_port ?? throw new InvalidOperationException("the flash port is not taken yet")).LocalEndPoint!).Port;
 
     /// <summary>The server's address, once started.</summary>
     public Uri? Address { get; private set; }
@@ -101,6 +111,7 @@ internal sealed class FlashServerChild(PlatformOptions options, ILogger logger) 
         System.IO.Directory.CreateDirectory(Directory, UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute);
         File.SetUnixFileMode(Directory, UnixFileMode.UserRead | UnixFileMode.UserWrite | UnixFileMode.UserExecute);
         File.Delete(ReadyFile);
+        _port ??= SharedPort.Hold();
         var dll = options.FlashServerDll ?? DefaultDll();
         if (!File.Exists(dll))
             throw new FlashServerException($"the flash server {dll} is not built (dotnet build src/FlashBackend -c Release)");
@@ -125,7 +136,6 @@ internal sealed class FlashServerChild(PlatformOptions options, ILogger logger) 
             await Task.Delay(50, ct);
         }
         var address = new Uri(File.ReadAllText(ReadyFile).Trim());
-        _port = address.Port;
         Address = address;
         _process = process;
         process.EnableRaisingEvents = true;
@@ -192,6 +202,8 @@ internal sealed class FlashServerChild(PlatformOptions options, ILogger logger) 
                 p.Dispose();
                 _process = null;
             }
+            _port?.Dispose();
+            _port = null;
         }
         finally
         {
